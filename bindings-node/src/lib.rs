@@ -1,0 +1,1 @@
+//! Node.js addon (work in progress).

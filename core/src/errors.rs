@@ -1,0 +1,304 @@
+//! The typed failures of the tenant-state layer.
+//!
+//! Hosts branch on [`ErrorCode::as_str`] (the stable `GOTRY_TENANT_*` string) or on the
+//! host's error class built from it, never on messages. Every failure maps to an
+//! availability outcome: a holder that cannot prove it still owns a tenant stops
+//! acknowledging writes, it never carries on silently.
+
+use std::fmt;
+
+use crate::lease_store::LeaseRecord;
+
+/// The twelve stable codes of the reference implementation, in its order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorCode {
+    LeaseHeld,
+    LeaseLost,
+    Fenced,
+    LeaseStoreUnavailable,
+    IdInvalid,
+    DurableStoreUnavailable,
+    RestoreInvalid,
+    CopyConflict,
+    Draining,
+    DrainTimeout,
+    RouterClosed,
+    ReplicaAtCapacity,
+}
+
+impl ErrorCode {
+    /// Every code, so that each binding can prove it exposes exactly this list.
+    pub const ALL: [ErrorCode; 12] = [
+        ErrorCode::LeaseHeld,
+        ErrorCode::LeaseLost,
+        ErrorCode::Fenced,
+        ErrorCode::LeaseStoreUnavailable,
+        ErrorCode::IdInvalid,
+        ErrorCode::DurableStoreUnavailable,
+        ErrorCode::RestoreInvalid,
+        ErrorCode::CopyConflict,
+        ErrorCode::Draining,
+        ErrorCode::DrainTimeout,
+        ErrorCode::RouterClosed,
+        ErrorCode::ReplicaAtCapacity,
+    ];
+
+    /// The stable string that callers branch on.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::LeaseHeld => "GOTRY_TENANT_LEASE_HELD",
+            ErrorCode::LeaseLost => "GOTRY_TENANT_LEASE_LOST",
+            ErrorCode::Fenced => "GOTRY_TENANT_FENCED",
+            ErrorCode::LeaseStoreUnavailable => "GOTRY_TENANT_LEASE_STORE_UNAVAILABLE",
+            ErrorCode::IdInvalid => "GOTRY_TENANT_ID_INVALID",
+            ErrorCode::DurableStoreUnavailable => "GOTRY_TENANT_DURABLE_STORE_UNAVAILABLE",
+            ErrorCode::RestoreInvalid => "GOTRY_TENANT_RESTORE_INVALID",
+            ErrorCode::CopyConflict => "GOTRY_TENANT_COPY_CONFLICT",
+            ErrorCode::Draining => "GOTRY_TENANT_DRAINING",
+            ErrorCode::DrainTimeout => "GOTRY_TENANT_DRAIN_TIMEOUT",
+            ErrorCode::RouterClosed => "GOTRY_TENANT_ROUTER_CLOSED",
+            ErrorCode::ReplicaAtCapacity => "GOTRY_TENANT_REPLICA_AT_CAPACITY",
+        }
+    }
+
+    /// The reference's class name for this code (`err.name` in JS, the exception class in Python).
+    pub const fn class_name(self) -> &'static str {
+        match self {
+            ErrorCode::LeaseHeld => "LeaseHeldError",
+            ErrorCode::LeaseLost => "LeaseLostError",
+            ErrorCode::Fenced => "FencedError",
+            ErrorCode::LeaseStoreUnavailable => "LeaseStoreUnavailableError",
+            ErrorCode::IdInvalid => "InvalidTenantIdError",
+            ErrorCode::DurableStoreUnavailable => "DurableStoreUnavailableError",
+            ErrorCode::RestoreInvalid => "RestoreVerificationError",
+            ErrorCode::CopyConflict => "CopyConflictError",
+            ErrorCode::Draining => "TenantDrainingError",
+            ErrorCode::DrainTimeout => "DrainTimeoutError",
+            ErrorCode::RouterClosed => "RouterClosedError",
+            ErrorCode::ReplicaAtCapacity => "ReplicaAtCapacityError",
+        }
+    }
+
+    /// Looks a code up by its stable string.
+    pub fn from_code_str(code: &str) -> Option<ErrorCode> {
+        ErrorCode::ALL.into_iter().find(|c| c.as_str() == code)
+    }
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why the write gate of a holder is closed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FenceReason {
+    /// The holder released the lease.
+    LeaseReleased,
+    /// A renewal was refused: someone else may hold the tenant now.
+    LeaseLost,
+    /// The local deadline passed before a renewal moved it.
+    LeaseExpiredLocally,
+}
+
+impl FenceReason {
+    /// The reference's `reason` string.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            FenceReason::LeaseReleased => "lease_released",
+            FenceReason::LeaseLost => "lease_lost",
+            FenceReason::LeaseExpiredLocally => "lease_expired_locally",
+        }
+    }
+}
+
+impl fmt::Display for FenceReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A failure of a host-supplied callback (a clock written in JS or Python). The binding
+/// that made it downcasts it back to re-raise the host's own exception unchanged.
+pub type HostError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Every failure of the core.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// Another holder has an unexpired lease; carries its record so a router can forward.
+    LeaseHeld { record: LeaseRecord },
+    /// The caller does not hold the lease (expired, taken over, or never held).
+    LeaseLost { message: String },
+    /// The write gate is closed for this holder.
+    Fenced {
+        reason: FenceReason,
+        key: String,
+        epoch: i64,
+    },
+    /// The lease store could not be reached or was contended.
+    LeaseStoreUnavailable { message: String },
+    /// An organization id, tenant id, claim or key is not acceptable.
+    IdInvalid { message: String },
+    DurableStoreUnavailable { message: String },
+    RestoreInvalid {
+        message: String,
+        skipped: Vec<String>,
+    },
+    CopyConflict { message: String },
+    Draining { key: String },
+    DrainTimeout {
+        key: String,
+        in_flight: u64,
+        timeout_ms: u64,
+    },
+    RouterClosed,
+    ReplicaAtCapacity { limit: u64 },
+    /// An argument out of its range (TTL, margin, epoch, text length): `RangeError` in JS.
+    InvalidArgument { message: String },
+    /// A storage failure that is not contention, with the storage engine's own code name
+    /// (for SQLite the extended result code, e.g. `SQLITE_NOTADB`).
+    Storage { code: String, message: String },
+    /// A host callback failed; see [`HostError`].
+    Host(HostError),
+}
+
+/// The core's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// The stable code, for the errors that have one.
+    pub fn code(&self) -> Option<ErrorCode> {
+        Some(match self {
+            Error::LeaseHeld { .. } => ErrorCode::LeaseHeld,
+            Error::LeaseLost { .. } => ErrorCode::LeaseLost,
+            Error::Fenced { .. } => ErrorCode::Fenced,
+            Error::LeaseStoreUnavailable { .. } => ErrorCode::LeaseStoreUnavailable,
+            Error::IdInvalid { .. } => ErrorCode::IdInvalid,
+            Error::DurableStoreUnavailable { .. } => ErrorCode::DurableStoreUnavailable,
+            Error::RestoreInvalid { .. } => ErrorCode::RestoreInvalid,
+            Error::CopyConflict { .. } => ErrorCode::CopyConflict,
+            Error::Draining { .. } => ErrorCode::Draining,
+            Error::DrainTimeout { .. } => ErrorCode::DrainTimeout,
+            Error::RouterClosed => ErrorCode::RouterClosed,
+            Error::ReplicaAtCapacity { .. } => ErrorCode::ReplicaAtCapacity,
+            Error::InvalidArgument { .. } | Error::Storage { .. } | Error::Host(_) => return None,
+        })
+    }
+
+    /// The code as a string: a `GOTRY_TENANT_*` code, or `ERR_OUT_OF_RANGE`, the storage
+    /// engine's code name, or `HOST_CALLBACK` for the kinds outside the registry.
+    pub fn code_str(&self) -> &str {
+        match self {
+            Error::InvalidArgument { .. } => "ERR_OUT_OF_RANGE",
+            Error::Storage { code, .. } => code,
+            Error::Host(_) => "HOST_CALLBACK",
+            other => other.code().map(ErrorCode::as_str).unwrap_or_default(),
+        }
+    }
+
+    pub(crate) fn id_invalid(message: impl Into<String>) -> Error {
+        Error::IdInvalid {
+            message: message.into(),
+        }
+    }
+
+    pub(crate) fn invalid_argument(message: impl Into<String>) -> Error {
+        Error::InvalidArgument {
+            message: message.into(),
+        }
+    }
+
+    pub(crate) fn lease_lost(message: impl Into<String>) -> Error {
+        Error::LeaseLost {
+            message: message.into(),
+        }
+    }
+
+    pub(crate) fn unavailable(message: impl Into<String>) -> Error {
+        Error::LeaseStoreUnavailable {
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::LeaseHeld { record } => write!(
+                f,
+                "lease {} is held by {} at epoch {}",
+                record.key, record.owner, record.epoch
+            ),
+            Error::Fenced { reason, key, epoch } => {
+                write!(f, "tenant {key} epoch {epoch} is fenced: {reason}")
+            }
+            Error::Draining { key } => write!(f, "tenant {key} is being handed off"),
+            Error::DrainTimeout {
+                key,
+                in_flight,
+                timeout_ms,
+            } => write!(
+                f,
+                "tenant {key} still had {in_flight} call(s) running after {timeout_ms} ms of draining"
+            ),
+            Error::RouterClosed => f.write_str("the tenant router is closed"),
+            Error::ReplicaAtCapacity { limit } => write!(
+                f,
+                "this replica already serves its configured maximum of {limit} tenants"
+            ),
+            Error::Storage { code, message } => write!(f, "{code}: {message}"),
+            Error::Host(source) => write!(f, "host callback failed: {source}"),
+            Error::LeaseLost { message }
+            | Error::LeaseStoreUnavailable { message }
+            | Error::IdInvalid { message }
+            | Error::DurableStoreUnavailable { message }
+            | Error::RestoreInvalid { message, .. }
+            | Error::CopyConflict { message }
+            | Error::InvalidArgument { message } => f.write_str(message),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Host(source) => Some(source.as_ref()),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_are_unique_and_round_trip() {
+        let mut seen = std::collections::HashSet::new();
+        for code in ErrorCode::ALL {
+            assert!(code.as_str().starts_with("GOTRY_TENANT_"));
+            assert!(seen.insert(code.as_str()), "duplicate {code}");
+            assert_eq!(ErrorCode::from_code_str(code.as_str()), Some(code));
+        }
+        assert_eq!(seen.len(), 12);
+        assert_eq!(ErrorCode::from_code_str("GOTRY_TENANT_NOPE"), None);
+    }
+
+    #[test]
+    fn kinds_outside_the_registry_have_no_code() {
+        assert_eq!(Error::invalid_argument("x").code(), None);
+        assert_eq!(Error::invalid_argument("x").code_str(), "ERR_OUT_OF_RANGE");
+        let storage = Error::Storage {
+            code: "SQLITE_NOTADB".into(),
+            message: "file is not a database".into(),
+        };
+        assert_eq!(storage.code(), None);
+        assert_eq!(storage.code_str(), "SQLITE_NOTADB");
+        assert_eq!(
+            Error::RouterClosed.code_str(),
+            "GOTRY_TENANT_ROUTER_CLOSED"
+        );
+    }
+}

@@ -1,0 +1,285 @@
+//! The lease store: one record per tenant that says which replica may write that tenant's
+//! ledger, and at which epoch.
+//!
+//! The contract is a linearizable compare-and-set per key, decided on the store's clock:
+//! `acquire` only when there is no record or it has expired (epoch n -> n + 1); `renew`
+//! only for the current, unexpired holder (epoch kept); `release` by the holder of that
+//! epoch expires the lease at once (epoch kept, even after expiry); `mark_forgotten` raises
+//! the forgotten floor. Epochs never decrease, rows are never deleted, every granted
+//! operation is logged. The rules live in [`decide`], once, and every store applies them
+//! inside its own transaction.
+
+pub mod sqlite;
+
+use crate::errors::{Error, Result};
+
+/// Shortest lease a store grants, in milliseconds.
+pub const MIN_LEASE_TTL_MS: i64 = 100;
+/// Longest lease a store grants, in milliseconds (ten minutes).
+pub const MAX_LEASE_TTL_MS: i64 = 600_000;
+/// Longest key or owner, in UTF-16 code units (what JS `length` counts, so that every
+/// language accepts exactly the strings the reference accepts).
+pub const MAX_TEXT_UTF16_UNITS: usize = 200;
+
+/// The state of one tenant's lease.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct LeaseRecord {
+    pub key: String,
+    pub owner: String,
+    pub epoch: i64,
+    pub lease_until_ms: i64,
+    pub forgotten_at_epoch: i64,
+}
+
+/// A granted acquire or renew: the record after it, and the TTL it was granted for.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct LeaseGrant {
+    pub record: LeaseRecord,
+    pub ttl_ms: i64,
+}
+
+/// The kind of a granted operation, as the log spells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LeaseOp {
+    Acquire,
+    Renew,
+    Release,
+    Forget,
+}
+
+impl LeaseOp {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            LeaseOp::Acquire => "acquire",
+            LeaseOp::Renew => "renew",
+            LeaseOp::Release => "release",
+            LeaseOp::Forget => "forget",
+        }
+    }
+
+    pub fn parse(value: &str) -> Option<LeaseOp> {
+        [LeaseOp::Acquire, LeaseOp::Renew, LeaseOp::Release, LeaseOp::Forget]
+            .into_iter()
+            .find(|op| op.as_str() == value)
+    }
+}
+
+/// One granted operation in the store's log.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct HistoryEntry {
+    pub key: String,
+    pub op: LeaseOp,
+    pub owner: String,
+    pub epoch: i64,
+    pub at_ms: i64,
+}
+
+/// A lease store. Implementations are safe to share between threads; every method blocks
+/// until the store answered, so async hosts call them off their event loop.
+pub trait LeaseStore: Send + Sync {
+    /// The record of `key`, if any.
+    fn read(&self, key: &str) -> Result<Option<LeaseRecord>>;
+    /// Takes the lease when it is free or expired; the epoch moves up by one.
+    fn acquire(&self, key: &str, owner: &str, ttl_ms: i64) -> Result<LeaseGrant>;
+    /// Extends the unexpired lease of `owner` at `epoch` to `now + ttl_ms`.
+    fn renew(&self, key: &str, owner: &str, epoch: i64, ttl_ms: i64) -> Result<LeaseGrant>;
+    /// Expires the lease of `owner` at `epoch` now; allowed after expiry too.
+    fn release(&self, key: &str, owner: &str, epoch: i64) -> Result<LeaseRecord>;
+    /// Raises the forgotten floor to `epoch`; only the unexpired holder may.
+    fn mark_forgotten(&self, key: &str, owner: &str, epoch: i64) -> Result<LeaseRecord>;
+    /// Every granted operation in order, of one key or of all.
+    fn history(&self, key: Option<&str>) -> Result<Vec<HistoryEntry>>;
+    /// Every record whose key starts with `prefix` (all when empty), ordered by key.
+    fn list(&self, prefix: &str) -> Result<Vec<LeaseRecord>>;
+    /// The store's clock, as its decisions see it.
+    fn now_ms(&self) -> Result<i64>;
+    /// Closes the store; every later call fails with LEASE_STORE_UNAVAILABLE.
+    fn close(&self) -> Result<()>;
+}
+
+/// A TTL the store accepts: an integer number of milliseconds within
+/// [`MIN_LEASE_TTL_MS`, `MAX_LEASE_TTL_MS`].
+pub fn assert_lease_ttl(ttl_ms: i64) -> Result<i64> {
+    if (MIN_LEASE_TTL_MS..=MAX_LEASE_TTL_MS).contains(&ttl_ms) {
+        Ok(ttl_ms)
+    } else {
+        Err(Error::invalid_argument(format!(
+            "a lease ttl is an integer from {MIN_LEASE_TTL_MS} to {MAX_LEASE_TTL_MS} ms, got {ttl_ms}"
+        )))
+    }
+}
+
+/// A key or owner: 1 to 200 UTF-16 code units.
+pub fn assert_text<'a>(name: &str, value: &'a str) -> Result<&'a str> {
+    let units: usize = value.chars().map(char::len_utf16).sum();
+    if units == 0 || units > MAX_TEXT_UTF16_UNITS {
+        return Err(Error::invalid_argument(format!(
+            "{name} must be 1 to {MAX_TEXT_UTF16_UNITS} UTF-16 code units long, got {units}"
+        )));
+    }
+    Ok(value)
+}
+
+/// An epoch a holder can name: 1 or more.
+pub fn assert_epoch(epoch: i64) -> Result<i64> {
+    if epoch >= 1 {
+        Ok(epoch)
+    } else {
+        Err(Error::invalid_argument(format!(
+            "an epoch is a positive integer, got {epoch}"
+        )))
+    }
+}
+
+/// A request to the store, once its arguments passed their checks.
+#[derive(Debug, Clone, Copy)]
+pub enum Request<'a> {
+    Acquire { owner: &'a str, ttl_ms: i64 },
+    Renew { owner: &'a str, epoch: i64, ttl_ms: i64 },
+    Release { owner: &'a str, epoch: i64 },
+    Forget { owner: &'a str, epoch: i64 },
+}
+
+impl<'a> Request<'a> {
+    /// Checks the arguments as every store must, before anything is read.
+    pub fn acquire(key: &str, owner: &'a str, ttl_ms: i64) -> Result<Request<'a>> {
+        assert_text("key", key)?;
+        assert_text("owner", owner)?;
+        assert_lease_ttl(ttl_ms)?;
+        Ok(Request::Acquire { owner, ttl_ms })
+    }
+
+    pub fn renew(key: &str, owner: &'a str, epoch: i64, ttl_ms: i64) -> Result<Request<'a>> {
+        assert_text("key", key)?;
+        assert_text("owner", owner)?;
+        assert_epoch(epoch)?;
+        assert_lease_ttl(ttl_ms)?;
+        Ok(Request::Renew { owner, epoch, ttl_ms })
+    }
+
+    pub fn release(key: &str, owner: &'a str, epoch: i64) -> Result<Request<'a>> {
+        assert_text("key", key)?;
+        assert_text("owner", owner)?;
+        assert_epoch(epoch)?;
+        Ok(Request::Release { owner, epoch })
+    }
+
+    pub fn forget(key: &str, owner: &'a str, epoch: i64) -> Result<Request<'a>> {
+        assert_text("key", key)?;
+        assert_text("owner", owner)?;
+        assert_epoch(epoch)?;
+        Ok(Request::Forget { owner, epoch })
+    }
+
+    pub fn op(&self) -> LeaseOp {
+        match self {
+            Request::Acquire { .. } => LeaseOp::Acquire,
+            Request::Renew { .. } => LeaseOp::Renew,
+            Request::Release { .. } => LeaseOp::Release,
+            Request::Forget { .. } => LeaseOp::Forget,
+        }
+    }
+
+    /// The TTL granted by this request, for the requests that grant one.
+    pub fn ttl_ms(&self) -> Option<i64> {
+        match self {
+            Request::Acquire { ttl_ms, .. } | Request::Renew { ttl_ms, .. } => Some(*ttl_ms),
+            Request::Release { .. } | Request::Forget { .. } => None,
+        }
+    }
+}
+
+/// The lease rules, in one place: given the record as the store holds it inside its
+/// transaction and the store's clock, either the record to write (and log) or the refusal.
+pub fn decide(key: &str, current: Option<&LeaseRecord>, request: &Request<'_>, now_ms: i64) -> Result<LeaseRecord> {
+    let holder = |owner: &str, epoch: i64| -> Result<&LeaseRecord> {
+        match current {
+            Some(row) if row.owner == owner && row.epoch == epoch => Ok(row),
+            _ => Err(Error::lease_lost(format!("{key}: epoch {epoch} is not held by {owner}"))),
+        }
+    };
+    let unexpired = |row: &'_ LeaseRecord| -> Result<()> {
+        if row.lease_until_ms <= now_ms {
+            Err(Error::lease_lost(format!("{key}: the lease of epoch {} has expired", row.epoch)))
+        } else {
+            Ok(())
+        }
+    };
+    let until = |ttl_ms: i64| {
+        now_ms
+            .checked_add(ttl_ms)
+            .ok_or_else(|| Error::invalid_argument("the store's clock is too far in the future"))
+    };
+    match *request {
+        Request::Acquire { owner, ttl_ms } => {
+            if let Some(row) = current {
+                if row.lease_until_ms > now_ms {
+                    return Err(Error::LeaseHeld { record: row.clone() });
+                }
+            }
+            Ok(LeaseRecord {
+                key: key.to_owned(),
+                owner: owner.to_owned(),
+                epoch: current.map_or(1, |row| row.epoch + 1),
+                lease_until_ms: until(ttl_ms)?,
+                forgotten_at_epoch: current.map_or(0, |row| row.forgotten_at_epoch),
+            })
+        }
+        Request::Renew { owner, epoch, ttl_ms } => {
+            let row = holder(owner, epoch)?;
+            unexpired(row)?;
+            Ok(LeaseRecord {
+                lease_until_ms: until(ttl_ms)?,
+                ..row.clone()
+            })
+        }
+        Request::Release { owner, epoch } => {
+            let row = holder(owner, epoch)?;
+            Ok(LeaseRecord {
+                lease_until_ms: row.lease_until_ms.min(now_ms),
+                ..row.clone()
+            })
+        }
+        Request::Forget { owner, epoch } => {
+            let row = holder(owner, epoch)?;
+            unexpired(row)?;
+            Ok(LeaseRecord {
+                forgotten_at_epoch: row.forgotten_at_epoch.max(epoch),
+                ..row.clone()
+            })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_is_measured_in_utf16_units() {
+        assert!(assert_text("owner", &"😀".repeat(100)).is_ok());
+        assert!(matches!(assert_text("owner", &"😀".repeat(101)), Err(Error::InvalidArgument { .. })));
+        assert!(assert_text("owner", &"é".repeat(200)).is_ok());
+        assert!(assert_text("owner", &"é".repeat(201)).is_err());
+        assert!(assert_text("owner", "").is_err());
+    }
+
+    #[test]
+    fn ttl_and_epoch_bounds() {
+        assert!(assert_lease_ttl(99).is_err());
+        assert_eq!(assert_lease_ttl(100).unwrap(), 100);
+        assert_eq!(assert_lease_ttl(600_000).unwrap(), 600_000);
+        assert!(assert_lease_ttl(600_001).is_err());
+        assert!(assert_epoch(0).is_err());
+        assert!(assert_epoch(-1).is_err());
+        assert_eq!(assert_epoch(1).unwrap(), 1);
+    }
+
+    #[test]
+    fn op_names_round_trip() {
+        for op in [LeaseOp::Acquire, LeaseOp::Renew, LeaseOp::Release, LeaseOp::Forget] {
+            assert_eq!(LeaseOp::parse(op.as_str()), Some(op));
+        }
+        assert_eq!(LeaseOp::parse("delete"), None);
+    }
+}

@@ -1,0 +1,392 @@
+//! The lease store on one SQLite file, shared by the processes of one host.
+//!
+//! The file format is the reference implementation's (same tables, columns and triggers),
+//! so the JavaScript store and this one can open the same file, in either order. SQLite's
+//! write lock serializes writers across processes: every operation runs in a
+//! `BEGIN IMMEDIATE` transaction, waits for the lock up to the busy timeout, and a lock
+//! still taken after that surfaces as LEASE_STORE_UNAVAILABLE.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+
+use super::{decide, HistoryEntry, LeaseGrant, LeaseOp, LeaseRecord, LeaseStore, Request};
+use crate::clock::{SystemWallClock, WallClock};
+use crate::errors::{Error, Result};
+
+/// How long an operation waits for another process's write lock, as in the reference.
+pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_millis(5_000);
+
+/// The reference's schema, verbatim in structure. The triggers hold the invariants that a
+/// buggy writer (ours, the reference, or a hand-typed `sqlite3` session) must not break.
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS leases (
+  key TEXT PRIMARY KEY,
+  owner TEXT NOT NULL,
+  epoch INTEGER NOT NULL CHECK (epoch >= 1),
+  lease_until_ms INTEGER NOT NULL,
+  forgotten_at_epoch INTEGER NOT NULL DEFAULT 0
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS lease_log (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  key TEXT NOT NULL,
+  op TEXT NOT NULL CHECK (op IN ('acquire', 'renew', 'release', 'forget')),
+  owner TEXT NOT NULL,
+  epoch INTEGER NOT NULL,
+  at_ms INTEGER NOT NULL
+);
+CREATE TRIGGER IF NOT EXISTS leases_epoch_forward_only
+BEFORE UPDATE OF epoch ON leases
+WHEN NEW.epoch <> OLD.epoch AND NEW.epoch <> OLD.epoch + 1
+BEGIN SELECT RAISE(ABORT, 'lease epoch moves forward by exactly one'); END;
+CREATE TRIGGER IF NOT EXISTS leases_forgotten_floor_forward_only
+BEFORE UPDATE OF forgotten_at_epoch ON leases
+WHEN NEW.forgotten_at_epoch < OLD.forgotten_at_epoch
+BEGIN SELECT RAISE(ABORT, 'the forgotten floor never moves back'); END;
+CREATE TRIGGER IF NOT EXISTS leases_never_deleted
+BEFORE DELETE ON leases
+BEGIN SELECT RAISE(ABORT, 'a lease row is the epoch floor of its tenant and is never deleted'); END;
+";
+
+const SELECT_ROW: &str =
+    "SELECT key, owner, epoch, lease_until_ms, forgotten_at_epoch FROM leases WHERE key = ?1";
+
+/// Options of [`SqliteLeaseStore::open_with`].
+#[derive(Clone)]
+pub struct SqliteOptions {
+    /// The store's clock; the system clock by default.
+    pub clock: Arc<dyn WallClock>,
+    /// How long to wait for another writer; [`DEFAULT_BUSY_TIMEOUT`] by default.
+    pub busy_timeout: Duration,
+}
+
+impl Default for SqliteOptions {
+    fn default() -> SqliteOptions {
+        SqliteOptions {
+            clock: Arc::new(SystemWallClock),
+            busy_timeout: DEFAULT_BUSY_TIMEOUT,
+        }
+    }
+}
+
+/// A lease store on one SQLite file. `Send + Sync`: calls from several threads are
+/// serialized on one connection (SQLite's file lock serializes writers anyway), and
+/// [`SqliteLeaseStore::with_clock`] views share that connection.
+#[derive(Clone)]
+pub struct SqliteLeaseStore {
+    connection: Arc<Mutex<Option<Connection>>>,
+    path: Arc<PathBuf>,
+    clock: Arc<dyn WallClock>,
+}
+
+impl std::fmt::Debug for SqliteLeaseStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteLeaseStore").field("path", &self.path).finish_non_exhaustive()
+    }
+}
+
+impl SqliteLeaseStore {
+    /// Opens (and creates, with its parent folders) the store file with default options.
+    pub fn open(path: impl AsRef<Path>) -> Result<SqliteLeaseStore> {
+        SqliteLeaseStore::open_with(path, SqliteOptions::default())
+    }
+
+    pub fn open_with(path: impl AsRef<Path>, options: SqliteOptions) -> Result<SqliteLeaseStore> {
+        let path = path.as_ref();
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(|e| Error::Storage {
+                code: "ENOENT".into(),
+                message: format!("cannot create the folder of the lease store {}: {e}", parent.display()),
+            })?;
+        }
+        let mut connection = Connection::open(path).map_err(storage_error)?;
+        // The busy timeout first: sibling processes must wait for the write lock, not fail.
+        connection.busy_timeout(options.busy_timeout).map_err(storage_error)?;
+        configure_durability(&connection)?;
+        immediate(&mut connection, |tx| tx.execute_batch(SCHEMA).map_err(storage_error))?;
+        Ok(SqliteLeaseStore {
+            connection: Arc::new(Mutex::new(Some(connection))),
+            path: Arc::new(path.to_path_buf()),
+            clock: options.clock,
+        })
+    }
+
+    /// The same store (same connection, same file) deciding on another clock.
+    pub fn with_clock(&self, clock: Arc<dyn WallClock>) -> SqliteLeaseStore {
+        SqliteLeaseStore {
+            clock,
+            ..self.clone()
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn connection(&self) -> Result<MutexGuard<'_, Option<Connection>>> {
+        // A panic while the lock was held cannot leave a half-done write behind (the
+        // transaction rolls back on drop), so a poisoned lock is safe to take over.
+        Ok(self.connection.lock().unwrap_or_else(|poisoned| poisoned.into_inner()))
+    }
+
+    fn with_open<T>(&self, f: impl FnOnce(&mut Connection) -> Result<T>) -> Result<T> {
+        let mut guard = self.connection()?;
+        let connection = guard
+            .as_mut()
+            .ok_or_else(|| Error::unavailable("the lease store is closed"))?;
+        f(connection)
+    }
+
+    /// One operation: read the row, apply the rules, write the row and the log entry, all
+    /// inside one immediate transaction, committed durably before it returns.
+    fn apply(&self, key: &str, request: Request<'_>) -> Result<LeaseRecord> {
+        self.with_open(|connection| {
+            immediate(connection, |tx| {
+                let now = self.clock.now_ms()?;
+                let current = select_row(tx, key)?;
+                let next = decide(key, current.as_ref(), &request, now)?;
+                tx.prepare_cached(
+                    "INSERT INTO leases (key, owner, epoch, lease_until_ms, forgotten_at_epoch)
+                     VALUES (?1, ?2, ?3, ?4, ?5)
+                     ON CONFLICT (key) DO UPDATE SET owner = excluded.owner, epoch = excluded.epoch,
+                       lease_until_ms = excluded.lease_until_ms,
+                       forgotten_at_epoch = excluded.forgotten_at_epoch",
+                )
+                .and_then(|mut st| {
+                    st.execute(params![next.key, next.owner, next.epoch, next.lease_until_ms, next.forgotten_at_epoch])
+                })
+                .map_err(storage_error)?;
+                let owner = match request {
+                    Request::Acquire { owner, .. }
+                    | Request::Renew { owner, .. }
+                    | Request::Release { owner, .. }
+                    | Request::Forget { owner, .. } => owner,
+                };
+                tx.prepare_cached(
+                    "INSERT INTO lease_log (key, op, owner, epoch, at_ms) VALUES (?1, ?2, ?3, ?4, ?5)",
+                )
+                .and_then(|mut st| st.execute(params![key, request.op().as_str(), owner, next.epoch, now]))
+                .map_err(storage_error)?;
+                Ok(next)
+            })
+        })
+    }
+}
+
+/// Durability: an acknowledged operation must survive power loss, not only a crash.
+///
+/// WAL with `synchronous = FULL` syncs the log on every commit: one fdatasync per
+/// operation, and readers never wait for the writer. The reference's default rollback
+/// journal also survives power loss but needs about three syncs per commit (journal,
+/// database, journal removal). `synchronous = NORMAL` in WAL would be faster still, and
+/// would lose the last acknowledged operations on power loss, which a lease store cannot
+/// afford (a lost renewal is harmless, a lost acquire hands one epoch to two holders).
+/// WAL is recorded in the file, so a reference process that opens it later uses it too.
+fn configure_durability(connection: &Connection) -> Result<()> {
+    match connection.query_row("PRAGMA journal_mode = WAL", [], |row| row.get::<_, String>(0)) {
+        Ok(_) => {}
+        // Another process holds the file in a way that forbids the switch for now: the
+        // rollback journal is durable as well, so carry on in whatever mode the file has.
+        Err(e) if is_busy(&e) => {}
+        Err(e) => return Err(storage_error(e)),
+    }
+    connection.pragma_update(None, "synchronous", "FULL").map_err(storage_error)
+}
+
+fn immediate<T>(connection: &mut Connection, f: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<T>) -> Result<T> {
+    let tx = connection
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(storage_error)?;
+    let value = f(&tx)?;
+    tx.commit().map_err(storage_error)?;
+    Ok(value)
+}
+
+fn row_to_record(row: &rusqlite::Row<'_>) -> rusqlite::Result<LeaseRecord> {
+    Ok(LeaseRecord {
+        key: row.get(0)?,
+        owner: row.get(1)?,
+        epoch: row.get(2)?,
+        lease_until_ms: row.get(3)?,
+        forgotten_at_epoch: row.get(4)?,
+    })
+}
+
+fn select_row(connection: &Connection, key: &str) -> Result<Option<LeaseRecord>> {
+    connection
+        .prepare_cached(SELECT_ROW)
+        .and_then(|mut st| st.query_row([key], row_to_record).optional())
+        .map_err(storage_error)
+}
+
+fn is_busy(error: &rusqlite::Error) -> bool {
+    matches!(error, rusqlite::Error::SqliteFailure(e, _) if e.code == rusqlite::ErrorCode::DatabaseBusy)
+}
+
+/// Contention is the store being unavailable; every other failure keeps SQLite's own code.
+fn storage_error(error: rusqlite::Error) -> Error {
+    match &error {
+        rusqlite::Error::SqliteFailure(e, message) => {
+            let detail = message.clone().unwrap_or_else(|| e.to_string());
+            if e.code == rusqlite::ErrorCode::DatabaseBusy {
+                Error::unavailable(format!("the lease store is busy: {detail}"))
+            } else {
+                Error::Storage {
+                    code: sqlite_code_name(e.extended_code).to_owned(),
+                    message: detail,
+                }
+            }
+        }
+        other => Error::Storage {
+            code: "SQLITE_ERROR".to_owned(),
+            message: other.to_string(),
+        },
+    }
+}
+
+/// SQLite's name for a result code: the extended name where it has one that matters to a
+/// caller, the primary name otherwise (as better-sqlite3 reports `error.code`).
+pub fn sqlite_code_name(extended: i32) -> &'static str {
+    match extended {
+        261 => "SQLITE_BUSY_RECOVERY",
+        517 => "SQLITE_BUSY_SNAPSHOT",
+        773 => "SQLITE_BUSY_TIMEOUT",
+        266 => "SQLITE_IOERR_READ",
+        522 => "SQLITE_IOERR_SHORT_READ",
+        778 => "SQLITE_IOERR_WRITE",
+        1034 => "SQLITE_IOERR_FSYNC",
+        1290 => "SQLITE_IOERR_DIR_FSYNC",
+        1546 => "SQLITE_IOERR_TRUNCATE",
+        2570 => "SQLITE_IOERR_DELETE",
+        3338 => "SQLITE_IOERR_LOCK",
+        267 => "SQLITE_CORRUPT_VTAB",
+        523 => "SQLITE_CORRUPT_SEQUENCE",
+        779 => "SQLITE_CORRUPT_INDEX",
+        264 => "SQLITE_READONLY_RECOVERY",
+        520 => "SQLITE_READONLY_CANTLOCK",
+        776 => "SQLITE_READONLY_ROLLBACK",
+        1032 => "SQLITE_READONLY_DBMOVED",
+        270 => "SQLITE_CANTOPEN_NOTEMPDIR",
+        526 => "SQLITE_CANTOPEN_ISDIR",
+        782 => "SQLITE_CANTOPEN_FULLPATH",
+        275 => "SQLITE_CONSTRAINT_CHECK",
+        787 => "SQLITE_CONSTRAINT_FOREIGNKEY",
+        1043 => "SQLITE_CONSTRAINT_FUNCTION",
+        1299 => "SQLITE_CONSTRAINT_NOTNULL",
+        1555 => "SQLITE_CONSTRAINT_PRIMARYKEY",
+        1811 => "SQLITE_CONSTRAINT_TRIGGER",
+        2067 => "SQLITE_CONSTRAINT_UNIQUE",
+        _ => match extended & 0xff {
+            1 => "SQLITE_ERROR",
+            2 => "SQLITE_INTERNAL",
+            3 => "SQLITE_PERM",
+            4 => "SQLITE_ABORT",
+            5 => "SQLITE_BUSY",
+            6 => "SQLITE_LOCKED",
+            7 => "SQLITE_NOMEM",
+            8 => "SQLITE_READONLY",
+            9 => "SQLITE_INTERRUPT",
+            10 => "SQLITE_IOERR",
+            11 => "SQLITE_CORRUPT",
+            12 => "SQLITE_NOTFOUND",
+            13 => "SQLITE_FULL",
+            14 => "SQLITE_CANTOPEN",
+            15 => "SQLITE_PROTOCOL",
+            16 => "SQLITE_EMPTY",
+            17 => "SQLITE_SCHEMA",
+            18 => "SQLITE_TOOBIG",
+            19 => "SQLITE_CONSTRAINT",
+            20 => "SQLITE_MISMATCH",
+            21 => "SQLITE_MISUSE",
+            22 => "SQLITE_NOLFS",
+            23 => "SQLITE_AUTH",
+            24 => "SQLITE_FORMAT",
+            25 => "SQLITE_RANGE",
+            26 => "SQLITE_NOTADB",
+            _ => "SQLITE_UNKNOWN",
+        },
+    }
+}
+
+impl LeaseStore for SqliteLeaseStore {
+    fn read(&self, key: &str) -> Result<Option<LeaseRecord>> {
+        super::assert_text("key", key)?;
+        self.with_open(|connection| select_row(connection, key))
+    }
+
+    fn acquire(&self, key: &str, owner: &str, ttl_ms: i64) -> Result<LeaseGrant> {
+        let request = Request::acquire(key, owner, ttl_ms)?;
+        let record = self.apply(key, request)?;
+        Ok(LeaseGrant { record, ttl_ms })
+    }
+
+    fn renew(&self, key: &str, owner: &str, epoch: i64, ttl_ms: i64) -> Result<LeaseGrant> {
+        let request = Request::renew(key, owner, epoch, ttl_ms)?;
+        let record = self.apply(key, request)?;
+        Ok(LeaseGrant { record, ttl_ms })
+    }
+
+    fn release(&self, key: &str, owner: &str, epoch: i64) -> Result<LeaseRecord> {
+        let request = Request::release(key, owner, epoch)?;
+        self.apply(key, request)
+    }
+
+    fn mark_forgotten(&self, key: &str, owner: &str, epoch: i64) -> Result<LeaseRecord> {
+        let request = Request::forget(key, owner, epoch)?;
+        self.apply(key, request)
+    }
+
+    fn history(&self, key: Option<&str>) -> Result<Vec<HistoryEntry>> {
+        self.with_open(|connection| {
+            let sql = if key.is_some() {
+                "SELECT key, op, owner, epoch, at_ms FROM lease_log WHERE key = ?1 ORDER BY id"
+            } else {
+                "SELECT key, op, owner, epoch, at_ms FROM lease_log ORDER BY id"
+            };
+            let mut statement = connection.prepare_cached(sql).map_err(storage_error)?;
+            let params: Vec<&dyn rusqlite::ToSql> = key.iter().map(|k| k as &dyn rusqlite::ToSql).collect();
+            let rows = statement
+                .query_map(params.as_slice(), |row| {
+                    let op: String = row.get(1)?;
+                    Ok((row.get(0)?, op, row.get(2)?, row.get(3)?, row.get(4)?))
+                })
+                .map_err(storage_error)?;
+            rows.map(|row| {
+                let (key, op, owner, epoch, at_ms): (String, String, String, i64, i64) = row.map_err(storage_error)?;
+                let op = LeaseOp::parse(&op).ok_or_else(|| Error::Storage {
+                    code: "SQLITE_CONSTRAINT_CHECK".into(),
+                    message: format!("the lease log holds an unknown operation {op:?}"),
+                })?;
+                Ok(HistoryEntry { key, op, owner, epoch, at_ms })
+            })
+            .collect()
+        })
+    }
+
+    fn list(&self, prefix: &str) -> Result<Vec<LeaseRecord>> {
+        self.with_open(|connection| {
+            let mut statement = connection
+                .prepare_cached(
+                    "SELECT key, owner, epoch, lease_until_ms, forgotten_at_epoch FROM leases
+                     WHERE substr(key, 1, length(?1)) = ?1 ORDER BY key",
+                )
+                .map_err(storage_error)?;
+            let rows = statement.query_map([prefix], row_to_record).map_err(storage_error)?;
+            rows.map(|row| row.map_err(storage_error)).collect()
+        })
+    }
+
+    fn now_ms(&self) -> Result<i64> {
+        self.clock.now_ms()
+    }
+
+    fn close(&self) -> Result<()> {
+        let connection = self.connection()?.take();
+        match connection {
+            Some(connection) => connection.close().map_err(|(_, e)| storage_error(e)),
+            None => Ok(()),
+        }
+    }
+}

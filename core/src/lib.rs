@@ -1,0 +1,26 @@
+//! The per-tenant state layer of gotry's hosted line: who may write a tenant's ledger (a
+//! lease whose epoch fences stale writers) and the tenant identifiers that every path,
+//! metric and prompt cache label is built from.
+//!
+//! Node.js, Python and C hosts call this crate in-process through their bindings, so each
+//! rule lives here once. The behaviour follows gotry's original JavaScript modules, and the
+//! SQLite store shares their file format.
+
+pub mod audit;
+pub mod clock;
+pub mod errors;
+pub mod ids;
+pub mod lease_store;
+pub mod tenant_lease;
+
+pub use clock::{FixedWallClock, ManualClock, MonotonicClock, SystemMonotonicClock, SystemWallClock, WallClock};
+pub use errors::{Error, ErrorCode, FenceReason, Result};
+pub use ids::{
+    assert_ledger_tenant_id, assert_organization_id, assert_prompt_cache_partition, derive_ledger_tenant_id,
+    derive_prompt_cache_partition, lease_key_for, tenant_root_for, OrganizationKey,
+};
+pub use lease_store::sqlite::{SqliteLeaseStore, SqliteOptions};
+pub use lease_store::{
+    assert_lease_ttl, HistoryEntry, LeaseGrant, LeaseOp, LeaseRecord, LeaseStore, MAX_LEASE_TTL_MS, MIN_LEASE_TTL_MS,
+};
+pub use tenant_lease::{LeaseOptions, TenantLease, Turn};
