@@ -51,12 +51,18 @@ pub fn audit(
     let mut replayed: BTreeMap<&str, LeaseRecord> = BTreeMap::new();
     let mut logged: HashMap<(&str, LeaseOp, &str, i64), usize> = HashMap::new();
     for (index, entry) in history.iter().enumerate() {
-        *logged.entry((&entry.key, entry.op, &entry.owner, entry.epoch)).or_default() += 1;
+        *logged
+            .entry((&entry.key, entry.op, &entry.owner, entry.epoch))
+            .or_default() += 1;
         let at = entry.at_ms;
         let mut violation = |what: String| {
-            report
-                .violations
-                .push(format!("log entry {index} ({} {} by {} at epoch {}): {what}", entry.key, entry.op.as_str(), entry.owner, entry.epoch))
+            report.violations.push(format!(
+                "log entry {index} ({} {} by {} at epoch {}): {what}",
+                entry.key,
+                entry.op.as_str(),
+                entry.owner,
+                entry.epoch
+            ))
         };
         let current = replayed.get(entry.key.as_str());
         let holds = |row: &LeaseRecord| row.owner == entry.owner && row.epoch == entry.epoch;
@@ -90,12 +96,24 @@ pub fn audit(
                     violation(format!("the holder was {} at epoch {}", row.owner, row.epoch));
                 }
                 if entry.op != LeaseOp::Release && row.lease_until_ms <= at {
-                    violation(format!("granted after the lease expired at {}", row.lease_until_ms));
+                    violation(format!(
+                        "granted after the lease expired at {}",
+                        row.lease_until_ms
+                    ));
                 }
                 match entry.op {
-                    LeaseOp::Renew => LeaseRecord { lease_until_ms: at + ttl_ms, ..row },
-                    LeaseOp::Release => LeaseRecord { lease_until_ms: row.lease_until_ms.min(at), ..row },
-                    _ => LeaseRecord { forgotten_at_epoch: row.forgotten_at_epoch.max(entry.epoch), ..row },
+                    LeaseOp::Renew => LeaseRecord {
+                        lease_until_ms: at + ttl_ms,
+                        ..row
+                    },
+                    LeaseOp::Release => LeaseRecord {
+                        lease_until_ms: row.lease_until_ms.min(at),
+                        ..row
+                    },
+                    _ => LeaseRecord {
+                        forgotten_at_epoch: row.forgotten_at_epoch.max(entry.epoch),
+                        ..row
+                    },
                 }
             }
         };
@@ -143,11 +161,23 @@ mod tests {
     use super::*;
 
     fn entry(key: &str, op: LeaseOp, owner: &str, epoch: i64, at_ms: i64) -> HistoryEntry {
-        HistoryEntry { key: key.into(), op, owner: owner.into(), epoch, at_ms }
+        HistoryEntry {
+            key: key.into(),
+            op,
+            owner: owner.into(),
+            epoch,
+            at_ms,
+        }
     }
 
     fn record(owner: &str, epoch: i64, lease_until_ms: i64, forgotten_at_epoch: i64) -> LeaseRecord {
-        LeaseRecord { key: "k".into(), owner: owner.into(), epoch, lease_until_ms, forgotten_at_epoch }
+        LeaseRecord {
+            key: "k".into(),
+            owner: owner.into(),
+            epoch,
+            lease_until_ms,
+            forgotten_at_epoch,
+        }
     }
 
     #[test]
@@ -159,7 +189,12 @@ mod tests {
             entry("k", LeaseOp::Release, "a", 1, 70),
             entry("k", LeaseOp::Acquire, "b", 2, 70),
         ];
-        let acks = [Acknowledged { key: "k".into(), op: LeaseOp::Renew, owner: "a".into(), epoch: 1 }];
+        let acks = [Acknowledged {
+            key: "k".into(),
+            op: LeaseOp::Renew,
+            owner: "a".into(),
+            epoch: 1,
+        }];
         let report = audit(&log, 100, &acks, &[record("b", 2, 170, 1)]);
         assert!(report.is_clean(), "{:?}", report.violations);
         assert_eq!((report.keys, report.entries, report.acquires), (1, 5, 2));
@@ -174,7 +209,12 @@ mod tests {
             entry("k", LeaseOp::Renew, "a", 4, 510),
             entry("k", LeaseOp::Renew, "c", 4, 700),
         ];
-        let acks = [Acknowledged { key: "k".into(), op: LeaseOp::Release, owner: "c".into(), epoch: 4 }];
+        let acks = [Acknowledged {
+            key: "k".into(),
+            op: LeaseOp::Release,
+            owner: "c".into(),
+            epoch: 4,
+        }];
         let report = audit(&log, 100, &acks, &[record("c", 4, 1, 0)]);
         let all = report.violations.join("\n");
         assert!(all.contains("unexpired"), "{all}");

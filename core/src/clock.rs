@@ -76,7 +76,10 @@ impl ManualClock {
             let next = current
                 .checked_add(delta_ms)
                 .ok_or_else(|| Error::invalid_argument("the manual clock would overflow"))?;
-            match self.now_ms.compare_exchange(current, next, Ordering::SeqCst, Ordering::SeqCst) {
+            match self
+                .now_ms
+                .compare_exchange(current, next, Ordering::SeqCst, Ordering::SeqCst)
+            {
                 Ok(_) => return Ok(next),
                 Err(seen) => current = seen,
             }

@@ -128,9 +128,13 @@ pub type HostError = Box<dyn std::error::Error + Send + Sync + 'static>;
 #[non_exhaustive]
 pub enum Error {
     /// Another holder has an unexpired lease; carries its record so a router can forward.
-    LeaseHeld { record: LeaseRecord },
+    LeaseHeld {
+        record: LeaseRecord,
+    },
     /// The caller does not hold the lease (expired, taken over, or never held).
-    LeaseLost { message: String },
+    LeaseLost {
+        message: String,
+    },
     /// The write gate is closed for this holder.
     Fenced {
         reason: FenceReason,
@@ -138,28 +142,45 @@ pub enum Error {
         epoch: i64,
     },
     /// The lease store could not be reached or was contended.
-    LeaseStoreUnavailable { message: String },
+    LeaseStoreUnavailable {
+        message: String,
+    },
     /// An organization id, tenant id, claim or key is not acceptable.
-    IdInvalid { message: String },
-    DurableStoreUnavailable { message: String },
+    IdInvalid {
+        message: String,
+    },
+    DurableStoreUnavailable {
+        message: String,
+    },
     RestoreInvalid {
         message: String,
         skipped: Vec<String>,
     },
-    CopyConflict { message: String },
-    Draining { key: String },
+    CopyConflict {
+        message: String,
+    },
+    Draining {
+        key: String,
+    },
     DrainTimeout {
         key: String,
         in_flight: u64,
         timeout_ms: u64,
     },
     RouterClosed,
-    ReplicaAtCapacity { limit: u64 },
+    ReplicaAtCapacity {
+        limit: u64,
+    },
     /// An argument out of its range (TTL, margin, epoch, text length): `RangeError` in JS.
-    InvalidArgument { message: String },
+    InvalidArgument {
+        message: String,
+    },
     /// A storage failure that is not contention, with the storage engine's own code name
     /// (for SQLite the extended result code, e.g. `SQLITE_NOTADB`).
-    Storage { code: String, message: String },
+    Storage {
+        code: String,
+        message: String,
+    },
     /// A host callback failed; see [`HostError`].
     Host(HostError),
 }
@@ -296,9 +317,6 @@ mod tests {
         };
         assert_eq!(storage.code(), None);
         assert_eq!(storage.code_str(), "SQLITE_NOTADB");
-        assert_eq!(
-            Error::RouterClosed.code_str(),
-            "GOTRY_TENANT_ROUTER_CLOSED"
-        );
+        assert_eq!(Error::RouterClosed.code_str(), "GOTRY_TENANT_ROUTER_CLOSED");
     }
 }

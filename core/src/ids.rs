@@ -105,7 +105,9 @@ fn claim_bytes<'a>(name: &str, value: &'a str) -> Result<&'a [u8]> {
         return Err(Error::id_invalid(format!("{name} must be a non-empty string")));
     }
     if value.contains('\0') {
-        return Err(Error::id_invalid(format!("{name} must not contain a NUL character")));
+        return Err(Error::id_invalid(format!(
+            "{name} must not contain a NUL character"
+        )));
     }
     if value.len() > MAX_CLAIM_BYTES {
         return Err(Error::id_invalid(format!(
@@ -130,8 +132,7 @@ pub fn claim_from_utf16(name: &str, units: &[u16]) -> Result<String> {
 
 /// Decodes a host's UTF-8 claim strictly: bytes that are not UTF-8 are refused.
 pub fn claim_from_utf8<'a>(name: &str, bytes: &'a [u8]) -> Result<&'a str> {
-    std::str::from_utf8(bytes)
-        .map_err(|_| Error::id_invalid(format!("{name} must be well-formed UTF-8")))
+    std::str::from_utf8(bytes).map_err(|_| Error::id_invalid(format!("{name} must be well-formed UTF-8")))
 }
 
 /// Derives a ledger tenant id from a raw key: [`OrganizationKey::derive_ledger_tenant_id`]
@@ -266,7 +267,17 @@ mod tests {
         for good in ["acme", "a", "0", "a-", "a--b", &"a".repeat(63)] {
             assert_eq!(assert_organization_id(good).unwrap(), good);
         }
-        for bad in ["acme\n", "Acme", &"a".repeat(64), "-acme", "", "ac me", "acmé", "a_b", "\nacme"] {
+        for bad in [
+            "acme\n",
+            "Acme",
+            &"a".repeat(64),
+            "-acme",
+            "",
+            "ac me",
+            "acmé",
+            "a_b",
+            "\nacme",
+        ] {
             assert_id_invalid(assert_organization_id(bad));
         }
     }
@@ -275,7 +286,13 @@ mod tests {
     fn tenant_ids_and_partitions() {
         let t = format!("t-{}", "0a".repeat(16));
         assert_eq!(assert_ledger_tenant_id(&t).unwrap(), t);
-        for bad in [format!("{t}\n"), t.to_uppercase(), format!("t-{}", "0".repeat(31)), format!("t-{}", "g".repeat(32)), format!("x{t}")] {
+        for bad in [
+            format!("{t}\n"),
+            t.to_uppercase(),
+            format!("t-{}", "0".repeat(31)),
+            format!("t-{}", "g".repeat(32)),
+            format!("x{t}"),
+        ] {
             assert_id_invalid(assert_ledger_tenant_id(&bad));
         }
         let pc = format!("pc-{}", "f".repeat(32));
@@ -288,11 +305,16 @@ mod tests {
     /// `hmac.new(b"0123456789abcdef0123456789abcdef", b"https://idp.example\0user-1", "sha256").hexdigest()[:32]`.
     #[test]
     fn derivation_matches_an_independent_hmac() {
-        let id = key().derive_ledger_tenant_id("https://idp.example", "user-1").unwrap();
+        let id = key()
+            .derive_ledger_tenant_id("https://idp.example", "user-1")
+            .unwrap();
         assert_eq!(id, "t-20464cc2afc52b55ccbd6928130a63fd");
         let pc = key().derive_prompt_cache_partition(&id).unwrap();
         assert_eq!(pc, "pc-60e2110c6da3c630ee5bdcbb56ee01f3");
-        assert_eq!(derive_ledger_tenant_id(KEY, "https://idp.example", "user-1").unwrap(), id);
+        assert_eq!(
+            derive_ledger_tenant_id(KEY, "https://idp.example", "user-1").unwrap(),
+            id
+        );
         assert_eq!(derive_prompt_cache_partition(KEY, &id).unwrap(), pc);
     }
 

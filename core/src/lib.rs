@@ -13,7 +13,9 @@ pub mod ids;
 pub mod lease_store;
 pub mod tenant_lease;
 
-pub use clock::{FixedWallClock, ManualClock, MonotonicClock, SystemMonotonicClock, SystemWallClock, WallClock};
+pub use clock::{
+    FixedWallClock, ManualClock, MonotonicClock, SystemMonotonicClock, SystemWallClock, WallClock,
+};
 pub use errors::{Error, ErrorCode, FenceReason, Result};
 pub use ids::{
     assert_ledger_tenant_id, assert_organization_id, assert_prompt_cache_partition, derive_ledger_tenant_id,
@@ -21,6 +23,7 @@ pub use ids::{
 };
 pub use lease_store::sqlite::{SqliteLeaseStore, SqliteOptions};
 pub use lease_store::{
-    assert_lease_ttl, HistoryEntry, LeaseGrant, LeaseOp, LeaseRecord, LeaseStore, MAX_LEASE_TTL_MS, MIN_LEASE_TTL_MS,
+    assert_lease_ttl, open_lease_store, HistoryEntry, LeaseGrant, LeaseOp, LeaseRecord, LeaseStore,
+    MAX_LEASE_TTL_MS, MIN_LEASE_TTL_MS,
 };
 pub use tenant_lease::{LeaseOptions, TenantLease, Turn};

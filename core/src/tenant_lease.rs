@@ -92,7 +92,9 @@ impl TenantLease {
         assert_lease_ttl(options.ttl_ms)?;
         assert_lease_margin(options.margin_ms, options.ttl_ms)?;
         let sent_at = options.clock.now_ms()?;
-        let grant = options.store.acquire(&options.key, &options.replica_id, options.ttl_ms)?;
+        let grant = options
+            .store
+            .acquire(&options.key, &options.replica_id, options.ttl_ms)?;
         let lease = TenantLease {
             epoch: grant.record.epoch,
             forgotten_at_epoch: grant.record.forgotten_at_epoch,

@@ -10,6 +10,9 @@
 //! inside its own transaction.
 
 pub mod sqlite;
+mod url;
+
+pub use url::open_lease_store;
 
 use crate::errors::{Error, Result};
 
@@ -58,9 +61,14 @@ impl LeaseOp {
     }
 
     pub fn parse(value: &str) -> Option<LeaseOp> {
-        [LeaseOp::Acquire, LeaseOp::Renew, LeaseOp::Release, LeaseOp::Forget]
-            .into_iter()
-            .find(|op| op.as_str() == value)
+        [
+            LeaseOp::Acquire,
+            LeaseOp::Renew,
+            LeaseOp::Release,
+            LeaseOp::Forget,
+        ]
+        .into_iter()
+        .find(|op| op.as_str() == value)
     }
 }
 
@@ -191,16 +199,26 @@ impl<'a> Request<'a> {
 
 /// The lease rules, in one place: given the record as the store holds it inside its
 /// transaction and the store's clock, either the record to write (and log) or the refusal.
-pub fn decide(key: &str, current: Option<&LeaseRecord>, request: &Request<'_>, now_ms: i64) -> Result<LeaseRecord> {
+pub fn decide(
+    key: &str,
+    current: Option<&LeaseRecord>,
+    request: &Request<'_>,
+    now_ms: i64,
+) -> Result<LeaseRecord> {
     let holder = |owner: &str, epoch: i64| -> Result<&LeaseRecord> {
         match current {
             Some(row) if row.owner == owner && row.epoch == epoch => Ok(row),
-            _ => Err(Error::lease_lost(format!("{key}: epoch {epoch} is not held by {owner}"))),
+            _ => Err(Error::lease_lost(format!(
+                "{key}: epoch {epoch} is not held by {owner}"
+            ))),
         }
     };
     let unexpired = |row: &'_ LeaseRecord| -> Result<()> {
         if row.lease_until_ms <= now_ms {
-            Err(Error::lease_lost(format!("{key}: the lease of epoch {} has expired", row.epoch)))
+            Err(Error::lease_lost(format!(
+                "{key}: the lease of epoch {} has expired",
+                row.epoch
+            )))
         } else {
             Ok(())
         }
@@ -258,7 +276,10 @@ mod tests {
     #[test]
     fn text_is_measured_in_utf16_units() {
         assert!(assert_text("owner", &"😀".repeat(100)).is_ok());
-        assert!(matches!(assert_text("owner", &"😀".repeat(101)), Err(Error::InvalidArgument { .. })));
+        assert!(matches!(
+            assert_text("owner", &"😀".repeat(101)),
+            Err(Error::InvalidArgument { .. })
+        ));
         assert!(assert_text("owner", &"é".repeat(200)).is_ok());
         assert!(assert_text("owner", &"é".repeat(201)).is_err());
         assert!(assert_text("owner", "").is_err());
@@ -277,7 +298,12 @@ mod tests {
 
     #[test]
     fn op_names_round_trip() {
-        for op in [LeaseOp::Acquire, LeaseOp::Renew, LeaseOp::Release, LeaseOp::Forget] {
+        for op in [
+            LeaseOp::Acquire,
+            LeaseOp::Renew,
+            LeaseOp::Release,
+            LeaseOp::Forget,
+        ] {
             assert_eq!(LeaseOp::parse(op.as_str()), Some(op));
         }
         assert_eq!(LeaseOp::parse("delete"), None);

@@ -83,7 +83,9 @@ pub struct SqliteLeaseStore {
 
 impl std::fmt::Debug for SqliteLeaseStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SqliteLeaseStore").field("path", &self.path).finish_non_exhaustive()
+        f.debug_struct("SqliteLeaseStore")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
     }
 }
 
@@ -98,14 +100,21 @@ impl SqliteLeaseStore {
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent).map_err(|e| Error::Storage {
                 code: "ENOENT".into(),
-                message: format!("cannot create the folder of the lease store {}: {e}", parent.display()),
+                message: format!(
+                    "cannot create the folder of the lease store {}: {e}",
+                    parent.display()
+                ),
             })?;
         }
         let mut connection = Connection::open(path).map_err(storage_error)?;
         // The busy timeout first: sibling processes must wait for the write lock, not fail.
-        connection.busy_timeout(options.busy_timeout).map_err(storage_error)?;
+        connection
+            .busy_timeout(options.busy_timeout)
+            .map_err(storage_error)?;
         configure_durability(&connection)?;
-        immediate(&mut connection, |tx| tx.execute_batch(SCHEMA).map_err(storage_error))?;
+        immediate(&mut connection, |tx| {
+            tx.execute_batch(SCHEMA).map_err(storage_error)
+        })?;
         Ok(SqliteLeaseStore {
             connection: Arc::new(Mutex::new(Some(connection))),
             path: Arc::new(path.to_path_buf()),
@@ -128,7 +137,10 @@ impl SqliteLeaseStore {
     fn connection(&self) -> Result<MutexGuard<'_, Option<Connection>>> {
         // A panic while the lock was held cannot leave a half-done write behind (the
         // transaction rolls back on drop), so a poisoned lock is safe to take over.
-        Ok(self.connection.lock().unwrap_or_else(|poisoned| poisoned.into_inner()))
+        Ok(self
+            .connection
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()))
     }
 
     fn with_open<T>(&self, f: impl FnOnce(&mut Connection) -> Result<T>) -> Result<T> {
@@ -155,7 +167,13 @@ impl SqliteLeaseStore {
                        forgotten_at_epoch = excluded.forgotten_at_epoch",
                 )
                 .and_then(|mut st| {
-                    st.execute(params![next.key, next.owner, next.epoch, next.lease_until_ms, next.forgotten_at_epoch])
+                    st.execute(params![
+                        next.key,
+                        next.owner,
+                        next.epoch,
+                        next.lease_until_ms,
+                        next.forgotten_at_epoch
+                    ])
                 })
                 .map_err(storage_error)?;
                 let owner = match request {
@@ -192,10 +210,15 @@ fn configure_durability(connection: &Connection) -> Result<()> {
         Err(e) if is_busy(&e) => {}
         Err(e) => return Err(storage_error(e)),
     }
-    connection.pragma_update(None, "synchronous", "FULL").map_err(storage_error)
+    connection
+        .pragma_update(None, "synchronous", "FULL")
+        .map_err(storage_error)
 }
 
-fn immediate<T>(connection: &mut Connection, f: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<T>) -> Result<T> {
+fn immediate<T>(
+    connection: &mut Connection,
+    f: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<T>,
+) -> Result<T> {
     let tx = connection
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(storage_error)?;
@@ -354,12 +377,19 @@ impl LeaseStore for SqliteLeaseStore {
                 })
                 .map_err(storage_error)?;
             rows.map(|row| {
-                let (key, op, owner, epoch, at_ms): (String, String, String, i64, i64) = row.map_err(storage_error)?;
+                let (key, op, owner, epoch, at_ms): (String, String, String, i64, i64) =
+                    row.map_err(storage_error)?;
                 let op = LeaseOp::parse(&op).ok_or_else(|| Error::Storage {
                     code: "SQLITE_CONSTRAINT_CHECK".into(),
                     message: format!("the lease log holds an unknown operation {op:?}"),
                 })?;
-                Ok(HistoryEntry { key, op, owner, epoch, at_ms })
+                Ok(HistoryEntry {
+                    key,
+                    op,
+                    owner,
+                    epoch,
+                    at_ms,
+                })
             })
             .collect()
         })
@@ -373,7 +403,9 @@ impl LeaseStore for SqliteLeaseStore {
                      WHERE substr(key, 1, length(?1)) = ?1 ORDER BY key",
                 )
                 .map_err(storage_error)?;
-            let rows = statement.query_map([prefix], row_to_record).map_err(storage_error)?;
+            let rows = statement
+                .query_map([prefix], row_to_record)
+                .map_err(storage_error)?;
             rows.map(|row| row.map_err(storage_error)).collect()
         })
     }

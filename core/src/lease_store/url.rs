@@ -1,0 +1,53 @@
+//! One way to open any lease store: a URL.
+
+use std::sync::Arc;
+
+use super::sqlite::SqliteLeaseStore;
+use super::LeaseStore;
+use crate::errors::{Error, Result};
+
+/// Opens the store a URL names: `sqlite:///absolute/path.db`, `sqlite://relative/path.db`
+/// or `sqlite:path.db`.
+pub fn open_lease_store(url: &str) -> Result<Arc<dyn LeaseStore>> {
+    let (scheme, rest) = url
+        .split_once(':')
+        .ok_or_else(|| Error::invalid_argument("a lease store URL starts with a scheme such as sqlite:"))?;
+    match scheme {
+        "sqlite" => {
+            let path = rest.strip_prefix("//").unwrap_or(rest);
+            if path.is_empty() {
+                return Err(Error::invalid_argument("a sqlite: URL needs a file path"));
+            }
+            Ok(Arc::new(SqliteLeaseStore::open(path)?))
+        }
+        _ => Err(Error::invalid_argument(format!(
+            "unknown lease store scheme {scheme:?}; expected sqlite:"
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sqlite_urls_open_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let absolute = format!("sqlite://{}/a.db", dir.path().display());
+        let store = open_lease_store(&absolute).unwrap();
+        store.acquire("k", "o", 1_000).unwrap();
+        assert!(dir.path().join("a.db").exists());
+        assert!(matches!(
+            open_lease_store("sqlite://"),
+            Err(Error::InvalidArgument { .. })
+        ));
+        assert!(matches!(
+            open_lease_store("nope"),
+            Err(Error::InvalidArgument { .. })
+        ));
+        assert!(matches!(
+            open_lease_store("redis://x"),
+            Err(Error::InvalidArgument { .. })
+        ));
+    }
+}
