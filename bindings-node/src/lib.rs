@@ -1,1 +1,20 @@
-//! Node.js addon (work in progress).
+//! The native half of `@gotry/tenant-state`: the core crate's ids, lease store and tenant
+//! lease, translated for Node.js.
+//!
+//! This crate only translates. It checks what depends on JavaScript (a number that is not an
+//! integer, a lone UTF-16 surrogate, a key that is not a `Uint8Array`), turns core errors into
+//! JS errors that carry the stable code and fields, and runs every blocking store call on
+//! libuv's thread pool so the event loop keeps turning while SQLite waits for a lock. The thin
+//! JavaScript layer in `lib/` maps the codes to the reference's error classes.
+
+// napi-derive registers the exported functions only outside `cfg(test)`, so the test build
+// that `cargo clippy --all-targets` makes would call everything behind them unused.
+#![cfg_attr(test, allow(dead_code))]
+
+mod args;
+mod clock;
+mod errors;
+mod ids;
+mod lease;
+mod store;
+mod tasks;

@@ -1,0 +1,142 @@
+'use strict';
+/**
+ * The lease store: one record per tenant saying which replica may write its ledger, and at
+ * which epoch, decided by the Rust core as a compare-and-set per key on the store's clock.
+ *
+ * Unlike the reference, every operation that may wait for SQLite's write lock runs on libuv's
+ * thread pool, so the event loop keeps turning while another process holds the lock. The
+ * methods are async (they reject, never throw); `history` and `close` stay synchronous.
+ */
+const native = require('./native');
+const { settle, translate } = require('./translate');
+
+const { MIN_LEASE_TTL_MS, MAX_LEASE_TTL_MS, ManualClock, NativeStore } = native;
+
+/** Throws a RangeError unless `ttlMs` is an integer within [MIN_LEASE_TTL_MS, MAX_LEASE_TTL_MS]. */
+function assertLeaseTtl(ttlMs) {
+    try {
+        native.assertLeaseTtl(ttlMs);
+    } catch (error) {
+        throw translate(error);
+    }
+}
+
+/** The native handle of every store made here; TenantLease needs it to hold a lease natively. */
+const handles = new WeakMap();
+const INTERNAL = Symbol('gotry native store');
+
+/** The store clock reading a call carries when the store's clock is a JS function. */
+function wallReading(store) {
+    return handles.get(store).hostClock ? store.nowMs() : undefined;
+}
+
+function nativeStoreOf(store) {
+    const handle = handles.get(store);
+    if (handle === undefined) {
+        throw new TypeError('store must be a lease store of @gotry/tenant-state (SqliteLeaseStore or openLeaseStore)');
+    }
+    return handle;
+}
+
+/** A lease store backed by the core; made by SqliteLeaseStore and openLeaseStore. */
+class NativeLeaseStore {
+    /** The store's clock, callable as in the reference (`store.nowMs()`). */
+    nowMs;
+
+    constructor(token, handle, nowMs) {
+        if (token !== INTERNAL) throw new TypeError('use new SqliteLeaseStore(options) or openLeaseStore(url)');
+        handles.set(this, { native: handle, hostClock: handle.hostClock });
+        this.nowMs = nowMs;
+    }
+
+    read(key) {
+        return settle(() => handles.get(this).native.read(key));
+    }
+
+    acquire(key, owner, ttlMs) {
+        return settle(() => handles.get(this).native.acquire(key, owner, ttlMs, wallReading(this)));
+    }
+
+    renew(key, owner, epoch, ttlMs) {
+        return settle(() => handles.get(this).native.renew(key, owner, epoch, ttlMs, wallReading(this)));
+    }
+
+    release(key, owner, epoch) {
+        return settle(() => handles.get(this).native.release(key, owner, epoch, wallReading(this)));
+    }
+
+    markForgotten(key, owner, epoch) {
+        return settle(() => handles.get(this).native.markForgotten(key, owner, epoch, wallReading(this)));
+    }
+
+    /** Every granted operation in order, of one key or of all. */
+    history(key) {
+        try {
+            return handles.get(this).native.history(key);
+        } catch (error) {
+            throw translate(error);
+        }
+    }
+
+    close() {
+        try {
+            handles.get(this).native.close();
+        } catch (error) {
+            throw translate(error);
+        }
+    }
+}
+
+/**
+ * `{ path, nowMs }` as in the reference. `nowMs` may be a function returning integer
+ * milliseconds (read on the JS thread when each call is made) or a native ManualClock (read
+ * inside the transaction, as the system clock is when `nowMs` is omitted).
+ */
+function openSqlite(options) {
+    if (options === null || typeof options !== 'object') {
+        throw new TypeError('SqliteLeaseStore needs an options object { path, nowMs? }');
+    }
+    const { path, nowMs } = options;
+    if (typeof path !== 'string') {
+        const error = new TypeError(`The "path" argument must be of type string. Received ${typeof path}`);
+        error.code = 'ERR_INVALID_ARG_TYPE';
+        throw error;
+    }
+    try {
+        if (nowMs === undefined) return [NativeStore.openSqlite(path, null, false), Date.now];
+        if (nowMs instanceof ManualClock) return [NativeStore.openSqlite(path, nowMs, false), () => nowMs.nowMs()];
+        if (typeof nowMs === 'function') return [NativeStore.openSqlite(path, null, true), nowMs];
+    } catch (error) {
+        throw translate(error);
+    }
+    throw new TypeError('nowMs must be a function returning milliseconds or a ManualClock');
+}
+
+class SqliteLeaseStore extends NativeLeaseStore {
+    constructor(options) {
+        const [handle, nowMs] = openSqlite(options);
+        super(INTERNAL, handle, nowMs);
+    }
+}
+
+/** Opens the store that a URL names, such as `sqlite:///var/lib/gotry/leases.db`. */
+function openLeaseStore(url) {
+    let handle;
+    try {
+        handle = NativeStore.openUrl(url);
+    } catch (error) {
+        throw translate(error);
+    }
+    return new NativeLeaseStore(INTERNAL, handle, Date.now);
+}
+
+module.exports = {
+    MIN_LEASE_TTL_MS,
+    MAX_LEASE_TTL_MS,
+    assertLeaseTtl,
+    SqliteLeaseStore,
+    openLeaseStore,
+    // Internal to this package (not re-exported by index.js).
+    nativeStoreOf,
+    wallReading,
+};

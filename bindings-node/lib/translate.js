@@ -1,0 +1,41 @@
+'use strict';
+/**
+ * Native errors carry the stable code and the fields as own properties; this turns them into
+ * the classes of errors.js, so `instanceof`, `name`, `code`, `record` and `reason` work as with
+ * the reference. Anything else (a RangeError, a SQLite code, a host clock's own exception)
+ * passes through unchanged.
+ */
+const errors = require('./errors');
+
+/** One entry per stable code: how to rebuild the class from the native error's fields. */
+const FROM_NATIVE = {
+    GOTRY_TENANT_LEASE_HELD: e => new errors.LeaseHeldError(e.record),
+    GOTRY_TENANT_LEASE_LOST: e => new errors.LeaseLostError(e.message),
+    GOTRY_TENANT_FENCED: e => new errors.FencedError(e.reason, e.key, e.epoch),
+    GOTRY_TENANT_LEASE_STORE_UNAVAILABLE: e => new errors.LeaseStoreUnavailableError(e.message),
+    GOTRY_TENANT_ID_INVALID: e => new errors.InvalidTenantIdError(e.message),
+    GOTRY_TENANT_DURABLE_STORE_UNAVAILABLE: e => new errors.DurableStoreUnavailableError(e.message),
+    GOTRY_TENANT_RESTORE_INVALID: e => new errors.RestoreVerificationError(e.message, e.skipped),
+    GOTRY_TENANT_COPY_CONFLICT: e => new errors.CopyConflictError(e.message),
+    GOTRY_TENANT_DRAINING: e => new errors.TenantDrainingError(e.key),
+    GOTRY_TENANT_DRAIN_TIMEOUT: e => new errors.DrainTimeoutError(e.key, e.inFlight, e.timeoutMs),
+    GOTRY_TENANT_ROUTER_CLOSED: () => new errors.RouterClosedError(),
+    GOTRY_TENANT_REPLICA_AT_CAPACITY: e => new errors.ReplicaAtCapacityError(e.limit),
+};
+
+function translate(error) {
+    if (!(error instanceof Error) || error instanceof errors.TenantStateError) return error;
+    const rebuild = Object.hasOwn(FROM_NATIVE, error.code) ? FROM_NATIVE[error.code] : undefined;
+    return rebuild ? rebuild(error) : error;
+}
+
+/** Runs a native call that returns a promise; a synchronous throw becomes a rejection too. */
+async function settle(call) {
+    try {
+        return await call();
+    } catch (error) {
+        throw translate(error);
+    }
+}
+
+module.exports = { FROM_NATIVE, translate, settle };

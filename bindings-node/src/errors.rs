@@ -1,0 +1,118 @@
+//! Core errors as JS errors: an `Error` whose `code` is the stable `GOTRY_TENANT_*` string and
+//! whose own properties carry the reference's extra fields, which the JS layer turns into the
+//! matching `TenantStateError` subclass. An invalid argument is a `RangeError` already here.
+
+use gotry_tenant_state::errors::{Error, ErrorCode, Result};
+use napi::bindgen_prelude::{Object, ToNapiValue};
+use napi::{sys, Env, JsValue};
+use napi_derive::napi;
+
+use crate::args::safe_number;
+use crate::store::JsLeaseRecord;
+
+/// The twelve stable codes, in the core's order, so the JS layer can prove that its classes
+/// cover exactly this list.
+#[napi]
+pub fn error_codes() -> Vec<String> {
+    ErrorCode::ALL
+        .iter()
+        .map(|code| code.as_str().to_owned())
+        .collect()
+}
+
+/// Turns a core result into a napi result, building the JS error on the calling thread.
+pub trait OrThrow<T> {
+    fn or_throw(self, env: &Env) -> napi::Result<T>;
+}
+
+impl<T> OrThrow<T> for Result<T> {
+    fn or_throw(self, env: &Env) -> napi::Result<T> {
+        self.map_err(|error| to_js_error(env, error))
+    }
+}
+
+/// The JS error for a core error. A failed host callback re-raises the host's own exception
+/// unchanged (its napi error holds a reference to the thrown value).
+pub fn to_js_error(env: &Env, error: Error) -> napi::Error {
+    let error = match error {
+        Error::Host(source) => match source.downcast::<napi::Error>() {
+            Ok(thrown) => return *thrown,
+            Err(other) => Error::Host(other),
+        },
+        other => other,
+    };
+    build(env, &error).unwrap_or_else(|failure| failure)
+}
+
+fn build(env: &Env, error: &Error) -> napi::Result<napi::Error> {
+    let mut object = new_error(env, error.code_str(), &error.to_string())?;
+    // A field that does not fit a JS number turns the whole error into that RangeError.
+    let fields = set_fields(&mut object, error);
+    let object = match fields {
+        Ok(()) => object,
+        Err(Ok(refused)) => new_error(env, refused.code_str(), &refused.to_string())?,
+        Err(Err(napi_failure)) => return Err(napi_failure),
+    };
+    Ok(napi::Error::from(object.to_unknown()))
+}
+
+type FieldResult = std::result::Result<(), std::result::Result<Error, napi::Error>>;
+
+fn set_fields(object: &mut Object<'_>, error: &Error) -> FieldResult {
+    let number = |name: &str, value: i64| safe_number(name, value).map_err(Ok);
+    let napi = |result: napi::Result<()>| result.map_err(Err);
+    match error {
+        Error::LeaseHeld { record } => {
+            let record = JsLeaseRecord::from_core(record).map_err(Ok)?;
+            napi(object.set("record", record))
+        }
+        Error::Fenced { reason, key, epoch } => {
+            napi(object.set("reason", reason.as_str()))?;
+            napi(object.set("key", key.as_str()))?;
+            napi(object.set("epoch", number("epoch", *epoch)?))
+        }
+        Error::RestoreInvalid { skipped, .. } => napi(object.set("skipped", skipped.clone())),
+        Error::Draining { key } => napi(object.set("key", key.as_str())),
+        Error::DrainTimeout {
+            key,
+            in_flight,
+            timeout_ms,
+        } => {
+            napi(object.set("key", key.as_str()))?;
+            napi(object.set("inFlight", number("inFlight", clamp(*in_flight))?))?;
+            napi(object.set("timeoutMs", number("timeoutMs", clamp(*timeout_ms))?))
+        }
+        Error::ReplicaAtCapacity { limit } => napi(object.set("limit", number("limit", clamp(*limit))?)),
+        _ => Ok(()),
+    }
+}
+
+/// A `u64` count as `i64` for the safe-number check; anything past `i64::MAX` is past the
+/// safe range as well, so saturating cannot let a wrong value through.
+fn clamp(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+/// `new Error(message)` with `code` set; a `RangeError` for an argument out of range, the one
+/// kind whose code is `ERR_OUT_OF_RANGE`.
+fn new_error<'env>(env: &'env Env, code: &str, message: &str) -> napi::Result<Object<'env>> {
+    let range = code == "ERR_OUT_OF_RANGE";
+    // SAFETY: plain napi constructors on the env of the current thread; the strings are
+    // created by napi-rs and the result is checked before use.
+    unsafe {
+        let code_value = <&str as ToNapiValue>::to_napi_value(env.raw(), code)?;
+        let message_value = <&str as ToNapiValue>::to_napi_value(env.raw(), message)?;
+        let mut raw = std::ptr::null_mut();
+        let status = if range {
+            sys::napi_create_range_error(env.raw(), code_value, message_value, &mut raw)
+        } else {
+            sys::napi_create_error(env.raw(), code_value, message_value, &mut raw)
+        };
+        if status != sys::Status::napi_ok {
+            return Err(napi::Error::from_reason(format!(
+                "cannot create the error for {code}: {message}"
+            )));
+        }
+        Ok(Object::from_raw(env.raw(), raw))
+    }
+}

@@ -1,0 +1,159 @@
+//! The holder side for JavaScript.
+//!
+//! `renew` and `release` take their place in the holder's queue synchronously, on the JS
+//! thread, when they are called, and only then hand the blocking part to the pool. So calls
+//! made together settle in call order even though pool threads start them in any order.
+
+use std::sync::Arc;
+
+use gotry_tenant_state::clock::MonotonicClock;
+use gotry_tenant_state::errors::Result;
+use gotry_tenant_state::{LeaseOptions, LeaseRecord, SystemMonotonicClock, TenantLease};
+use napi::bindgen_prelude::{AsyncTask, Function, Unknown};
+use napi::Env;
+use napi_derive::napi;
+
+use crate::args::{self, safe_number};
+use crate::clock::{HostMonotonicClock, ManualClock};
+use crate::errors::OrThrow;
+use crate::store::NativeStore;
+use crate::tasks::{Job, LeaseTask, RecordTask, UnitTask};
+
+/// A held lease; made by `acquireLease`.
+#[napi]
+pub struct NativeLease {
+    lease: Arc<TenantLease>,
+    /// Whether the store's clock is a JS function, whose readings each call must carry.
+    host_wall_clock: bool,
+}
+
+/// Acquires `key` for `replicaId` in `store` and starts holding it. The holder's clock is
+/// `manualClock`, or `clockFn` (a JS function returning milliseconds), or the system's
+/// monotonic clock.
+#[napi(ts_return_type = "Promise<NativeLease>")]
+#[allow(clippy::too_many_arguments)]
+pub fn acquire_lease(
+    env: Env,
+    store: &NativeStore,
+    key: Unknown<'_>,
+    replica_id: Unknown<'_>,
+    ttl_ms: Unknown<'_>,
+    margin_ms: Unknown<'_>,
+    manual_clock: Option<&ManualClock>,
+    clock_fn: Option<Function<'_, (), Unknown<'static>>>,
+    wall_now_ms: Option<Unknown<'_>>,
+) -> napi::Result<AsyncTask<LeaseTask>> {
+    let ttl_ms = args::integer("ttlMs", &ttl_ms).or_throw(&env)?;
+    let margin_ms = args::integer("marginMs", &margin_ms).or_throw(&env)?;
+    let key = args::text("key", &key).or_throw(&env)?;
+    let replica_id = args::text("replicaId", &replica_id).or_throw(&env)?;
+    let clock: Arc<dyn MonotonicClock> = match (manual_clock, clock_fn) {
+        (Some(manual), _) => manual.inner.clone(),
+        (None, Some(function)) => Arc::new(HostMonotonicClock::new(&env, function)?),
+        (None, None) => Arc::new(SystemMonotonicClock),
+    };
+    let now = store.wall_reading(wall_now_ms.as_ref()).or_throw(&env)?;
+    let host_wall_clock = store.host_clock();
+    let options = LeaseOptions {
+        key,
+        replica_id,
+        store: store.store.clone(),
+        ttl_ms,
+        margin_ms,
+        clock,
+    };
+    Ok(AsyncTask::new(LeaseTask(Job::new(now, move || {
+        TenantLease::acquire(options).map(|lease| NativeLease {
+            lease: Arc::new(lease),
+            host_wall_clock,
+        })
+    }))))
+}
+
+#[napi]
+impl NativeLease {
+    #[napi(getter)]
+    pub fn key(&self) -> String {
+        self.lease.key().to_owned()
+    }
+
+    #[napi(getter)]
+    pub fn replica_id(&self) -> String {
+        self.lease.replica_id().to_owned()
+    }
+
+    #[napi(getter)]
+    pub fn epoch(&self, env: Env) -> napi::Result<f64> {
+        safe_number("epoch", self.lease.epoch()).or_throw(&env)
+    }
+
+    #[napi(getter)]
+    pub fn forgotten_at_epoch(&self, env: Env) -> napi::Result<f64> {
+        safe_number("forgottenAtEpoch", self.lease.forgotten_at_epoch()).or_throw(&env)
+    }
+
+    /// The synchronous write gate: throws FENCED unless the lease is provably held.
+    #[napi]
+    pub fn assert_held(&self, env: Env) -> napi::Result<()> {
+        self.lease.assert_held().or_throw(&env)
+    }
+
+    #[napi]
+    pub fn is_held(&self) -> bool {
+        self.lease.is_held()
+    }
+
+    /// Milliseconds until the local fence; zero or negative once fenced.
+    #[napi]
+    pub fn remaining_ms(&self, env: Env) -> napi::Result<f64> {
+        self.lease.remaining_ms().or_throw(&env)
+    }
+
+    /// Extends the lease; settles after every earlier renew or release of this holder.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn renew(&self, env: Env, wall_now_ms: Option<Unknown<'_>>) -> napi::Result<AsyncTask<UnitTask>> {
+        self.in_turn(&env, wall_now_ms, TenantLease::renew_in_turn)
+    }
+
+    /// Stops acknowledging, then tells the store; settles in call order like `renew`.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn release(&self, env: Env, wall_now_ms: Option<Unknown<'_>>) -> napi::Result<AsyncTask<UnitTask>> {
+        self.in_turn(&env, wall_now_ms, TenantLease::release_in_turn)
+    }
+
+    /// Marks every durable copy up to this epoch dead; only a provably held lease may.
+    #[napi(ts_return_type = "Promise<LeaseRecord>")]
+    pub fn mark_forgotten(
+        &self,
+        env: Env,
+        wall_now_ms: Option<Unknown<'_>>,
+    ) -> napi::Result<AsyncTask<RecordTask>> {
+        let now = self.wall_reading(wall_now_ms.as_ref()).or_throw(&env)?;
+        let lease = self.lease.clone();
+        Ok(AsyncTask::new(RecordTask(Job::new(
+            now,
+            move || -> Result<LeaseRecord> { lease.mark_forgotten() },
+        ))))
+    }
+}
+
+impl NativeLease {
+    fn wall_reading(&self, value: Option<&Unknown<'_>>) -> Result<Option<i64>> {
+        crate::store::wall_reading(self.host_wall_clock, value)
+    }
+
+    /// Takes the holder's next turn now, on the JS thread, and runs `step` in it on the pool.
+    fn in_turn(
+        &self,
+        env: &Env,
+        wall_now_ms: Option<Unknown<'_>>,
+        step: fn(&TenantLease, gotry_tenant_state::Turn) -> Result<()>,
+    ) -> napi::Result<AsyncTask<UnitTask>> {
+        let now = self.wall_reading(wall_now_ms.as_ref()).or_throw(env)?;
+        let turn = self.lease.take_turn();
+        let lease = self.lease.clone();
+        Ok(AsyncTask::new(UnitTask(Job::new(now, move || {
+            step(&lease, turn)
+        }))))
+    }
+}

@@ -1,0 +1,301 @@
+//! The lease store for JavaScript: every operation that may wait for SQLite's write lock runs
+//! as an async task; `history` and `close` stay synchronous as in the reference.
+
+use std::sync::Arc;
+
+use gotry_tenant_state::errors::{Error, Result};
+use gotry_tenant_state::{
+    HistoryEntry, LeaseGrant, LeaseRecord, LeaseStore, SqliteLeaseStore, SqliteOptions, WallClock,
+};
+use napi::bindgen_prelude::{AsyncTask, Unknown};
+use napi::Env;
+use napi_derive::napi;
+
+use crate::args::{self, safe_number};
+use crate::clock::{HostWallClock, ManualClock};
+use crate::errors::OrThrow;
+use crate::tasks::{GrantTask, Job, ReadTask, RecordTask};
+
+/// The state of one tenant's lease.
+#[napi(object, js_name = "LeaseRecord")]
+pub struct JsLeaseRecord {
+    pub key: String,
+    pub owner: String,
+    pub epoch: f64,
+    pub lease_until_ms: f64,
+    pub forgotten_at_epoch: f64,
+}
+
+impl JsLeaseRecord {
+    pub fn from_core(record: &LeaseRecord) -> Result<JsLeaseRecord> {
+        Ok(JsLeaseRecord {
+            key: record.key.clone(),
+            owner: record.owner.clone(),
+            epoch: safe_number("epoch", record.epoch)?,
+            lease_until_ms: safe_number("leaseUntilMs", record.lease_until_ms)?,
+            forgotten_at_epoch: safe_number("forgottenAtEpoch", record.forgotten_at_epoch)?,
+        })
+    }
+}
+
+/// A granted acquire or renew.
+#[napi(object, js_name = "LeaseGrant")]
+pub struct JsLeaseGrant {
+    pub record: JsLeaseRecord,
+    pub ttl_ms: f64,
+}
+
+impl JsLeaseGrant {
+    pub fn from_core(grant: &LeaseGrant) -> Result<JsLeaseGrant> {
+        Ok(JsLeaseGrant {
+            record: JsLeaseRecord::from_core(&grant.record)?,
+            ttl_ms: safe_number("ttlMs", grant.ttl_ms)?,
+        })
+    }
+}
+
+/// One granted operation of the store's log.
+#[napi(object, js_name = "HistoryEntry")]
+pub struct JsHistoryEntry {
+    pub key: String,
+    pub op: String,
+    pub owner: String,
+    pub epoch: f64,
+    pub at_ms: f64,
+}
+
+impl JsHistoryEntry {
+    fn from_core(entry: HistoryEntry) -> Result<JsHistoryEntry> {
+        Ok(JsHistoryEntry {
+            epoch: safe_number("epoch", entry.epoch)?,
+            at_ms: safe_number("atMs", entry.at_ms)?,
+            op: entry.op.as_str().to_owned(),
+            key: entry.key,
+            owner: entry.owner,
+        })
+    }
+}
+
+/// A lease store opened natively. When its clock is a JS function, every operation is handed
+/// the reading that the JS layer took at call time (`wallNowMs`).
+#[napi]
+pub struct NativeStore {
+    pub(crate) store: Arc<dyn LeaseStore>,
+    host_clock: bool,
+}
+
+#[napi]
+impl NativeStore {
+    /// Opens (and creates) the SQLite store at `path`. Its clock is `manualClock` when given,
+    /// the JS layer's readings when `hostClock`, the system clock otherwise.
+    #[napi(factory)]
+    pub fn open_sqlite(
+        env: Env,
+        path: Unknown<'_>,
+        manual_clock: Option<&ManualClock>,
+        host_clock: bool,
+    ) -> napi::Result<NativeStore> {
+        let open = || -> Result<NativeStore> {
+            let path = args::string("path", &path)?;
+            let clock: Arc<dyn WallClock> = match (manual_clock, host_clock) {
+                (Some(manual), _) => manual.inner.clone(),
+                (None, true) => Arc::new(HostWallClock),
+                (None, false) => SqliteOptions::default().clock,
+            };
+            let store = SqliteLeaseStore::open_with(
+                path,
+                SqliteOptions {
+                    clock,
+                    ..SqliteOptions::default()
+                },
+            )?;
+            Ok(NativeStore {
+                store: Arc::new(store),
+                host_clock: host_clock && manual_clock.is_none(),
+            })
+        };
+        open().or_throw(&env)
+    }
+
+    /// Opens the store a URL names (`sqlite:path.db`, ...), on the system clock.
+    #[napi(factory)]
+    pub fn open_url(env: Env, url: Unknown<'_>) -> napi::Result<NativeStore> {
+        let open = || -> Result<NativeStore> {
+            let url = args::string("url", &url)?;
+            Ok(NativeStore {
+                store: gotry_tenant_state::open_lease_store(&url)?,
+                host_clock: false,
+            })
+        };
+        open().or_throw(&env)
+    }
+
+    /// Whether every operation needs a store clock reading taken by the caller.
+    #[napi(getter)]
+    pub fn host_clock(&self) -> bool {
+        self.host_clock
+    }
+
+    #[napi(ts_return_type = "Promise<LeaseRecord | null>")]
+    pub fn read(&self, env: Env, key: Unknown<'_>) -> napi::Result<AsyncTask<ReadTask>> {
+        let key = args::text("key", &key).or_throw(&env)?;
+        let store = self.store.clone();
+        Ok(AsyncTask::new(ReadTask(Job::new(None, move || store.read(&key)))))
+    }
+
+    #[napi]
+    pub fn acquire(
+        &self,
+        env: Env,
+        key: Unknown<'_>,
+        owner: Unknown<'_>,
+        ttl_ms: Unknown<'_>,
+        wall_now_ms: Option<Unknown<'_>>,
+    ) -> napi::Result<AsyncTask<GrantTask>> {
+        let prepare = || -> Result<Job<LeaseGrant>> {
+            let key = args::text("key", &key)?;
+            let owner = args::text("owner", &owner)?;
+            let ttl_ms = args::integer("ttlMs", &ttl_ms)?;
+            let store = self.store.clone();
+            let now = self.wall_reading(wall_now_ms.as_ref())?;
+            Ok(Job::new(now, move || store.acquire(&key, &owner, ttl_ms)))
+        };
+        prepare().map(|job| AsyncTask::new(GrantTask(job))).or_throw(&env)
+    }
+
+    #[napi]
+    pub fn renew(
+        &self,
+        env: Env,
+        key: Unknown<'_>,
+        owner: Unknown<'_>,
+        epoch: Unknown<'_>,
+        ttl_ms: Unknown<'_>,
+        wall_now_ms: Option<Unknown<'_>>,
+    ) -> napi::Result<AsyncTask<GrantTask>> {
+        let prepare = || -> Result<Job<LeaseGrant>> {
+            let (key, owner, epoch) = holder_args(&key, &owner, &epoch)?;
+            let ttl_ms = args::integer("ttlMs", &ttl_ms)?;
+            let store = self.store.clone();
+            let now = self.wall_reading(wall_now_ms.as_ref())?;
+            Ok(Job::new(now, move || store.renew(&key, &owner, epoch, ttl_ms)))
+        };
+        prepare().map(|job| AsyncTask::new(GrantTask(job))).or_throw(&env)
+    }
+
+    #[napi]
+    pub fn release(
+        &self,
+        env: Env,
+        key: Unknown<'_>,
+        owner: Unknown<'_>,
+        epoch: Unknown<'_>,
+        wall_now_ms: Option<Unknown<'_>>,
+    ) -> napi::Result<AsyncTask<RecordTask>> {
+        self.holder_call(
+            &env,
+            [&key, &owner, &epoch],
+            wall_now_ms.as_ref(),
+            |store, key, owner, epoch| store.release(key, owner, epoch),
+        )
+    }
+
+    #[napi]
+    pub fn mark_forgotten(
+        &self,
+        env: Env,
+        key: Unknown<'_>,
+        owner: Unknown<'_>,
+        epoch: Unknown<'_>,
+        wall_now_ms: Option<Unknown<'_>>,
+    ) -> napi::Result<AsyncTask<RecordTask>> {
+        self.holder_call(
+            &env,
+            [&key, &owner, &epoch],
+            wall_now_ms.as_ref(),
+            |store, key, owner, epoch| store.mark_forgotten(key, owner, epoch),
+        )
+    }
+
+    /// Every granted operation in order, of one key or of all. Synchronous as in the reference:
+    /// it waits for a store call that is running on the pool, never for another process.
+    #[napi]
+    pub fn history(&self, env: Env, key: Option<Unknown<'_>>) -> napi::Result<Vec<JsHistoryEntry>> {
+        let history = || -> Result<Vec<JsHistoryEntry>> {
+            let key = match &key {
+                Some(key) if !args::is_nullish(key)? => Some(args::string("key", key)?),
+                _ => None,
+            };
+            let entries = self.store.history(key.as_deref())?;
+            entries.into_iter().map(JsHistoryEntry::from_core).collect()
+        };
+        history().or_throw(&env)
+    }
+
+    /// Closes the store; later calls fail with LEASE_STORE_UNAVAILABLE.
+    #[napi]
+    pub fn close(&self, env: Env) -> napi::Result<()> {
+        self.store.close().or_throw(&env)
+    }
+}
+
+impl NativeStore {
+    pub(crate) fn wall_reading(&self, value: Option<&Unknown<'_>>) -> Result<Option<i64>> {
+        wall_reading(self.host_clock, value)
+    }
+
+    /// `release` and `markForgotten`: the same arguments, the same shape of task.
+    fn holder_call(
+        &self,
+        env: &Env,
+        [key, owner, epoch]: [&Unknown<'_>; 3],
+        wall_now_ms: Option<&Unknown<'_>>,
+        operation: fn(&dyn LeaseStore, &str, &str, i64) -> Result<LeaseRecord>,
+    ) -> napi::Result<AsyncTask<RecordTask>> {
+        let prepare = || -> Result<Job<LeaseRecord>> {
+            let (key, owner, epoch) = holder_args(key, owner, epoch)?;
+            let store = self.store.clone();
+            let now = self.wall_reading(wall_now_ms)?;
+            Ok(Job::new(now, move || {
+                operation(store.as_ref(), &key, &owner, epoch)
+            }))
+        };
+        prepare().map(|job| AsyncTask::new(RecordTask(job))).or_throw(env)
+    }
+}
+
+/// Key, owner and epoch, checked in the reference's order.
+fn holder_args(key: &Unknown<'_>, owner: &Unknown<'_>, epoch: &Unknown<'_>) -> Result<(String, String, i64)> {
+    let key = args::text("key", key)?;
+    let owner = args::text("owner", owner)?;
+    let epoch = args::integer("epoch", epoch)?;
+    Ok((key, owner, epoch))
+}
+
+/// The store clock reading for one call: required when the store's clock is a JS function,
+/// ignored otherwise (a native clock is read inside the transaction).
+pub(crate) fn wall_reading(host_clock: bool, value: Option<&Unknown<'_>>) -> Result<Option<i64>> {
+    if !host_clock {
+        return Ok(None);
+    }
+    args::optional_integer("the store's nowMs()", value)?
+        .map(Some)
+        .ok_or_else(|| Error::InvalidArgument {
+            message: "the store's nowMs() must return an integer".to_owned(),
+        })
+}
+
+/// Shortest lease a store grants, in milliseconds.
+#[napi]
+pub const MIN_LEASE_TTL_MS: u32 = gotry_tenant_state::MIN_LEASE_TTL_MS as u32;
+
+/// Longest lease a store grants, in milliseconds.
+#[napi]
+pub const MAX_LEASE_TTL_MS: u32 = gotry_tenant_state::MAX_LEASE_TTL_MS as u32;
+
+/// Throws a `RangeError` unless `ttlMs` is an integer within the bounds above.
+#[napi]
+pub fn assert_lease_ttl(env: Env, ttl_ms: Unknown<'_>) -> napi::Result<()> {
+    let check = || gotry_tenant_state::assert_lease_ttl(args::integer("ttlMs", &ttl_ms)?);
+    check().map(drop).or_throw(&env)
+}

@@ -1,0 +1,94 @@
+//! Blocking core calls as napi async tasks on libuv's thread pool.
+//!
+//! Every task owns its inputs (strings, `Arc`s of the store or the lease, a clock reading): a
+//! JS value cannot be touched from the pool. The JS value is built back on the JS thread in
+//! `resolve`, where a core error also becomes its JS error, so the promise rejects with it.
+
+use gotry_tenant_state::errors::{Error, Result};
+use gotry_tenant_state::{LeaseGrant, LeaseRecord};
+use napi::bindgen_prelude::Task;
+use napi::Env;
+use napi_derive::napi;
+
+use crate::clock::with_wall_reading;
+use crate::errors::OrThrow;
+use crate::lease::NativeLease;
+use crate::store::{JsLeaseGrant, JsLeaseRecord};
+
+type Work<T> = Box<dyn FnOnce() -> Result<T> + Send>;
+
+/// One blocking call, run once on a pool thread.
+pub struct Job<T> {
+    work: Option<Work<T>>,
+}
+
+impl<T> Job<T> {
+    /// `wall_reading` is the store clock reading taken on the JS thread for a store whose clock
+    /// is a JS function (see `clock.rs`); `None` for a native clock.
+    pub fn new(wall_reading: Option<i64>, work: impl FnOnce() -> Result<T> + Send + 'static) -> Job<T> {
+        Job {
+            work: Some(Box::new(move || with_wall_reading(wall_reading, work))),
+        }
+    }
+
+    fn run(&mut self) -> Result<T> {
+        match self.work.take() {
+            Some(work) => work(),
+            None => Err(Error::InvalidArgument {
+                message: "a store call cannot run twice".to_owned(),
+            }),
+        }
+    }
+}
+
+/// Declares a task type: `$core` computed on the pool, turned into `$js` by `$convert`.
+macro_rules! blocking_task {
+    ($(#[$doc:meta])* $name:ident: $core:ty => $js:ty, $convert:expr) => {
+        $(#[$doc])*
+        pub struct $name(pub Job<$core>);
+
+        #[napi]
+        impl Task for $name {
+            type Output = Result<$core>;
+            type JsValue = $js;
+
+            fn compute(&mut self) -> napi::Result<Self::Output> {
+                Ok(self.0.run())
+            }
+
+            fn resolve(&mut self, env: Env, output: Self::Output) -> napi::Result<Self::JsValue> {
+                output.and_then($convert).or_throw(&env)
+            }
+        }
+    };
+}
+
+blocking_task!(
+    /// `read`: the record, or `null`.
+    ReadTask: Option<LeaseRecord> => Option<JsLeaseRecord>,
+    |record: Option<LeaseRecord>| record.as_ref().map(JsLeaseRecord::from_core).transpose()
+);
+
+blocking_task!(
+    /// `acquire` and `renew` of the store: the grant.
+    GrantTask: LeaseGrant => JsLeaseGrant,
+    |grant: LeaseGrant| JsLeaseGrant::from_core(&grant)
+);
+
+blocking_task!(
+    /// `release` and `markForgotten`: the record after the operation.
+    RecordTask: LeaseRecord => JsLeaseRecord,
+    |record: LeaseRecord| JsLeaseRecord::from_core(&record)
+);
+
+blocking_task!(
+    /// A holder's `renew` and `release`: nothing but success or the error.
+    UnitTask: () => (),
+    Ok
+);
+
+blocking_task!(
+    /// `TenantLease.acquire`: the native holder.
+    LeaseTask: NativeLease => NativeLease,
+    Ok
+);
