@@ -1,0 +1,243 @@
+//! The command line: commands, options, and the help that shows an example of each.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::failure::exit_status_help;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "gotry-tenant",
+    version,
+    about = "Inspect and repair gotry tenant leases, derive tenant ids, and watch a handoff between replicas",
+    after_help = top_level_help(),
+    subcommand_required = true,
+    arg_required_else_help = false
+)]
+pub struct Cli {
+    /// Print JSON for scripts instead of text for people; failures are one JSON line on stderr
+    #[arg(long, global = true)]
+    pub json: bool,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+fn top_level_help() -> String {
+    format!(
+        "Examples:
+  gotry-tenant demo
+  gotry-tenant lease list --held --store /var/lib/gotry/leases.db
+  GOTRY_ORGANIZATION_KEY_FILE=org.key gotry-tenant id derive --issuer https://idp.example --subject alice
+
+The organization key is read from --key-file PATH, or from the environment: GOTRY_ORGANIZATION_KEY_FILE
+(a path) or GOTRY_ORGANIZATION_KEY. Both hold the key as hex text of at least 32 bytes
+(`openssl rand -hex 32`). It is never taken from an argument, which other users can read.
+
+{}",
+        exit_status_help()
+    )
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Play a handoff of one tenant between two replicas and print its timeline
+    #[command(after_help = "Examples:
+  gotry-tenant demo                          # a throwaway SQLite store on a simulated clock: instant
+  gotry-tenant demo --store demo.db          # a store you name, on its own clock: about 1.3 s
+  gotry-tenant demo --json | jq '.events[] | [.actor, .action, .outcome]'")]
+    Demo(DemoArgs),
+
+    /// Read, list and repair leases in a lease store
+    #[command(
+        subcommand,
+        subcommand_required = true,
+        arg_required_else_help = false,
+        after_help = "Examples:
+  gotry-tenant lease list
+  gotry-tenant lease read acme/t-5e0c2ba9c4c6b3b5a0f1d1e4b6f5a7c2 --store /var/lib/gotry/leases.db"
+    )]
+    Lease(LeaseCommand),
+
+    /// Derive and check tenant ids and the names built from them
+    #[command(
+        subcommand,
+        subcommand_required = true,
+        arg_required_else_help = false,
+        after_help = "Ids:
+  organization id          1 to 63 of a-z 0-9 '-', not starting with '-'     acme
+  ledger tenant id         't-' and 32 lowercase hex digits                  t-5e0c2ba9c4c6b3b5a0f1d1e4b6f5a7c2
+  prompt cache partition   'pc-' and 32 lowercase hex digits                 pc-0d9f6e1a2b3c4d5e6f708192a3b4c5d6
+
+Examples:
+  gotry-tenant id derive --key-file org.key --issuer https://idp.example --subject alice
+  gotry-tenant id lease-key acme t-5e0c2ba9c4c6b3b5a0f1d1e4b6f5a7c2"
+    )]
+    Id(IdCommand),
+
+    /// Print a shell completion script
+    #[command(after_help = "Examples:
+  gotry-tenant completions bash > ~/.local/share/bash-completion/completions/gotry-tenant
+  gotry-tenant completions zsh > ~/.zfunc/_gotry-tenant
+  gotry-tenant completions fish > ~/.config/fish/completions/gotry-tenant.fish")]
+    Completions {
+        /// The shell to complete for
+        shell: clap_complete::Shell,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Play on this store (a URL, or a SQLite file path, created if missing) instead of a
+    /// throwaway one on a simulated clock; a store you name runs on its own clock, in real time
+    #[arg(long, value_name = "URL|PATH")]
+    pub store: Option<OsString>,
+}
+
+/// The store option of every `lease` command.
+#[derive(Debug, Args)]
+pub struct StoreArg {
+    /// The lease store: a URL (sqlite:PATH, or any scheme the core opens) or a SQLite file path;
+    /// it must exist
+    #[arg(long, value_name = "URL|PATH", default_value = crate::store::DEFAULT_STORE)]
+    pub store: OsString,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum LeaseCommand {
+    /// Show one tenant's lease: owner, epoch, and when it expires
+    #[command(after_help = "Example:
+  gotry-tenant lease read acme/t-5e0c2ba9c4c6b3b5a0f1d1e4b6f5a7c2
+  (prints nothing but a note, or `null` with --json, when the store has no lease for the key)")]
+    Read {
+        /// The lease key, ORG/TENANT (see `gotry-tenant id lease-key`)
+        key: OsString,
+        #[command(flatten)]
+        store: StoreArg,
+    },
+
+    /// Show the store's log of granted operations, oldest first
+    #[command(after_help = "Examples:
+  gotry-tenant lease history acme/t-5e0c2ba9c4c6b3b5a0f1d1e4b6f5a7c2
+  gotry-tenant lease history --limit 20      # the 20 latest operations on every key")]
+    History {
+        /// Only this key's operations
+        key: Option<OsString>,
+        /// Show only the N latest operations
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+        limit: Option<u64>,
+        #[command(flatten)]
+        store: StoreArg,
+    },
+
+    /// List leases with their state on the store's clock
+    #[command(after_help = "Examples:
+  gotry-tenant lease list --held --prefix acme/
+  gotry-tenant lease list --expired --json | jq -r '.leases[].key'")]
+    List {
+        /// Only leases that hold their tenant now
+        #[arg(long, conflicts_with = "expired")]
+        held: bool,
+        /// Only leases that have expired or were released
+        #[arg(long)]
+        expired: bool,
+        /// Only keys that start with this text, such as an organization: acme/
+        #[arg(long, value_name = "ORG/")]
+        prefix: Option<OsString>,
+        #[command(flatten)]
+        store: StoreArg,
+    },
+
+    /// End a lease at once, on behalf of its holder (for a replica that died holding it)
+    #[command(after_help = "Example:
+  gotry-tenant lease release acme/t-5e0c2ba9c4c6b3b5a0f1d1e4b6f5a7c2 --owner replica-a --epoch 3
+
+The store accepts it only from the owner and epoch that hold the record (after expiry too);
+the epoch stays, so the next acquire gets the next epoch.")]
+    Release(HolderArgs),
+
+    /// Mark every durable copy up to this epoch dead, on behalf of the unexpired holder
+    #[command(after_help = "Example:
+  gotry-tenant lease forget acme/t-5e0c2ba9c4c6b3b5a0f1d1e4b6f5a7c2 --owner replica-b --epoch 4
+
+The store accepts it only from the owner and epoch that hold the lease, before it expires.")]
+    Forget(HolderArgs),
+}
+
+/// A key and the holder a repair acts for.
+#[derive(Debug, Args)]
+pub struct HolderArgs {
+    /// The lease key, ORG/TENANT
+    pub key: OsString,
+    /// The owner (replica id) that holds the lease, as `lease read` shows it
+    #[arg(long)]
+    pub owner: OsString,
+    /// The epoch that owner holds, as `lease read` shows it
+    #[arg(long, allow_negative_numbers = true)]
+    pub epoch: i64,
+    #[command(flatten)]
+    pub store: StoreArg,
+}
+
+/// Where `id` commands that need the organization key find it.
+#[derive(Debug, Args)]
+pub struct KeyArg {
+    /// A file holding the organization key as hex text (else GOTRY_ORGANIZATION_KEY_FILE or
+    /// GOTRY_ORGANIZATION_KEY)
+    #[arg(long, value_name = "PATH")]
+    pub key_file: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum IdCommand {
+    /// Derive the ledger tenant id of an authenticated principal
+    #[command(after_help = "Example:
+  gotry-tenant id derive --key-file org.key --issuer https://idp.example --subject alice
+
+Claims are taken byte for byte, without Unicode normalization: 1 to 512 bytes of UTF-8, no NUL.")]
+    Derive {
+        /// The identity provider's issuer claim
+        #[arg(long, allow_hyphen_values = true)]
+        issuer: OsString,
+        /// The principal's subject claim
+        #[arg(long, allow_hyphen_values = true)]
+        subject: OsString,
+        #[command(flatten)]
+        key: KeyArg,
+    },
+
+    /// Derive the prompt cache partition of a ledger tenant
+    #[command(after_help = "Example:
+  gotry-tenant id cache-partition t-5e0c2ba9c4c6b3b5a0f1d1e4b6f5a7c2 --key-file org.key")]
+    CachePartition {
+        /// The ledger tenant id
+        tenant: OsString,
+        #[command(flatten)]
+        key: KeyArg,
+    },
+
+    /// Print the lease key of a tenant: ORG/TENANT
+    #[command(after_help = "Example:
+  gotry-tenant id lease-key acme t-5e0c2ba9c4c6b3b5a0f1d1e4b6f5a7c2")]
+    LeaseKey {
+        /// The organization id
+        org: OsString,
+        /// The ledger tenant id
+        tenant: OsString,
+    },
+
+    /// Print the directory of a tenant's state under a state root
+    #[command(after_help = "Example:
+  gotry-tenant id root /var/lib/gotry/state acme t-5e0c2ba9c4c6b3b5a0f1d1e4b6f5a7c2
+  (a relative root is resolved against the working directory; symlinks are not followed)")]
+    Root {
+        /// The state root directory
+        state_root: PathBuf,
+        /// The organization id
+        org: OsString,
+        /// The ledger tenant id
+        tenant: OsString,
+    },
+}

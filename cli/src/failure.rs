@@ -1,0 +1,294 @@
+//! Exit statuses and the one-line report of a failure.
+//!
+//! Scripts branch on the exit status, so each status stands for one kind of outcome that
+//! calls for a different reaction (wait, fix the input, retry later, repair the store). The
+//! status follows the kind of the core's error; the CLI never reinterprets what the store
+//! decided.
+
+use std::io;
+
+use gotry_tenant_state::{Error, LeaseRecord};
+use serde_json::{json, Value};
+
+use crate::render;
+
+/// The exit statuses of `gotry-tenant`, besides 0 for success.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    Failure,
+    Usage,
+    Held,
+    Lost,
+    Invalid,
+    Unavailable,
+    Storage,
+}
+
+impl Exit {
+    pub const ALL: [Exit; 7] = [
+        Exit::Failure,
+        Exit::Usage,
+        Exit::Held,
+        Exit::Lost,
+        Exit::Invalid,
+        Exit::Unavailable,
+        Exit::Storage,
+    ];
+
+    pub const fn code(self) -> u8 {
+        match self {
+            Exit::Failure => 1,
+            Exit::Usage => 2,
+            Exit::Held => 3,
+            Exit::Lost => 4,
+            Exit::Invalid => 5,
+            Exit::Unavailable => 6,
+            Exit::Storage => 7,
+        }
+    }
+
+    /// The name scripts see in `--json` error reports.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Exit::Failure => "failure",
+            Exit::Usage => "usage",
+            Exit::Held => "held",
+            Exit::Lost => "lost",
+            Exit::Invalid => "invalid",
+            Exit::Unavailable => "unavailable",
+            Exit::Storage => "storage",
+        }
+    }
+
+    pub const fn meaning(self) -> &'static str {
+        match self {
+            Exit::Failure => "anything else, including a demo whose story did not go as the lease rules say",
+            Exit::Usage => {
+                "the command line is malformed (unknown command or option, missing or unparsable value)"
+            }
+            Exit::Held => "another holder's lease is unexpired (GOTRY_TENANT_LEASE_HELD)",
+            Exit::Lost => {
+                "the named owner and epoch do not hold the lease, or it expired (GOTRY_TENANT_LEASE_LOST)"
+            }
+            Exit::Invalid => {
+                "invalid input: an id, key, owner, epoch, store URL or organization key is refused"
+            }
+            Exit::Unavailable => {
+                "the lease store is busy or cannot be reached; nothing was decided, retry later \
+                 (GOTRY_TENANT_LEASE_STORE_UNAVAILABLE)"
+            }
+            Exit::Storage => {
+                "the store's file is missing, cannot be opened, or is not a lease store; the report \
+                 carries the storage engine's code (SQLITE_NOTADB, SQLITE_CANTOPEN, ENOENT, ...)"
+            }
+        }
+    }
+}
+
+/// The exit status section of `--help`, generated from [`Exit::ALL`] so that it cannot drift.
+pub fn exit_status_help() -> String {
+    let mut text = String::from("Exit status:\n  0  success\n");
+    for exit in Exit::ALL {
+        text.push_str(&format!(
+            "  {}  {}: {}\n",
+            exit.code(),
+            exit.name(),
+            exit.meaning()
+        ));
+    }
+    text
+}
+
+/// A failed command: what went wrong, what to do, and the status to exit with.
+#[derive(Debug)]
+pub struct Failure {
+    pub exit: Exit,
+    /// A `GOTRY_TENANT_*` code, the core's code for other kinds, or a file-system code.
+    pub code: String,
+    pub message: String,
+    pub hint: String,
+    /// The holder's record of a LEASE_HELD refusal, so a script can see who holds the tenant.
+    pub record: Option<Box<LeaseRecord>>,
+}
+
+impl Failure {
+    pub fn new(
+        exit: Exit,
+        code: impl Into<String>,
+        message: impl Into<String>,
+        hint: impl Into<String>,
+    ) -> Failure {
+        Failure {
+            exit,
+            code: code.into(),
+            message: message.into(),
+            hint: hint.into(),
+            record: None,
+        }
+    }
+
+    /// A failure of the file system, named by its usual `errno` name.
+    pub fn io(exit: Exit, error: &io::Error, message: String, hint: impl Into<String>) -> Failure {
+        let code = match error.kind() {
+            io::ErrorKind::NotFound => "ENOENT",
+            io::ErrorKind::PermissionDenied => "EACCES",
+            _ => "EIO",
+        };
+        Failure::new(exit, code, format!("{message}: {error}"), hint)
+    }
+
+    /// Replaces the default advice with advice that knows what the command was doing.
+    pub fn hint(mut self, hint: impl Into<String>) -> Failure {
+        self.hint = hint.into();
+        self
+    }
+
+    /// Says what the command was doing when the failure happened.
+    pub fn context(mut self, doing: impl std::fmt::Display) -> Failure {
+        self.message = format!("{doing}: {}", self.message);
+        self
+    }
+
+    /// The report on stderr for people: one line, what went wrong and what to do.
+    pub fn line(&self) -> String {
+        let line = format!("gotry-tenant: {} [{}]; {}", self.message, self.code, self.hint);
+        render::printable(&line).into_owned()
+    }
+
+    /// The report on stderr for scripts: one line of JSON.
+    pub fn json(&self) -> Value {
+        let mut error = json!({
+            "exit": self.exit.code(),
+            "kind": self.exit.name(),
+            "code": self.code,
+            "message": self.message,
+            "hint": self.hint,
+        });
+        if let Some(record) = &self.record {
+            error["record"] = render::record_json(record);
+        }
+        json!({ "error": error })
+    }
+}
+
+impl From<Error> for Failure {
+    fn from(error: Error) -> Failure {
+        let code = error.code_str().to_owned();
+        let (exit, hint) = match &error {
+            Error::LeaseHeld { .. } => (
+                Exit::Held,
+                "wait until the lease expires or have its holder release it",
+            ),
+            Error::LeaseLost { .. } | Error::Fenced { .. } => (
+                Exit::Lost,
+                "see the current owner and epoch with `gotry-tenant lease read KEY`",
+            ),
+            Error::LeaseStoreUnavailable { .. } => (
+                Exit::Unavailable,
+                "retry later; check that the store is reachable and that no process keeps it locked",
+            ),
+            Error::IdInvalid { .. } => (Exit::Invalid, "see the id formats in `gotry-tenant id --help`"),
+            Error::InvalidArgument { .. } => {
+                (Exit::Invalid, "see the accepted values in the command's --help")
+            }
+            Error::Storage { .. } => (
+                Exit::Storage,
+                "check that --store names a lease store that this user can read and write",
+            ),
+            _ => (
+                Exit::Failure,
+                "this command did not expect that failure; please report it",
+            ),
+        };
+        let message = match &error {
+            // The code is reported beside the message already.
+            Error::Storage { message, .. } => message.clone(),
+            other => other.to_string(),
+        };
+        let record = match error {
+            Error::LeaseHeld { record } => Some(Box::new(record)),
+            _ => None,
+        };
+        Failure {
+            exit,
+            code,
+            message,
+            hint: hint.to_owned(),
+            record,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_are_distinct_and_listed_in_help() {
+        let help = exit_status_help();
+        let mut seen = std::collections::HashSet::new();
+        for exit in Exit::ALL {
+            assert!(seen.insert(exit.code()), "status {} used twice", exit.code());
+            assert!(exit.code() != 0);
+            assert!(
+                help.contains(&format!("  {}  {}: ", exit.code(), exit.name())),
+                "{help}"
+            );
+        }
+    }
+
+    #[test]
+    fn core_errors_map_to_their_status() {
+        let record = LeaseRecord {
+            key: "acme/k".into(),
+            owner: "replica-a".into(),
+            epoch: 4,
+            lease_until_ms: 10,
+            forgotten_at_epoch: 0,
+        };
+        let held = Failure::from(Error::LeaseHeld {
+            record: record.clone(),
+        });
+        assert_eq!(held.exit, Exit::Held);
+        assert_eq!(held.code, "GOTRY_TENANT_LEASE_HELD");
+        assert_eq!(held.json()["error"]["record"]["owner"], "replica-a");
+        let cases = [
+            (Error::LeaseLost { message: "x".into() }, Exit::Lost),
+            (
+                Error::LeaseStoreUnavailable { message: "x".into() },
+                Exit::Unavailable,
+            ),
+            (Error::IdInvalid { message: "x".into() }, Exit::Invalid),
+            (Error::InvalidArgument { message: "x".into() }, Exit::Invalid),
+            (
+                Error::Storage {
+                    code: "SQLITE_NOTADB".into(),
+                    message: "file is not a database".into(),
+                },
+                Exit::Storage,
+            ),
+            (Error::RouterClosed, Exit::Failure),
+        ];
+        for (error, exit) in cases {
+            let code = error.code_str().to_owned();
+            let failure = Failure::from(error);
+            assert_eq!(failure.exit, exit, "{code}");
+            assert_eq!(failure.code, code);
+            assert!(failure.record.is_none());
+        }
+    }
+
+    #[test]
+    fn the_human_report_is_one_line_even_for_hostile_text() {
+        let failure = Failure::new(
+            Exit::Lost,
+            "GOTRY_TENANT_LEASE_LOST",
+            "key a\nb\u{1b}[31m",
+            "do x",
+        );
+        let line = failure.line();
+        assert!(!line.contains('\n') && !line.contains('\u{1b}'), "{line}");
+        assert!(line.contains("a\\nb\\u{1b}[31m"), "{line}");
+        assert!(line.ends_with("[GOTRY_TENANT_LEASE_LOST]; do x"), "{line}");
+    }
+}

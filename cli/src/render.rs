@@ -1,0 +1,253 @@
+//! How records, times and tables look, for people and for scripts.
+//!
+//! JSON uses the reference implementation's camelCase field names, so that a script written
+//! against the Node.js package reads the CLI's output with the same names.
+
+use std::borrow::Cow;
+
+use gotry_tenant_state::{HistoryEntry, LeaseRecord};
+use serde_json::{json, Value};
+
+/// Whether a record still holds its tenant at `now_ms` on the store's clock. The store's
+/// rule: a lease is expired once `lease_until_ms <= now`.
+pub fn held_at(record: &LeaseRecord, now_ms: i64) -> bool {
+    record.lease_until_ms > now_ms
+}
+
+/// Text from the store or the command line as it can be shown on a terminal: control
+/// characters are escaped, so a key or owner cannot break a table, split a one-line error
+/// report, or send escape sequences to the terminal.
+pub fn printable(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(char::is_control) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// A duration rounded down to the unit people read at a glance: "850 ms", "12 s", "3 min".
+pub fn span(ms: u64) -> String {
+    const SECOND: u64 = 1_000;
+    const MINUTE: u64 = 60 * SECOND;
+    const HOUR: u64 = 60 * MINUTE;
+    const DAY: u64 = 24 * HOUR;
+    // Below twice a unit the smaller unit is kept: "90 s" says more than "1 min".
+    if ms < SECOND {
+        format!("{ms} ms")
+    } else if ms < 2 * MINUTE {
+        format!("{} s", ms / SECOND)
+    } else if ms < 2 * HOUR {
+        format!("{} min", ms / MINUTE)
+    } else if ms < 2 * DAY {
+        format!("{} h", ms / HOUR)
+    } else {
+        format!("{} d", ms / DAY)
+    }
+}
+
+/// A lease's end relative to now: "expires in 12 s" or "expired 3 min ago".
+pub fn expiry(lease_until_ms: i64, now_ms: i64) -> String {
+    let delta = lease_until_ms.saturating_sub(now_ms);
+    match delta {
+        1.. => format!("expires in {}", span(delta.unsigned_abs())),
+        0 => "expired just now".to_owned(),
+        _ => format!("expired {} ago", span(delta.unsigned_abs())),
+    }
+}
+
+/// A past moment relative to now: "3 min ago" ("in 2 s" when the store's clock is behind).
+pub fn ago(at_ms: i64, now_ms: i64) -> String {
+    let delta = now_ms.saturating_sub(at_ms);
+    if delta >= 0 {
+        format!("{} ago", span(delta.unsigned_abs()))
+    } else {
+        format!("in {}", span(delta.unsigned_abs()))
+    }
+}
+
+/// Milliseconds since the Unix epoch as UTC ISO 8601 with milliseconds, e.g.
+/// `2026-03-01T12:00:03.120Z`. Written out here because this is the only calendar
+/// arithmetic the tool needs.
+pub fn utc(ms: i64) -> String {
+    let days = ms.div_euclid(86_400_000);
+    let of_day = ms.rem_euclid(86_400_000);
+    let (year, month, day) = civil_from_days(days);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        of_day / 3_600_000,
+        of_day / 60_000 % 60,
+        of_day / 1_000 % 60,
+        of_day % 1_000
+    )
+}
+
+/// The proleptic Gregorian date of a day count since 1970-01-01 (Howard Hinnant's
+/// `civil_from_days`), valid over the whole range of `i64` milliseconds.
+fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let day_of_era = z.rem_euclid(146_097);
+    let year_of_era = (day_of_era - day_of_era / 1_460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let month_index = (5 * day_of_year + 2) / 153;
+    let day = day_of_year - (153 * month_index + 2) / 5 + 1;
+    let month = if month_index < 10 {
+        month_index + 3
+    } else {
+        month_index - 9
+    };
+    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+/// Columns padded to their widest cell, two spaces apart; cells must be printable already.
+pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let header: Vec<String> = headers.iter().map(|h| (*h).to_owned()).collect();
+    for row in std::iter::once(&header).chain(rows) {
+        let mut line = String::new();
+        for (cell, width) in row.iter().zip(&widths) {
+            line.push_str(&format!("{cell:<width$}  "));
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// A record with the reference's field names.
+pub fn record_json(record: &LeaseRecord) -> Value {
+    json!({
+        "key": record.key,
+        "owner": record.owner,
+        "epoch": record.epoch,
+        "leaseUntilMs": record.lease_until_ms,
+        "forgottenAtEpoch": record.forgotten_at_epoch,
+    })
+}
+
+/// A record as seen at `now_ms` on the store's clock: whether it holds the tenant, and the
+/// milliseconds until it expires (negative once it has).
+pub fn record_at_json(record: &LeaseRecord, now_ms: i64) -> Value {
+    let mut value = record_json(record);
+    value["held"] = held_at(record, now_ms).into();
+    value["expiresInMs"] = record.lease_until_ms.saturating_sub(now_ms).into();
+    value
+}
+
+/// A log entry with the reference's field names.
+pub fn history_json(entry: &HistoryEntry) -> Value {
+    json!({
+        "key": entry.key,
+        "op": entry.op.as_str(),
+        "owner": entry.owner,
+        "epoch": entry.epoch,
+        "atMs": entry.at_ms,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spans_pick_a_readable_unit() {
+        let cases = [
+            (0, "0 ms"),
+            (999, "999 ms"),
+            (1_000, "1 s"),
+            (12_400, "12 s"),
+            (119_999, "119 s"),
+            (120_000, "2 min"),
+            (3 * 60_000 + 59_000, "3 min"),
+            (7_199_999, "119 min"),
+            (7_200_000, "2 h"),
+            (47 * 3_600_000, "47 h"),
+            (48 * 3_600_000, "2 d"),
+            (u64::MAX, "213503982334 d"),
+        ];
+        for (ms, expected) in cases {
+            assert_eq!(span(ms), expected, "{ms} ms");
+        }
+    }
+
+    #[test]
+    fn expiry_and_age_read_both_ways() {
+        assert_eq!(expiry(12_500, 500), "expires in 12 s");
+        assert_eq!(expiry(1, 0), "expires in 1 ms");
+        assert_eq!(expiry(500, 500), "expired just now");
+        assert_eq!(expiry(0, 180_000), "expired 3 min ago");
+        // Absurd records saturate instead of overflowing.
+        assert_eq!(expiry(i64::MIN, i64::MAX), "expired 106751991167 d ago");
+        assert_eq!(ago(0, 180_000), "3 min ago");
+        assert_eq!(ago(2_000, 0), "in 2 s");
+    }
+
+    #[test]
+    fn utc_matches_known_dates() {
+        let cases = [
+            (0, "1970-01-01T00:00:00.000Z"),
+            (-1, "1969-12-31T23:59:59.999Z"),
+            (951_782_400_000, "2000-02-29T00:00:00.000Z"),
+            (951_868_799_999, "2000-02-29T23:59:59.999Z"),
+            (1_767_225_600_000, "2026-01-01T00:00:00.000Z"),
+            (4_107_542_400_000, "2100-03-01T00:00:00.000Z"),
+            (1_709_164_800_123, "2024-02-29T00:00:00.123Z"),
+        ];
+        for (ms, expected) in cases {
+            assert_eq!(utc(ms), expected, "{ms}");
+        }
+        // The extremes of the range format without overflowing.
+        assert!(utc(i64::MAX).ends_with(".807Z"));
+        assert!(utc(i64::MIN).ends_with(".192Z"));
+    }
+
+    #[test]
+    fn printable_escapes_control_characters_only() {
+        assert!(matches!(printable("acme/t-1 é 😀"), Cow::Borrowed(_)));
+        assert_eq!(printable("a\nb\tc\u{7}"), "a\\nb\\tc\\u{7}");
+    }
+
+    #[test]
+    fn tables_align_on_the_widest_cell() {
+        let rows = vec![
+            vec!["acme/t-1".to_owned(), "é".to_owned(), "3".to_owned()],
+            vec!["b".to_owned(), "replica-a".to_owned(), "12".to_owned()],
+        ];
+        let text = table(&["KEY", "OWNER", "EPOCH"], &rows);
+        assert_eq!(
+            text,
+            "KEY       OWNER      EPOCH\nacme/t-1  é          3\nb         replica-a  12\n"
+        );
+    }
+
+    #[test]
+    fn held_follows_the_store_rule() {
+        let record = LeaseRecord {
+            key: "k".into(),
+            owner: "o".into(),
+            epoch: 1,
+            lease_until_ms: 100,
+            forgotten_at_epoch: 0,
+        };
+        assert!(held_at(&record, 99));
+        assert!(!held_at(&record, 100));
+        let value = record_at_json(&record, 130);
+        assert_eq!(value["held"], false);
+        assert_eq!(value["expiresInMs"], -30);
+        assert_eq!(value["leaseUntilMs"], 100);
+    }
+}

@@ -1,0 +1,139 @@
+//! Which lease store a command talks to, from `--store`.
+//!
+//! A value that starts with a URL scheme (`sqlite:...`, `mysql://...`) is handed to the
+//! core's `open_lease_store` untouched, so every store the core learns to open is usable
+//! here without a change. Anything else is the path of a SQLite file.
+
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use gotry_tenant_state::{open_lease_store, LeaseStore, SqliteLeaseStore};
+
+use crate::failure::{Exit, Failure};
+
+/// The store `lease` commands use when `--store` is not given.
+pub const DEFAULT_STORE: &str = "./gotry-leases.db";
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreTarget {
+    /// A SQLite file named by its path.
+    File(PathBuf),
+    /// A URL for the core to open.
+    Url(String),
+}
+
+impl StoreTarget {
+    pub fn parse(value: &OsStr) -> StoreTarget {
+        match value.to_str() {
+            Some(text) if has_scheme(text) => StoreTarget::Url(text.to_owned()),
+            _ => StoreTarget::File(PathBuf::from(OsString::from(value))),
+        }
+    }
+
+    /// How the store is named in messages. A URL is shown up to its scheme only: the rest
+    /// may hold a password.
+    pub fn describe(&self) -> String {
+        match self {
+            StoreTarget::File(path) => path.display().to_string(),
+            StoreTarget::Url(url) => {
+                let scheme = url.split_once(':').map_or("", |(scheme, _)| scheme);
+                format!("{scheme}:... (from --store)")
+            }
+        }
+    }
+
+    /// Opens the store, creating a SQLite file that does not exist yet.
+    pub fn open(&self) -> Result<Arc<dyn LeaseStore>, Failure> {
+        let store: Arc<dyn LeaseStore> = match self {
+            StoreTarget::File(path) => {
+                Arc::new(SqliteLeaseStore::open(path).map_err(|e| self.open_failure(e))?)
+            }
+            StoreTarget::Url(url) => open_lease_store(url).map_err(|e| self.open_failure(e))?,
+        };
+        Ok(store)
+    }
+
+    /// Opens a store that must exist already. Inspection and repair never create a store:
+    /// a mistyped path would otherwise show an empty new store instead of an error.
+    pub fn open_existing(&self) -> Result<Arc<dyn LeaseStore>, Failure> {
+        if let StoreTarget::File(path) = self {
+            require_file(path)?;
+        }
+        self.open()
+    }
+
+    fn open_failure(&self, error: gotry_tenant_state::Error) -> Failure {
+        let failure =
+            Failure::from(error).context(format!("cannot open the lease store {}", self.describe()));
+        match failure.exit {
+            Exit::Invalid => failure.hint(
+                "--store takes a file path (SQLite) or a URL such as sqlite:///var/lib/gotry/leases.db",
+            ),
+            Exit::Storage => {
+                failure.hint("check that --store names a lease store file that this user can read and write")
+            }
+            _ => failure,
+        }
+    }
+}
+
+/// `scheme:` as RFC 3986 spells it, at least two characters long so that a Windows drive
+/// letter (`C:\leases.db`) stays a path. A file whose name has such a prefix is named
+/// `./name`.
+fn has_scheme(text: &str) -> bool {
+    match text.split_once(':') {
+        Some((scheme, _)) => {
+            scheme.len() >= 2
+                && scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+                && scheme
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+        }
+        None => false,
+    }
+}
+
+fn require_file(path: &Path) -> Result<(), Failure> {
+    std::fs::metadata(path).map(drop).map_err(|error| {
+        Failure::io(
+            Exit::Storage,
+            &error,
+            format!("no lease store at {}", path.display()),
+            "pass --store with the path or URL of an existing lease store (the default is ./gotry-leases.db)",
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_and_paths_are_told_apart() {
+        let url = |s: &str| StoreTarget::Url(s.to_owned());
+        let file = |s: &str| StoreTarget::File(PathBuf::from(s));
+        let cases = [
+            ("sqlite:///var/lib/x.db", url("sqlite:///var/lib/x.db")),
+            ("sqlite:x.db", url("sqlite:x.db")),
+            ("mysql://u:p@h:3306/db", url("mysql://u:p@h:3306/db")),
+            ("redis+tls://h", url("redis+tls://h")),
+            ("./gotry-leases.db", file("./gotry-leases.db")),
+            ("/srv/leases.db", file("/srv/leases.db")),
+            ("./a:b.db", file("./a:b.db")),
+            ("C:\\leases.db", file("C:\\leases.db")),
+            ("1x:y", file("1x:y")),
+            ("leases.db", file("leases.db")),
+        ];
+        for (arg, expected) in cases {
+            assert_eq!(StoreTarget::parse(OsStr::new(arg)), expected, "{arg}");
+        }
+    }
+
+    #[test]
+    fn a_url_is_never_shown_past_its_scheme() {
+        let target = StoreTarget::parse(OsStr::new("mysql://root:hunter2@db:3306/x"));
+        let shown = target.describe();
+        assert!(!shown.contains("hunter2") && shown.contains("mysql:"), "{shown}");
+    }
+}
