@@ -1,1 +1,52 @@
-//! Python module (work in progress).
+//! `gotry_tenant_state._native`: the Python face of the tenant-state core.
+//!
+//! A translation layer only: Python objects become the core's arguments (with the checks
+//! that only Python needs, see `args`), core failures become the package's exceptions (in
+//! one place, `errors`), and every call that reaches a store runs without the interpreter
+//! lock. The package `gotry_tenant_state` re-exports all of it next to the exception classes.
+
+mod args;
+mod clocks;
+mod errors;
+mod ids;
+mod lease;
+mod store;
+mod values;
+
+use pyo3::prelude::*;
+
+#[pymodule]
+#[pyo3(name = "_native")]
+fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add(
+        "ERROR_CODES",
+        pyo3::types::PyTuple::new(m.py(), errors::error_codes())?,
+    )?;
+    m.add("MIN_LEASE_TTL_MS", gotry_tenant_state::MIN_LEASE_TTL_MS)?;
+    m.add("MAX_LEASE_TTL_MS", gotry_tenant_state::MAX_LEASE_TTL_MS)?;
+    m.add_function(wrap_pyfunction!(assert_lease_ttl, m)?)?;
+    m.add_function(wrap_pyfunction!(ids::assert_organization_id, m)?)?;
+    m.add_function(wrap_pyfunction!(ids::assert_ledger_tenant_id, m)?)?;
+    m.add_function(wrap_pyfunction!(ids::assert_prompt_cache_partition, m)?)?;
+    m.add_function(wrap_pyfunction!(ids::derive_ledger_tenant_id, m)?)?;
+    m.add_function(wrap_pyfunction!(ids::derive_prompt_cache_partition, m)?)?;
+    m.add_function(wrap_pyfunction!(ids::lease_key_for, m)?)?;
+    m.add_function(wrap_pyfunction!(ids::tenant_root_for, m)?)?;
+    m.add_function(wrap_pyfunction!(store::open_lease_store, m)?)?;
+    m.add_class::<ids::PyOrganizationKey>()?;
+    m.add_class::<clocks::PyManualClock>()?;
+    m.add_class::<values::PyLeaseRecord>()?;
+    m.add_class::<values::PyLeaseGrant>()?;
+    m.add_class::<values::PyHistoryEntry>()?;
+    m.add_class::<store::PyLeaseStore>()?;
+    m.add_class::<store::PySqliteLeaseStore>()?;
+    m.add_class::<lease::PyTenantLease>()?;
+    Ok(())
+}
+
+/// Returns the TTL when it is an int of milliseconds within the store's bounds.
+#[pyfunction]
+fn assert_lease_ttl(ttl_ms: &Bound<'_, PyAny>) -> PyResult<i64> {
+    let ttl_ms = args::integer("ttl_ms", ttl_ms)?;
+    Ok(gotry_tenant_state::assert_lease_ttl(ttl_ms).map_err(errors::CoreError)?)
+}

@@ -1,0 +1,87 @@
+"""The per-tenant state layer of gotry's hosted line, for Python.
+
+Who may write a tenant's ledger (a lease whose epoch fences stale writers) and the tenant
+identifiers that every path, metric and prompt cache label is built from. The rules live in
+the Rust core that the Node.js and C hosts call too, so they behave the same everywhere; this
+package is the Python face of it.
+
+Every call that reaches a lease store runs without the GIL, so other threads keep running
+while one waits for another process's write lock. Stores and leases are safe to share
+between threads.
+"""
+
+from ._errors import (
+    CopyConflictError,
+    DrainTimeoutError,
+    DurableStoreUnavailableError,
+    FencedError,
+    InvalidTenantIdError,
+    LeaseHeldError,
+    LeaseLostError,
+    LeaseStoreUnavailableError,
+    ReplicaAtCapacityError,
+    RestoreVerificationError,
+    RouterClosedError,
+    TenantDrainingError,
+    TenantStateError,
+    TenantStateStorageError,
+)
+from ._native import (
+    ERROR_CODES,
+    MAX_LEASE_TTL_MS,
+    MIN_LEASE_TTL_MS,
+    HistoryEntry,
+    LeaseGrant,
+    LeaseRecord,
+    LeaseStore,
+    ManualClock,
+    OrganizationKey,
+    SqliteLeaseStore,
+    TenantLease,
+    assert_lease_ttl,
+    assert_ledger_tenant_id,
+    assert_organization_id,
+    assert_prompt_cache_partition,
+    derive_ledger_tenant_id,
+    derive_prompt_cache_partition,
+    lease_key_for,
+    open_lease_store,
+    tenant_root_for,
+)
+
+__all__ = [
+    "ERROR_CODES",
+    "MAX_LEASE_TTL_MS",
+    "MIN_LEASE_TTL_MS",
+    "CopyConflictError",
+    "DrainTimeoutError",
+    "DurableStoreUnavailableError",
+    "FencedError",
+    "HistoryEntry",
+    "InvalidTenantIdError",
+    "LeaseGrant",
+    "LeaseHeldError",
+    "LeaseLostError",
+    "LeaseRecord",
+    "LeaseStore",
+    "LeaseStoreUnavailableError",
+    "ManualClock",
+    "OrganizationKey",
+    "ReplicaAtCapacityError",
+    "RestoreVerificationError",
+    "RouterClosedError",
+    "SqliteLeaseStore",
+    "TenantDrainingError",
+    "TenantLease",
+    "TenantStateError",
+    "TenantStateStorageError",
+    "assert_lease_ttl",
+    "assert_ledger_tenant_id",
+    "assert_organization_id",
+    "assert_prompt_cache_partition",
+    "derive_ledger_tenant_id",
+    "derive_prompt_cache_partition",
+    "lease_key_for",
+    "open_lease_store",
+    "tenant_root_for",
+]

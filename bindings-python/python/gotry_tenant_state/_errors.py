@@ -1,0 +1,172 @@
+"""Typed failures of the tenant-state layer.
+
+Callers branch on the exception class or on ``code`` (the stable ``GOTRY_TENANT_*`` string),
+never on messages. Every failure is an availability outcome, never a silent success: a holder
+that cannot prove it still owns a tenant stops acknowledging writes for it.
+
+The classes are plain Python so that they construct, pickle and take notes like any other
+exception. The native module raises them by the class names the Rust core gives its codes and
+checks, the first time it raises one, that each class declares the core's code.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from ._native import LeaseRecord
+
+__all__ = [
+    "TenantStateError",
+    "LeaseHeldError",
+    "LeaseLostError",
+    "FencedError",
+    "LeaseStoreUnavailableError",
+    "InvalidTenantIdError",
+    "DurableStoreUnavailableError",
+    "RestoreVerificationError",
+    "CopyConflictError",
+    "TenantDrainingError",
+    "DrainTimeoutError",
+    "RouterClosedError",
+    "ReplicaAtCapacityError",
+    "TenantStateStorageError",
+]
+
+
+def _rebuild(cls: type[BaseException], args: tuple[Any, ...], state: dict[str, Any]) -> BaseException:
+    """Unpickles an exception without calling its ``__init__``, whose keyword fields the
+    default ``BaseException`` pickling would not pass back."""
+    error = cls.__new__(cls, *args)
+    error.__dict__.update(state)
+    return error
+
+
+class _Picklable(Exception):
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild, (type(self), self.args, dict(self.__dict__)))
+
+
+class TenantStateError(_Picklable):
+    """Base of the twelve failures that have a ``GOTRY_TENANT_*`` code."""
+
+    code: ClassVar[str]
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+
+
+class LeaseHeldError(TenantStateError):
+    """Another holder has an unexpired lease; ``record`` says who, so a router can forward."""
+
+    code = "GOTRY_TENANT_LEASE_HELD"
+
+    def __init__(self, message: str, *, record: LeaseRecord) -> None:
+        super().__init__(message)
+        self.record = record
+
+
+class LeaseLostError(TenantStateError):
+    """The caller does not hold the lease (expired, taken over, or never held). Terminal for
+    that holder."""
+
+    code = "GOTRY_TENANT_LEASE_LOST"
+
+
+class FencedError(TenantStateError):
+    """The write path must not acknowledge: this process cannot prove it still owns the
+    tenant. ``reason`` is ``lease_released``, ``lease_lost`` or ``lease_expired_locally``."""
+
+    code = "GOTRY_TENANT_FENCED"
+
+    def __init__(self, message: str, *, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class LeaseStoreUnavailableError(TenantStateError):
+    """The store could not be reached or stayed contended past its busy timeout. A holder
+    keeps its local deadline and fails closed when it passes."""
+
+    code = "GOTRY_TENANT_LEASE_STORE_UNAVAILABLE"
+
+
+class InvalidTenantIdError(TenantStateError):
+    """An organization id, tenant id, claim or key is not in its fixed, path-safe form."""
+
+    code = "GOTRY_TENANT_ID_INVALID"
+
+
+class DurableStoreUnavailableError(TenantStateError):
+    """The durable store failed or could not be reached."""
+
+    code = "GOTRY_TENANT_DURABLE_STORE_UNAVAILABLE"
+
+
+class RestoreVerificationError(TenantStateError):
+    """A durable copy exists but cannot be trusted; ``skipped`` names the copies passed over."""
+
+    code = "GOTRY_TENANT_RESTORE_INVALID"
+
+    def __init__(self, message: str, *, skipped: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.skipped: list[str] = [] if skipped is None else skipped
+
+
+class CopyConflictError(TenantStateError):
+    """Something else wrote into this holder's own epoch prefix: the single-writer
+    invariant is broken."""
+
+    code = "GOTRY_TENANT_COPY_CONFLICT"
+
+
+class TenantDrainingError(TenantStateError):
+    """The tenant is being handed off; retry on the next owner."""
+
+    code = "GOTRY_TENANT_DRAINING"
+
+
+class DrainTimeoutError(TenantStateError):
+    """A handoff gave up waiting for ``in_flight`` running calls after ``timeout_ms``; the
+    tenant serves again and the caller decides what to do."""
+
+    code = "GOTRY_TENANT_DRAIN_TIMEOUT"
+
+    def __init__(self, message: str, *, in_flight: int, timeout_ms: int) -> None:
+        super().__init__(message)
+        self.in_flight = in_flight
+        self.timeout_ms = timeout_ms
+
+
+class RouterClosedError(TenantStateError):
+    """The router was closed; no tenant can be opened through it any more."""
+
+    code = "GOTRY_TENANT_ROUTER_CLOSED"
+
+
+class ReplicaAtCapacityError(TenantStateError):
+    """This replica already serves ``limit`` tenants; the request belongs elsewhere or later."""
+
+    code = "GOTRY_TENANT_REPLICA_AT_CAPACITY"
+
+    def __init__(self, message: str, *, limit: int) -> None:
+        super().__init__(message)
+        self.limit = limit
+
+
+class TenantStateStorageError(_Picklable):
+    """The storage engine failed for a reason other than contention: a corrupt or foreign
+    file, a full disk, a folder that cannot be created. ``code`` is the engine's own name
+    for it (SQLite's, such as ``SQLITE_NOTADB``, or ``ENOENT`` for the file system), as the
+    reference lets SQLite's errors through. Not a ``TenantStateError``: it has no code of the
+    layer's registry, and it calls for an operator rather than for a retry elsewhere."""
+
+    def __init__(self, message: str, *, code: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+# Shown and pickled under the package's name, where users import them from.
+for _name in __all__:
+    globals()[_name].__module__ = "gotry_tenant_state"
+del _name

@@ -1,0 +1,184 @@
+"""Type stubs of the compiled part of ``gotry_tenant_state``."""
+
+import builtins
+import os
+from collections.abc import Callable
+from types import TracebackType
+from typing import Final, Literal, Protocol, Self, final
+
+ERROR_CODES: Final[tuple[str, ...]]
+"""The twelve ``GOTRY_TENANT_*`` codes of the core, in the core's order."""
+
+MIN_LEASE_TTL_MS: Final[int]
+MAX_LEASE_TTL_MS: Final[int]
+
+_KeyBytes = bytes | bytearray | memoryview
+_LeaseOpName = Literal["acquire", "renew", "release", "forget"]
+
+class _SupportsNowMs(Protocol):
+    """A holder's clock: milliseconds on a clock that only moves forward."""
+
+    def now_ms(self) -> float: ...
+
+def assert_lease_ttl(ttl_ms: int) -> int:
+    """Returns ``ttl_ms`` if it is an int within [MIN_LEASE_TTL_MS, MAX_LEASE_TTL_MS];
+    raises ValueError otherwise (a bool or a float is not a TTL)."""
+
+def assert_organization_id(value: object) -> str:
+    """Returns ``value`` if it matches ``^[a-z0-9][a-z0-9-]{0,62}$`` to its very end;
+    raises InvalidTenantIdError otherwise (also for anything that is not a str)."""
+
+def assert_ledger_tenant_id(value: object) -> str:
+    """Returns ``value`` if it is ``t-`` and 32 lowercase hex digits; InvalidTenantIdError otherwise."""
+
+def assert_prompt_cache_partition(value: object) -> str:
+    """Returns ``value`` if it is ``pc-`` and 32 lowercase hex digits; InvalidTenantIdError otherwise."""
+
+def derive_ledger_tenant_id(organization_key: _KeyBytes, issuer: str, subject: str) -> str:
+    """``t-`` + the first 128 bits of HMAC-SHA256(key, issuer 0x00 subject). The key has at
+    least 32 bytes; issuer and subject are non-empty, without NUL, well-formed Unicode of at
+    most 512 UTF-8 bytes, and are not normalized. InvalidTenantIdError otherwise."""
+
+def derive_prompt_cache_partition(organization_key: _KeyBytes, ledger_tenant_id: str) -> str:
+    """``pc-`` + the first 128 bits of HMAC-SHA256(key, context 0x00 ledger tenant id)."""
+
+def lease_key_for(organization_id: str, ledger_tenant_id: str) -> str:
+    """The lease key of one tenant: ``<organization>/<ledger tenant>``."""
+
+def tenant_root_for(state_root: str | os.PathLike[str], organization_id: str, ledger_tenant_id: str) -> str:
+    """``<resolved state root>/orgs/<organization>/tenants/<ledger tenant>``, the root
+    resolved lexically as Node's ``path.resolve`` does (no symlinks followed)."""
+
+def open_lease_store(url: str) -> LeaseStore:
+    """Opens the store a URL names: ``sqlite:///abs/path.db`` or ``sqlite:rel/path.db``."""
+
+@final
+class OrganizationKey:
+    """An organization key with its HMAC state computed once; never printed or pickled."""
+
+    def __init__(self, key: _KeyBytes) -> None: ...
+    def derive_ledger_tenant_id(self, issuer: str, subject: str) -> str: ...
+    def derive_prompt_cache_partition(self, ledger_tenant_id: str) -> str: ...
+
+@final
+class ManualClock:
+    """A clock that moves only when told to; serves as a store's ``now_ms`` and as a
+    holder's ``clock``."""
+
+    def __init__(self, start_ms: int = 0) -> None: ...
+    def now_ms(self) -> int: ...
+    def set(self, now_ms: int) -> None: ...
+    def advance(self, delta_ms: int) -> int:
+        """Moves the clock (negative deltas too) and returns the new reading."""
+
+@final
+class LeaseRecord:
+    __match_args__ = ("key", "owner", "epoch", "lease_until_ms", "forgotten_at_epoch")
+    def __init__(
+        self, key: str, owner: str, epoch: int, lease_until_ms: int, forgotten_at_epoch: int = 0
+    ) -> None: ...
+    @property
+    def key(self) -> str: ...
+    @property
+    def owner(self) -> str: ...
+    @property
+    def epoch(self) -> int: ...
+    @property
+    def lease_until_ms(self) -> int: ...
+    @property
+    def forgotten_at_epoch(self) -> int: ...
+
+@final
+class LeaseGrant:
+    __match_args__ = ("record", "ttl_ms")
+    def __init__(self, record: LeaseRecord, ttl_ms: int) -> None: ...
+    @property
+    def record(self) -> LeaseRecord: ...
+    @property
+    def ttl_ms(self) -> int: ...
+
+@final
+class HistoryEntry:
+    __match_args__ = ("key", "op", "owner", "epoch", "at_ms")
+    def __init__(self, key: str, op: _LeaseOpName, owner: str, epoch: int, at_ms: int) -> None: ...
+    @property
+    def key(self) -> str: ...
+    @property
+    def op(self) -> _LeaseOpName: ...
+    @property
+    def owner(self) -> str: ...
+    @property
+    def epoch(self) -> int: ...
+    @property
+    def at_ms(self) -> int: ...
+
+class LeaseStore:
+    """A lease store of the core. Every method that reaches the store releases the GIL."""
+
+    def read(self, key: str) -> LeaseRecord | None: ...
+    def acquire(self, key: str, owner: str, ttl_ms: int) -> LeaseGrant: ...
+    def renew(self, key: str, owner: str, epoch: int, ttl_ms: int) -> LeaseGrant: ...
+    def release(self, key: str, owner: str, epoch: int) -> LeaseRecord: ...
+    def mark_forgotten(self, key: str, owner: str, epoch: int) -> LeaseRecord: ...
+    def history(self, key: str | None = None) -> builtins.list[HistoryEntry]: ...
+    def list(self, prefix: str | None = None) -> builtins.list[LeaseRecord]: ...
+    def now_ms(self) -> int: ...
+    def close(self) -> None: ...
+    def __enter__(self) -> Self: ...
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None: ...
+
+@final
+class SqliteLeaseStore(LeaseStore):
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        now_ms: Callable[[], int] | ManualClock | None = None,
+        *,
+        busy_timeout_ms: int | None = None,
+    ) -> None: ...
+    @property
+    def path(self) -> str: ...
+
+@final
+class TenantLease:
+    @staticmethod
+    def acquire(
+        *,
+        key: str,
+        replica_id: str,
+        store: LeaseStore,
+        ttl_ms: int,
+        margin_ms: int,
+        clock: _SupportsNowMs | None = None,
+    ) -> TenantLease: ...
+    @property
+    def key(self) -> str: ...
+    @property
+    def replica_id(self) -> str: ...
+    @property
+    def epoch(self) -> int: ...
+    @property
+    def forgotten_at_epoch(self) -> int: ...
+    @property
+    def ttl_ms(self) -> int: ...
+    @property
+    def margin_ms(self) -> int: ...
+    def assert_held(self) -> None:
+        """The synchronous write gate: raises FencedError unless the lease is held."""
+    def is_held(self) -> bool: ...
+    def remaining_ms(self) -> float: ...
+    def renew(self) -> None: ...
+    def release(self) -> None: ...
+    def mark_forgotten(self) -> LeaseRecord: ...
+    def __enter__(self) -> Self: ...
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None: ...

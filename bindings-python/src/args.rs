@@ -1,0 +1,123 @@
+//! The argument checks that depend on Python itself: what a `str`, an `int` and a key are.
+//!
+//! Every rule about the values (lengths, ranges, formats) is the core's; these only decide
+//! whether a Python object can be handed to it without losing anything on the way. A
+//! `bool` is an `int` to Python, and a float may be integral, but neither is a TTL; a
+//! string with a lone surrogate has no UTF-8 form, and replacing it would let two
+//! different subjects share one tenant.
+
+use gotry_tenant_state::Error;
+use pyo3::buffer::PyBuffer;
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyBytes, PyInt, PyString};
+use zeroize::Zeroizing;
+
+use crate::errors::CoreError;
+
+/// Why a Python object is not a usable string.
+enum NotText {
+    NotStr(String),
+    LoneSurrogate,
+}
+
+impl NotText {
+    fn describe(&self, name: &str) -> String {
+        match self {
+            NotText::NotStr(type_name) => format!("{name} must be a str, got {type_name}"),
+            NotText::LoneSurrogate => {
+                format!("{name} must be well-formed Unicode (it holds a lone surrogate)")
+            }
+        }
+    }
+}
+
+fn type_name(value: &Bound<'_, PyAny>) -> String {
+    value
+        .get_type()
+        .name()
+        .map_or_else(|_| "an unknown type".to_owned(), |name| name.to_string())
+}
+
+fn as_text<'a>(value: &'a Bound<'_, PyAny>) -> Result<&'a str, NotText> {
+    let string = value
+        .cast::<PyString>()
+        .map_err(|_| NotText::NotStr(type_name(value)))?;
+    string.to_str().map_err(|_| NotText::LoneSurrogate)
+}
+
+/// An identifier or a claim: anything that is not a well-formed `str` is an invalid id,
+/// as the reference refuses any non-string with ID_INVALID.
+pub fn id_text<'a>(name: &str, value: &'a Bound<'_, PyAny>) -> Result<&'a str, CoreError> {
+    as_text(value).map_err(|problem| {
+        CoreError(Error::IdInvalid {
+            message: problem.describe(name),
+        })
+    })
+}
+
+/// A key, owner or replica id of the store, owned so that it can cross into a call that
+/// runs without the interpreter lock. A wrong type is an invalid argument (ValueError), as
+/// the reference's RangeError.
+pub fn store_text(name: &str, value: &Bound<'_, PyAny>) -> Result<String, CoreError> {
+    as_text(value)
+        .map(str::to_owned)
+        .map_err(|problem| invalid(problem.describe(name)))
+}
+
+/// An integer argument (TTL, margin, epoch, clock reading): a Python `int` that fits in 64
+/// bits. `True` and `1.0` are refused rather than read as 1; an int beyond 64 bits is
+/// refused rather than wrapped or clamped.
+pub fn integer(name: &str, value: &Bound<'_, PyAny>) -> Result<i64, CoreError> {
+    if value.is_instance_of::<PyBool>() || !value.is_instance_of::<PyInt>() {
+        return Err(invalid(format!(
+            "{name} must be an int, got {}",
+            type_name(value)
+        )));
+    }
+    value
+        .extract::<i64>()
+        .map_err(|_| invalid(format!("{name} is out of range, got {value}")))
+}
+
+fn invalid(message: String) -> CoreError {
+    CoreError(Error::InvalidArgument { message })
+}
+
+/// The bytes of an organization key.
+pub enum KeyBytes<'a> {
+    /// A `bytes` object is immutable: its own storage is read in place.
+    Borrowed(&'a [u8]),
+    /// Any other buffer is copied (it could change under us), and the copy is wiped.
+    Copied(Zeroizing<Vec<u8>>),
+}
+
+impl std::ops::Deref for KeyBytes<'_> {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match self {
+            KeyBytes::Borrowed(bytes) => bytes,
+            KeyBytes::Copied(bytes) => bytes,
+        }
+    }
+}
+
+/// An organization key: `bytes`, `bytearray`, a `memoryview` or any other buffer of bytes.
+/// A `str` is not a key (its encoding would be a guess), which the reference answers with
+/// ID_INVALID like any other non-binary key.
+pub fn key_bytes<'a>(value: &'a Bound<'_, PyAny>) -> Result<KeyBytes<'a>, CoreError> {
+    if let Ok(bytes) = value.cast::<PyBytes>() {
+        return Ok(KeyBytes::Borrowed(bytes.as_bytes()));
+    }
+    PyBuffer::<u8>::get(value)
+        .and_then(|buffer| buffer.to_vec(value.py()))
+        .map(|copy| KeyBytes::Copied(Zeroizing::new(copy)))
+        .map_err(|_| {
+            CoreError(Error::IdInvalid {
+                message: format!(
+                    "an organization key must be bytes, bytearray or a memoryview of bytes, got {}",
+                    type_name(value)
+                ),
+            })
+        })
+}

@@ -1,0 +1,208 @@
+//! Lease stores. Every call that reaches the store releases the interpreter lock for its
+//! whole length: a call may wait up to the busy timeout for another process's write lock
+//! and then for an fdatasync, and the rest of the program must keep running meanwhile.
+//! Arguments are checked and copied into owned values first, while the lock is still held.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use gotry_tenant_state::{open_lease_store as open_store_url, LeaseStore, SqliteLeaseStore, SqliteOptions};
+use pyo3::prelude::*;
+use pyo3::types::PyString;
+
+use crate::args::{integer, store_text};
+use crate::clocks::wall_clock;
+use crate::errors::CoreError;
+use crate::values::{PyHistoryEntry, PyLeaseGrant, PyLeaseRecord};
+
+/// Any lease store of the core. Instances come from `open_lease_store(url)` or from a
+/// subclass's constructor; they are safe to share between threads.
+#[pyclass(frozen, subclass, module = "gotry_tenant_state", name = "LeaseStore")]
+pub struct PyLeaseStore {
+    store: Arc<dyn LeaseStore>,
+}
+
+impl PyLeaseStore {
+    /// The core store, for a holder that keeps it.
+    pub fn shared(&self) -> Arc<dyn LeaseStore> {
+        Arc::clone(&self.store)
+    }
+}
+
+#[pymethods]
+impl PyLeaseStore {
+    fn read(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<Option<PyLeaseRecord>> {
+        let key = store_text("key", key)?;
+        let record = py.detach(|| self.store.read(&key)).map_err(CoreError)?;
+        Ok(record.map(PyLeaseRecord))
+    }
+
+    fn acquire(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        owner: &Bound<'_, PyAny>,
+        ttl_ms: &Bound<'_, PyAny>,
+    ) -> PyResult<PyLeaseGrant> {
+        let (key, owner) = (store_text("key", key)?, store_text("owner", owner)?);
+        let ttl_ms = integer("ttl_ms", ttl_ms)?;
+        let grant = py
+            .detach(|| self.store.acquire(&key, &owner, ttl_ms))
+            .map_err(CoreError)?;
+        Ok(PyLeaseGrant(grant))
+    }
+
+    fn renew(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        owner: &Bound<'_, PyAny>,
+        epoch: &Bound<'_, PyAny>,
+        ttl_ms: &Bound<'_, PyAny>,
+    ) -> PyResult<PyLeaseGrant> {
+        let (key, owner) = (store_text("key", key)?, store_text("owner", owner)?);
+        let (epoch, ttl_ms) = (integer("epoch", epoch)?, integer("ttl_ms", ttl_ms)?);
+        let grant = py
+            .detach(|| self.store.renew(&key, &owner, epoch, ttl_ms))
+            .map_err(CoreError)?;
+        Ok(PyLeaseGrant(grant))
+    }
+
+    fn release(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        owner: &Bound<'_, PyAny>,
+        epoch: &Bound<'_, PyAny>,
+    ) -> PyResult<PyLeaseRecord> {
+        let (key, owner) = (store_text("key", key)?, store_text("owner", owner)?);
+        let epoch = integer("epoch", epoch)?;
+        let record = py
+            .detach(|| self.store.release(&key, &owner, epoch))
+            .map_err(CoreError)?;
+        Ok(PyLeaseRecord(record))
+    }
+
+    fn mark_forgotten(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        owner: &Bound<'_, PyAny>,
+        epoch: &Bound<'_, PyAny>,
+    ) -> PyResult<PyLeaseRecord> {
+        let (key, owner) = (store_text("key", key)?, store_text("owner", owner)?);
+        let epoch = integer("epoch", epoch)?;
+        let record = py
+            .detach(|| self.store.mark_forgotten(&key, &owner, epoch))
+            .map_err(CoreError)?;
+        Ok(PyLeaseRecord(record))
+    }
+
+    /// Every granted operation in log order, of one key or of all.
+    #[pyo3(signature = (key = None))]
+    fn history(&self, py: Python<'_>, key: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<PyHistoryEntry>> {
+        let key = key.map(|key| store_text("key", key)).transpose()?;
+        let entries = py
+            .detach(|| self.store.history(key.as_deref()))
+            .map_err(CoreError)?;
+        Ok(entries.into_iter().map(PyHistoryEntry).collect())
+    }
+
+    /// Every record whose key starts with `prefix`, ordered by key.
+    #[pyo3(signature = (prefix = None))]
+    fn list(&self, py: Python<'_>, prefix: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<PyLeaseRecord>> {
+        let prefix = prefix.map(|p| store_text("prefix", p)).transpose()?;
+        let records = py
+            .detach(|| self.store.list(prefix.as_deref().unwrap_or("")))
+            .map_err(CoreError)?;
+        Ok(records.into_iter().map(PyLeaseRecord).collect())
+    }
+
+    /// The store's clock as its decisions see it.
+    fn now_ms(&self, py: Python<'_>) -> PyResult<i64> {
+        Ok(py.detach(|| self.store.now_ms()).map_err(CoreError)?)
+    }
+
+    /// Closes the store; later calls raise LeaseStoreUnavailableError. Closing twice is fine.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        Ok(py.detach(|| self.store.close()).map_err(CoreError)?)
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    fn __exit__(
+        &self,
+        py: Python<'_>,
+        _exc_type: &Bound<'_, PyAny>,
+        _exc_value: &Bound<'_, PyAny>,
+        _traceback: &Bound<'_, PyAny>,
+    ) -> PyResult<bool> {
+        self.close(py)?;
+        Ok(false)
+    }
+}
+
+/// The lease store on one SQLite file, in the reference implementation's format, shared by
+/// the processes of one host.
+#[pyclass(frozen, extends = PyLeaseStore, module = "gotry_tenant_state", name = "SqliteLeaseStore")]
+pub struct PySqliteLeaseStore {
+    path: PathBuf,
+}
+
+/// How long a call waits for another process's write lock unless told otherwise.
+const DEFAULT_BUSY_TIMEOUT_MS: i64 = 5_000;
+
+#[pymethods]
+impl PySqliteLeaseStore {
+    /// Opens (creating it and its folders if needed) the store file. `now_ms` is the store's
+    /// wall clock: a callable returning integer milliseconds, or a `ManualClock`.
+    #[new]
+    #[pyo3(signature = (path, now_ms = None, *, busy_timeout_ms = None))]
+    fn new(
+        py: Python<'_>,
+        path: PathBuf,
+        now_ms: Option<&Bound<'_, PyAny>>,
+        busy_timeout_ms: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<PyClassInitializer<PySqliteLeaseStore>> {
+        let clock = wall_clock(now_ms)?;
+        let busy_ms = busy_timeout_ms
+            .map(|value| integer("busy_timeout_ms", value))
+            .transpose()?
+            .unwrap_or(DEFAULT_BUSY_TIMEOUT_MS);
+        let busy_timeout = u64::try_from(busy_ms).map(Duration::from_millis).map_err(|_| {
+            CoreError(gotry_tenant_state::Error::InvalidArgument {
+                message: format!("busy_timeout_ms must not be negative, got {busy_ms}"),
+            })
+        })?;
+        let options = SqliteOptions { clock, busy_timeout };
+        // Opening may wait for another process's lock to create the schema.
+        let store = py
+            .detach(|| SqliteLeaseStore::open_with(&path, options))
+            .map_err(CoreError)?;
+        Ok(PyClassInitializer::from(PyLeaseStore {
+            store: Arc::new(store),
+        })
+        .add_subclass(PySqliteLeaseStore { path }))
+    }
+
+    #[getter]
+    fn path(&self) -> std::ffi::OsString {
+        self.path.clone().into_os_string()
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        let path = PyString::new(py, &self.path.to_string_lossy()).repr()?;
+        Ok(format!("SqliteLeaseStore({path})"))
+    }
+}
+
+/// Opens the store a URL names (`sqlite:///abs/path.db`, `sqlite:rel/path.db`).
+#[pyfunction]
+pub fn open_lease_store(py: Python<'_>, url: &Bound<'_, PyAny>) -> PyResult<PyLeaseStore> {
+    let url = store_text("url", url)?;
+    let store = py.detach(|| open_store_url(&url)).map_err(CoreError)?;
+    Ok(PyLeaseStore { store })
+}
