@@ -273,16 +273,19 @@ fn holder_args(key: &Unknown<'_>, owner: &Unknown<'_>, epoch: &Unknown<'_>) -> R
 }
 
 /// The store clock reading for one call: required when the store's clock is a JS function,
-/// ignored otherwise (a native clock is read inside the transaction).
+/// ignored otherwise (a native clock is read inside the transaction). A reading so late that a
+/// deadline after it would not fit a JS number is refused before anything is written.
 pub(crate) fn wall_reading(host_clock: bool, value: Option<&Unknown<'_>>) -> Result<Option<i64>> {
     if !host_clock {
         return Ok(None);
     }
-    args::optional_integer("the store's nowMs()", value)?
-        .map(Some)
-        .ok_or_else(|| Error::InvalidArgument {
-            message: "the store's nowMs() must return an integer".to_owned(),
-        })
+    let latest = args::MAX_SAFE_INTEGER - gotry_tenant_state::MAX_LEASE_TTL_MS;
+    match args::optional_integer("the store's nowMs()", value)? {
+        Some(now) if now <= latest => Ok(Some(now)),
+        _ => Err(Error::InvalidArgument {
+            message: format!("the store's nowMs() must return an integer of at most {latest}"),
+        }),
+    }
 }
 
 /// Shortest lease a store grants, in milliseconds.

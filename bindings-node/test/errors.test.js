@@ -1,0 +1,99 @@
+'use strict';
+const test = require('node:test');
+const assert = require('node:assert/strict');
+
+const pkg = require('..');
+const native = require('../lib/native');
+const { FROM_NATIVE, translate } = require('../lib/translate');
+const { tempDbPath, rejection, KEY } = require('./helpers');
+
+const CLASSES = [
+    ['LeaseHeldError', 'GOTRY_TENANT_LEASE_HELD', () => new pkg.LeaseHeldError({ key: 'k', owner: 'o', epoch: 3 })],
+    ['LeaseLostError', 'GOTRY_TENANT_LEASE_LOST', () => new pkg.LeaseLostError('m')],
+    ['FencedError', 'GOTRY_TENANT_FENCED', () => new pkg.FencedError('lease_lost', 'k', 2)],
+    ['LeaseStoreUnavailableError', 'GOTRY_TENANT_LEASE_STORE_UNAVAILABLE', () => new pkg.LeaseStoreUnavailableError('m')],
+    ['InvalidTenantIdError', 'GOTRY_TENANT_ID_INVALID', () => new pkg.InvalidTenantIdError('m')],
+    ['DurableStoreUnavailableError', 'GOTRY_TENANT_DURABLE_STORE_UNAVAILABLE', () => new pkg.DurableStoreUnavailableError('m')],
+    ['RestoreVerificationError', 'GOTRY_TENANT_RESTORE_INVALID', () => new pkg.RestoreVerificationError('m')],
+    ['CopyConflictError', 'GOTRY_TENANT_COPY_CONFLICT', () => new pkg.CopyConflictError('m')],
+    ['TenantDrainingError', 'GOTRY_TENANT_DRAINING', () => new pkg.TenantDrainingError('k')],
+    ['DrainTimeoutError', 'GOTRY_TENANT_DRAIN_TIMEOUT', () => new pkg.DrainTimeoutError('k', 2, 500)],
+    ['RouterClosedError', 'GOTRY_TENANT_ROUTER_CLOSED', () => new pkg.RouterClosedError()],
+    ['ReplicaAtCapacityError', 'GOTRY_TENANT_REPLICA_AT_CAPACITY', () => new pkg.ReplicaAtCapacityError(8)],
+];
+
+test('the exported codes are exactly the core ErrorCode::ALL list, in its order', () => {
+    const core = native.errorCodes();
+    assert.equal(core.length, 12);
+    assert.deepEqual([...pkg.ERROR_CODES], core);
+    assert.deepEqual(Object.keys(FROM_NATIVE), core);
+    assert.deepEqual(CLASSES.map(([, code]) => code), core);
+});
+
+test('every class has the reference name, code, fields and base classes', () => {
+    for (const [name, code, make] of CLASSES) {
+        const error = make();
+        assert.equal(error.name, name);
+        assert.equal(error.code, code);
+        assert.ok(error instanceof pkg[name]);
+        assert.ok(error instanceof pkg.TenantStateError);
+        assert.ok(error instanceof Error);
+        assert.equal(typeof error.message, 'string');
+    }
+    assert.deepEqual(new pkg.LeaseHeldError({ key: 'k', owner: 'o', epoch: 3 }).record, { key: 'k', owner: 'o', epoch: 3 });
+    assert.equal(new pkg.FencedError('lease_lost', 'k', 2).reason, 'lease_lost');
+    assert.deepEqual(new pkg.RestoreVerificationError('m').skipped, []);
+    assert.deepEqual(new pkg.RestoreVerificationError('m', ['a']).skipped, ['a']);
+    const drain = new pkg.DrainTimeoutError('k', 2, 500);
+    assert.equal(drain.inFlight, 2);
+    assert.equal(drain.timeoutMs, 500);
+    assert.equal(new pkg.ReplicaAtCapacityError(8).limit, 8);
+    assert.equal(new pkg.TenantStateError('X', 'm', { cause: 1 }).cause, 1);
+});
+
+test('every native code is rebuilt as its class with its fields', () => {
+    const fields = {
+        record: { key: 'k', owner: 'o', epoch: 1, leaseUntilMs: 5, forgottenAtEpoch: 0 },
+        reason: 'lease_released', key: 'k', epoch: 4, skipped: ['x'], inFlight: 3, timeoutMs: 9, limit: 7,
+    };
+    for (const [name, code] of CLASSES) {
+        const raw = Object.assign(new Error('native message'), { code }, fields);
+        const error = translate(raw);
+        assert.ok(error instanceof pkg[name], name);
+        assert.equal(error.code, code);
+    }
+    assert.deepEqual(translate(Object.assign(new Error('m'), { code: 'GOTRY_TENANT_LEASE_HELD', record: fields.record })).record, fields.record);
+    assert.equal(translate(Object.assign(new Error('m'), { code: 'GOTRY_TENANT_FENCED', reason: 'lease_lost' })).reason, 'lease_lost');
+    assert.deepEqual(translate(Object.assign(new Error('m'), { code: 'GOTRY_TENANT_RESTORE_INVALID', skipped: ['s'] })).skipped, ['s']);
+    // Anything else passes through untouched, including a TenantStateError a host callback threw.
+    const range = new RangeError('r');
+    assert.equal(translate(range), range);
+    const own = new pkg.LeaseLostError('host');
+    assert.equal(translate(own), own);
+    assert.equal(translate('plain'), 'plain');
+    const sqlite = Object.assign(new Error('x'), { code: 'SQLITE_NOTADB' });
+    assert.equal(translate(sqlite), sqlite);
+});
+
+test('errors thrown or rejected by the native side are instances of the package classes', async () => {
+    assert.throws(() => pkg.assertOrganizationId('Acme'), error => {
+        assert.ok(error instanceof pkg.InvalidTenantIdError);
+        assert.ok(error instanceof pkg.TenantStateError);
+        assert.equal(error.name, 'InvalidTenantIdError');
+        assert.equal(error.code, 'GOTRY_TENANT_ID_INVALID');
+        return true;
+    });
+    const store = new pkg.SqliteLeaseStore({ path: tempDbPath() });
+    await store.acquire('k', 'a', 1000);
+    const held = await rejection(store.acquire('k', 'b', 1000));
+    assert.ok(held instanceof pkg.LeaseHeldError);
+    assert.equal(held.name, 'LeaseHeldError');
+    assert.equal(held.record.owner, 'a');
+    const lost = await rejection(store.renew('k', 'b', 1, 1000));
+    assert.ok(lost instanceof pkg.LeaseLostError);
+    const range = await rejection(store.acquire('k', 'b', 1000.5));
+    assert.ok(range instanceof RangeError);
+    assert.equal(range.code, 'ERR_OUT_OF_RANGE');
+    assert.throws(() => pkg.deriveLedgerTenantId(KEY.subarray(0, 31), 'i', 's'), pkg.InvalidTenantIdError);
+    store.close();
+});

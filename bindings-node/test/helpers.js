@@ -1,0 +1,26 @@
+'use strict';
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+
+/** A fresh store file path in its own temporary folder, removed when the process exits. */
+function tempDbPath(name = 'leases.db') {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gotry-node-'));
+    process.on('exit', () => fs.rmSync(dir, { recursive: true, force: true }));
+    return path.join(dir, name);
+}
+
+/** Asserts that `promise` rejects with an error for which `check` holds, and returns it. */
+async function rejection(promise) {
+    let settled;
+    try {
+        settled = { value: await promise };
+    } catch (error) {
+        return error;
+    }
+    throw new Error(`expected a rejection, got ${JSON.stringify(settled.value)}`);
+}
+
+const KEY = Buffer.from('0123456789abcdef0123456789abcdef');
+
+module.exports = { tempDbPath, rejection, KEY };
