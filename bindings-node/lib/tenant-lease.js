@@ -42,6 +42,8 @@ class TenantLease {
     ttlMs;
     marginMs;
     #native;
+    /** Settles after the last renew or release called so far has settled. */
+    #tail = Promise.resolve();
 
     constructor(token, options, clock, held) {
         if (token !== INTERNAL) throw new TypeError('a TenantLease is made by TenantLease.acquire(options)');
@@ -107,12 +109,29 @@ class TenantLease {
 
     /** Extends the lease (same epoch). A refusal is terminal; other failures keep the deadline. */
     renew() {
-        return settle(() => this.#native.renew(wallReading(this.store)));
+        return this.#inCallOrder(() => this.#native.renew(wallReading(this.store)));
     }
 
     /** Stops acknowledging, then tells the store, so the next owner can start at once. */
     release() {
-        return settle(() => this.#native.release(wallReading(this.store)));
+        return this.#inCallOrder(() => this.#native.release(wallReading(this.store)));
+    }
+
+    /**
+     * Starts `call` now (the core queues it behind the earlier ones, so the work runs in call
+     * order) and settles it only after the earlier calls settled: two pool threads that finish
+     * back to back may report to the JS thread in either order.
+     */
+    #inCallOrder(call) {
+        const outcome = settle(call);
+        // Marked handled now; the caller still sees a rejection through the returned promise.
+        outcome.catch(() => {});
+        const settled = this.#tail.then(() => outcome);
+        this.#tail = settled.then(
+            () => {},
+            () => {},
+        );
+        return settled;
     }
 
     /** Marks every durable copy up to this epoch dead; requires a provably held lease. */

@@ -1,0 +1,199 @@
+// Type declarations of @gotry/tenant-state: the exports of gotry's tenant-state modules
+// (errors, ids, lease-store, tenant-lease) plus ManualClock, openLeaseStore and ERROR_CODES.
+
+// ---- errors ----------------------------------------------------------------------------
+
+/** The stable codes, in the core's order. */
+export type TenantStateErrorCode =
+    | 'GOTRY_TENANT_LEASE_HELD'
+    | 'GOTRY_TENANT_LEASE_LOST'
+    | 'GOTRY_TENANT_FENCED'
+    | 'GOTRY_TENANT_LEASE_STORE_UNAVAILABLE'
+    | 'GOTRY_TENANT_ID_INVALID'
+    | 'GOTRY_TENANT_DURABLE_STORE_UNAVAILABLE'
+    | 'GOTRY_TENANT_RESTORE_INVALID'
+    | 'GOTRY_TENANT_COPY_CONFLICT'
+    | 'GOTRY_TENANT_DRAINING'
+    | 'GOTRY_TENANT_DRAIN_TIMEOUT'
+    | 'GOTRY_TENANT_ROUTER_CLOSED'
+    | 'GOTRY_TENANT_REPLICA_AT_CAPACITY';
+
+export declare const ERROR_CODES: readonly TenantStateErrorCode[];
+
+/** Base of every typed failure; branch on `code` or `instanceof`, never on messages. */
+export declare class TenantStateError extends Error {
+    code: string;
+    constructor(code: string, message?: string, options?: ErrorOptions);
+}
+/** Another holder has an unexpired lease; `record` names it. */
+export declare class LeaseHeldError extends TenantStateError {
+    record: LeaseRecord;
+    constructor(record: LeaseRecord);
+}
+/** The caller does not hold the lease any more; terminal for that holder. */
+export declare class LeaseLostError extends TenantStateError {
+    constructor(message: string);
+}
+export type FenceReason = 'lease_released' | 'lease_lost' | 'lease_expired_locally';
+/** The write path must not acknowledge. */
+export declare class FencedError extends TenantStateError {
+    reason: FenceReason;
+    constructor(reason: FenceReason, key: string, epoch: number);
+}
+/** The lease store could not answer or was contended. */
+export declare class LeaseStoreUnavailableError extends TenantStateError {
+    constructor(message: string, options?: ErrorOptions);
+}
+/** An organization id, tenant id, claim or key is not acceptable. */
+export declare class InvalidTenantIdError extends TenantStateError {
+    constructor(message: string);
+}
+export declare class DurableStoreUnavailableError extends TenantStateError {
+    constructor(message: string, options?: ErrorOptions);
+}
+export declare class RestoreVerificationError extends TenantStateError {
+    skipped: string[];
+    constructor(message: string, skipped?: string[]);
+}
+export declare class CopyConflictError extends TenantStateError {
+    constructor(message: string);
+}
+export declare class TenantDrainingError extends TenantStateError {
+    constructor(key: string);
+}
+export declare class DrainTimeoutError extends TenantStateError {
+    inFlight: number;
+    timeoutMs: number;
+    constructor(key: string, inFlight: number, timeoutMs: number);
+}
+export declare class RouterClosedError extends TenantStateError {
+    constructor();
+}
+export declare class ReplicaAtCapacityError extends TenantStateError {
+    limit: number;
+    constructor(limit: number);
+}
+
+// ---- ids -------------------------------------------------------------------------------
+
+export declare function assertOrganizationId(value: unknown): string;
+export declare function assertLedgerTenantId(value: unknown): string;
+export declare function assertPromptCachePartition(value: unknown): string;
+/** `t-` + the first 128 bits of HMAC-SHA256(organizationKey, issuer 0x00 subject). */
+export declare function deriveLedgerTenantId(organizationKey: Uint8Array, issuer: string, subject: string): string;
+/** `pc-` + the first 128 bits of HMAC-SHA256(organizationKey, context 0x00 ledgerTenantId). */
+export declare function derivePromptCachePartition(organizationKey: Uint8Array, ledgerTenantId: string): string;
+export declare function leaseKeyFor(organizationId: string, ledgerTenantId: string): string;
+export declare function tenantRootFor(stateRoot: string, organizationId: string, ledgerTenantId: string): string;
+
+// ---- lease store -----------------------------------------------------------------------
+
+export declare const MIN_LEASE_TTL_MS: number;
+export declare const MAX_LEASE_TTL_MS: number;
+/** Throws a RangeError unless `ttlMs` is an integer within [MIN_LEASE_TTL_MS, MAX_LEASE_TTL_MS]. */
+export declare function assertLeaseTtl(ttlMs: number): void;
+
+export interface LeaseRecord {
+    key: string;
+    owner: string;
+    epoch: number;
+    leaseUntilMs: number;
+    forgottenAtEpoch: number;
+}
+export interface LeaseGrant {
+    record: LeaseRecord;
+    ttlMs: number;
+}
+export interface LeaseHistoryEntry {
+    key: string;
+    op: 'acquire' | 'renew' | 'release' | 'forget';
+    owner: string;
+    epoch: number;
+    atMs: number;
+}
+
+/** What every store of this package offers; TenantLease holds leases in any of them. */
+export interface LeaseStore {
+    /** The store's clock, in integer milliseconds. */
+    nowMs: () => number;
+    read(key: string): Promise<LeaseRecord | null>;
+    acquire(key: string, owner: string, ttlMs: number): Promise<LeaseGrant>;
+    renew(key: string, owner: string, epoch: number, ttlMs: number): Promise<LeaseGrant>;
+    release(key: string, owner: string, epoch: number): Promise<LeaseRecord>;
+    markForgotten(key: string, owner: string, epoch: number): Promise<LeaseRecord>;
+    /** Every granted operation in order, of one key or of all. */
+    history(key?: string): LeaseHistoryEntry[];
+    close(): void;
+}
+
+export interface SqliteLeaseStoreOptions {
+    path: string;
+    /**
+     * The store's clock: a function returning integer milliseconds (read when each call is
+     * made) or a ManualClock; Date.now's clock when omitted.
+     */
+    nowMs?: (() => number) | ManualClock;
+}
+
+/** The lease store on one SQLite file, shareable with the reference implementation. */
+export declare class SqliteLeaseStore implements LeaseStore {
+    nowMs: () => number;
+    constructor(options: SqliteLeaseStoreOptions);
+    read(key: string): Promise<LeaseRecord | null>;
+    acquire(key: string, owner: string, ttlMs: number): Promise<LeaseGrant>;
+    renew(key: string, owner: string, epoch: number, ttlMs: number): Promise<LeaseGrant>;
+    release(key: string, owner: string, epoch: number): Promise<LeaseRecord>;
+    markForgotten(key: string, owner: string, epoch: number): Promise<LeaseRecord>;
+    history(key?: string): LeaseHistoryEntry[];
+    close(): void;
+}
+
+/** Opens the store a URL names, such as `sqlite:///var/lib/gotry/leases.db`. */
+export declare function openLeaseStore(url: string): LeaseStore;
+
+// ---- clocks and the tenant lease -------------------------------------------------------
+
+export interface MonotonicClock {
+    nowMs(): number;
+}
+
+export declare const systemMonotonicClock: MonotonicClock;
+
+/** A clock that moves only when told to; usable as a store clock and as a holder clock. */
+export declare class ManualClock implements MonotonicClock {
+    constructor(startMs?: number);
+    nowMs(): number;
+    set(nowMs: number): void;
+    /** Moves the clock by `deltaMs` and returns the new reading. */
+    advance(deltaMs: number): number;
+}
+
+export interface TenantLeaseOptions {
+    key: string;
+    replicaId: string;
+    store: LeaseStore;
+    ttlMs: number;
+    marginMs: number;
+    clock?: MonotonicClock;
+}
+
+/** The holder side of a tenant lease. */
+export declare class TenantLease {
+    readonly key: string;
+    readonly replicaId: string;
+    readonly epoch: number;
+    readonly forgottenAtEpoch: number;
+    readonly store: LeaseStore;
+    readonly clock: MonotonicClock;
+    readonly ttlMs: number;
+    readonly marginMs: number;
+    private constructor();
+    static acquire(options: TenantLeaseOptions): Promise<TenantLease>;
+    /** The synchronous write gate; throws FencedError unless the lease is provably held. */
+    assertHeld(): void;
+    isHeld(): boolean;
+    remainingMs(): number;
+    renew(): Promise<void>;
+    release(): Promise<void>;
+    markForgotten(): Promise<LeaseRecord>;
+}

@@ -1,0 +1,83 @@
+'use strict';
+/**
+ * While another process holds the store's write lock, store calls wait on libuv's thread
+ * pool and the event loop keeps running (the reference blocks its loop for the whole wait).
+ * The other process is Python's standard sqlite3 module holding BEGIN IMMEDIATE for 2 s.
+ */
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const { spawn, spawnSync } = require('node:child_process');
+const readline = require('node:readline');
+
+const pkg = require('..');
+const { tempDbPath } = require('./helpers');
+
+const HOLD_SECONDS = 2;
+
+const HOLDER = `
+import sqlite3, sys, time
+db = sqlite3.connect(sys.argv[1], isolation_level=None)
+db.execute("BEGIN IMMEDIATE")
+db.execute("INSERT INTO lease_log (key, op, owner, epoch, at_ms) VALUES ('held', 'acquire', 'python', 1, 0)")
+print("locked", flush=True)
+time.sleep(float(sys.argv[2]))
+db.execute("COMMIT")
+print("released", flush=True)
+`;
+
+/** Starts the lock holder and resolves once it holds the lock. */
+function holdWriteLock(file) {
+    const child = spawn('python3', ['-c', HOLDER, file, String(HOLD_SECONDS)], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const lines = readline.createInterface({ input: child.stdout });
+    const exited = new Promise((resolve, reject) => {
+        child.on('error', reject);
+        child.on('exit', code => (code === 0 ? resolve() : reject(new Error(`lock holder exited with ${code}`))));
+    });
+    const locked = new Promise((resolve, reject) => {
+        lines.on('line', line => { if (line === 'locked') resolve(); });
+        exited.then(() => reject(new Error('lock holder exited before locking')), reject);
+    });
+    return { locked, exited };
+}
+
+test('python3 with sqlite3 is there to hold the lock (the next test needs it)', () => {
+    const probe = spawnSync('python3', ['-c', 'import sqlite3']);
+    assert.equal(probe.status, 0, 'install python3 to run the write-lock test');
+});
+
+test('timers keep firing while another process holds the write lock for 2 s', async t => {
+    const file = tempDbPath();
+    const store = new pkg.SqliteLeaseStore({ path: file });
+    await store.acquire('warm-up', 'o', 1_000);
+    // Opened before the lock is taken: opening makes sure of the schema under the write lock,
+    // synchronously (the constructor is synchronous in the reference too).
+    const reader = new pkg.SqliteLeaseStore({ path: file });
+    const holder = holdWriteLock(file);
+    await holder.locked;
+
+    let ticks = 0;
+    const timer = setInterval(() => { ticks += 1; }, 10);
+    let ticksWhileWaiting = -1;
+    const acquired = store.acquire('k', 'o', 1_000).then(grant => {
+        ticksWhileWaiting = ticks;
+        return grant;
+    });
+    // A read on another connection does not need the write lock (WAL): it answers while the
+    // writer waits. (Calls on one store share one connection and run one at a time.)
+    const readWhileLocked = await reader.read('warm-up');
+    reader.close();
+    const ticksAtRead = ticks;
+    const grant = await acquired;
+    clearInterval(timer);
+    await holder.exited;
+
+    assert.equal(readWhileLocked.owner, 'o');
+    assert.equal(grant.record.epoch, 1);
+    // A loop blocked by the wait would have run no timer at all until the lock was released.
+    t.diagnostic(`ticks while waiting: ${ticksWhileWaiting}`);
+    assert.ok(ticksWhileWaiting >= 20, `only ${ticksWhileWaiting} timer ticks while the acquire waited`);
+    assert.ok(ticksWhileWaiting > ticksAtRead, 'the acquire finished after the read');
+    // The acquire waited for the other process's commit: its row is there, logged before ours.
+    assert.deepEqual(store.history().map(e => e.owner), ['o', 'python', 'o']);
+    store.close();
+});

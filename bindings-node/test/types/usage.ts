@@ -1,0 +1,49 @@
+// Compiled (not run) by types.test.js: code written against the reference type-checks here.
+import {
+    deriveLedgerTenantId, derivePromptCachePartition, leaseKeyFor, tenantRootFor, assertOrganizationId,
+    SqliteLeaseStore, TenantLease, ManualClock, systemMonotonicClock, openLeaseStore, assertLeaseTtl,
+    MIN_LEASE_TTL_MS, MAX_LEASE_TTL_MS, ERROR_CODES, LeaseHeldError, FencedError, TenantStateError,
+    type LeaseRecord, type LeaseGrant, type LeaseStore, type TenantStateErrorCode, type FenceReason,
+} from '@gotry/tenant-state';
+
+declare function use(...values: unknown[]): void;
+
+async function usage(): Promise<void> {
+    const key = new Uint8Array(32);
+    const tenant: string = deriveLedgerTenantId(key, 'issuer', 'subject');
+    const partition: string = derivePromptCachePartition(key, tenant);
+    const leaseKey: string = leaseKeyFor(assertOrganizationId('acme'), tenant);
+    const root: string = tenantRootFor('/srv/state', 'acme', tenant);
+    assertLeaseTtl(MIN_LEASE_TTL_MS + MAX_LEASE_TTL_MS);
+    const codes: readonly TenantStateErrorCode[] = ERROR_CODES;
+
+    const clock = new ManualClock(0);
+    const store = new SqliteLeaseStore({ path: '/tmp/x.db', nowMs: clock });
+    const jsClocked = new SqliteLeaseStore({ path: '/tmp/y.db', nowMs: () => Date.now() });
+    const byUrl: LeaseStore = openLeaseStore('sqlite:/tmp/z.db');
+    const grant: LeaseGrant = await store.acquire(leaseKey, 'replica', 1_000);
+    const record: LeaseRecord | null = await jsClocked.read(leaseKey);
+    const history = store.history(leaseKey);
+    const op: 'acquire' | 'renew' | 'release' | 'forget' = history[0].op;
+
+    const lease = await TenantLease.acquire({ key: leaseKey, replicaId: 'r', store, ttlMs: 1_000, marginMs: 100, clock });
+    const lease2 = await TenantLease.acquire({ key: 'k', replicaId: 'r', store: byUrl, ttlMs: 1_000, marginMs: 100, clock: systemMonotonicClock });
+    const lease3 = await TenantLease.acquire({ key: 'k', replicaId: 'r', store, ttlMs: 1_000, marginMs: 100, clock: { nowMs: () => 1 } });
+    lease.assertHeld();
+    const held: boolean = lease2.isHeld();
+    const remaining: number = lease3.remainingMs();
+    await lease.renew();
+    const forgotten: LeaseRecord = await lease.markForgotten();
+    await lease.release();
+    try {
+        await store.acquire('k', 'o', 100);
+    } catch (error) {
+        if (error instanceof LeaseHeldError) use(error.record.owner, error.code);
+        if (error instanceof FencedError) { const reason: FenceReason = error.reason; use(reason); }
+        if (error instanceof TenantStateError) use(error.code, error.name);
+    }
+    store.close();
+    use(tenant, partition, root, codes, grant.ttlMs, record?.epoch, held, remaining, forgotten.epoch, clock.advance(5));
+}
+
+void usage;
