@@ -213,6 +213,7 @@ Claims are taken byte for byte, without Unicode normalization: 1 to 512 bytes of
   gotry-tenant id cache-partition t-5e0c2ba9c4c6b3b5a0f1d1e4b6f5a7c2 --key-file org.key")]
     CachePartition {
         /// The ledger tenant id
+        #[arg(allow_hyphen_values = true)]
         tenant: OsString,
         #[command(flatten)]
         key: KeyArg,
@@ -223,8 +224,10 @@ Claims are taken byte for byte, without Unicode normalization: 1 to 512 bytes of
   gotry-tenant id lease-key acme t-5e0c2ba9c4c6b3b5a0f1d1e4b6f5a7c2")]
     LeaseKey {
         /// The organization id
+        #[arg(allow_hyphen_values = true)]
         org: OsString,
         /// The ledger tenant id
+        #[arg(allow_hyphen_values = true)]
         tenant: OsString,
     },
 
@@ -236,8 +239,10 @@ Claims are taken byte for byte, without Unicode normalization: 1 to 512 bytes of
         /// The state root directory
         state_root: PathBuf,
         /// The organization id
+        #[arg(allow_hyphen_values = true)]
         org: OsString,
         /// The ledger tenant id
+        #[arg(allow_hyphen_values = true)]
         tenant: OsString,
     },
 }

@@ -131,6 +131,7 @@ impl Failure {
     pub fn io(exit: Exit, error: &io::Error, message: String, hint: impl Into<String>) -> Failure {
         let code = match error.kind() {
             io::ErrorKind::NotFound => "ENOENT",
+            io::ErrorKind::NotADirectory => "ENOTDIR",
             io::ErrorKind::PermissionDenied => "EACCES",
             _ => "EIO",
         };

@@ -83,6 +83,8 @@ fn completions(shell: clap_complete::Shell) -> Report {
     clap_complete::generate(shell, &mut Cli::command(), "gotry-tenant", &mut script);
     Report {
         json: None,
+        // Every name in the script is a Rust string, so the bytes are UTF-8 and the
+        // conversion never replaces anything.
         text: String::from_utf8_lossy(&script).into_owned(),
     }
 }

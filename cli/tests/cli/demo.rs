@@ -1,0 +1,211 @@
+//! `demo`: each step of the handoff, checked for what the lease rules say it must show.
+
+use serde_json::Value;
+
+use crate::Sandbox;
+
+/// `(actor, step, outcome)` of each event, in order: the story the demo must tell.
+const STORY: [(&str, &str, &str); 13] = [
+    ("replica-a", "acquire", "granted"),
+    ("replica-a", "renew", "granted"),
+    ("replica-b", "acquire", "refused"),
+    ("replica-a", "write", "open"),
+    ("replica-a", "write", "fenced"),
+    ("replica-b", "acquire", "refused"),
+    ("store", "expiry", "expired"),
+    ("replica-b", "acquire", "granted"),
+    ("replica-a", "renew", "refused"),
+    ("replica-a", "write", "fenced"),
+    ("replica-b", "write", "open"),
+    ("replica-b", "release", "released"),
+    ("replica-b", "write", "fenced"),
+];
+
+fn str_of<'a>(event: &'a Value, field: &str) -> &'a str {
+    event[field]
+        .as_str()
+        .unwrap_or_else(|| panic!("no {field} in {event}"))
+}
+
+/// What every play of the demo must show, on either pace.
+fn check_story(demo: &Value) {
+    let events = demo["events"].as_array().unwrap();
+    let shape: Vec<(&str, &str, &str)> = events
+        .iter()
+        .map(|e| (str_of(e, "actor"), str_of(e, "step"), str_of(e, "outcome")))
+        .collect();
+    assert_eq!(shape, STORY, "{demo:#}");
+    let epoch = |i: usize| events[i]["epoch"].as_i64().unwrap();
+    // A acquires epoch 1 and keeps it through its renewal.
+    assert_eq!((epoch(0), epoch(1)), (1, 1));
+    // B is refused and told who holds the tenant, at which epoch, until when.
+    for i in [2, 5] {
+        assert_eq!(events[i]["code"], "GOTRY_TENANT_LEASE_HELD");
+        assert_eq!(events[i]["holder"]["owner"], "replica-a");
+        assert_eq!(events[i]["holder"]["epoch"], 1);
+        assert_eq!(events[i]["holder"]["leaseUntilMs"], events[1]["leaseUntilMs"]);
+    }
+    // A's gate closes on its own deadline, before the store's lease ends.
+    assert_eq!(events[4]["code"], "GOTRY_TENANT_FENCED");
+    assert_eq!(events[4]["reason"], "lease_expired_locally");
+    let at = |i: usize| events[i]["atMs"].as_i64().unwrap();
+    assert!(at(4) >= events[1]["fenceAtMs"].as_i64().unwrap());
+    assert!(
+        at(5) < events[1]["leaseUntilMs"].as_i64().unwrap(),
+        "B was refused inside the margin"
+    );
+    // The lease expires on the store's clock, then B gets the next epoch.
+    assert!(at(6) >= events[1]["leaseUntilMs"].as_i64().unwrap());
+    assert_eq!(epoch(6), 1);
+    assert_eq!(epoch(7), 2);
+    // A's renewal is refused for good and its gate says why.
+    assert_eq!(events[8]["code"], "GOTRY_TENANT_LEASE_LOST");
+    assert_eq!((events[9]["reason"].as_str(), epoch(9)), (Some("lease_lost"), 1));
+    assert_eq!(epoch(10), 2);
+    assert_eq!(events[12]["reason"], "lease_released");
+    // Time only moves forward through the story.
+    assert!((1..events.len()).all(|i| at(i - 1) <= at(i)), "{demo:#}");
+
+    let history: Vec<(&str, &str, i64)> = demo["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (str_of(e, "op"), str_of(e, "owner"), e["epoch"].as_i64().unwrap()))
+        .collect();
+    assert_eq!(
+        history,
+        [
+            ("acquire", "replica-a", 1),
+            ("renew", "replica-a", 1),
+            ("acquire", "replica-b", 2),
+            ("release", "replica-b", 2),
+        ]
+    );
+    let tenant = str_of(demo, "tenant");
+    assert!(
+        tenant.starts_with("gotry-demo/t-") && tenant.len() == "gotry-demo/".len() + 34,
+        "{tenant}"
+    );
+}
+
+#[test]
+fn the_simulated_demo_tells_the_handoff_with_exact_times() {
+    let sandbox = Sandbox::new();
+    let demo = sandbox.run(["demo", "--json"]).json();
+    check_story(&demo);
+    assert_eq!(demo["clock"], "simulated");
+    assert_eq!(
+        (demo["ttlMs"].as_i64(), demo["marginMs"].as_i64()),
+        (Some(10_000), Some(1_000))
+    );
+    let times: Vec<i64> = demo["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["atMs"].as_i64().unwrap())
+        .collect();
+    assert_eq!(
+        times,
+        [0, 4_000, 5_000, 5_000, 13_500, 13_500, 14_000, 14_000, 14_500, 14_500, 14_500, 14_500, 14_500]
+    );
+    let events = &demo["events"];
+    assert_eq!(
+        (
+            events[0]["leaseUntilMs"].as_i64(),
+            events[0]["fenceAtMs"].as_i64()
+        ),
+        (Some(10_000), Some(9_000))
+    );
+    assert_eq!(
+        (
+            events[1]["leaseUntilMs"].as_i64(),
+            events[1]["fenceAtMs"].as_i64()
+        ),
+        (Some(14_000), Some(13_000))
+    );
+    let log_times: Vec<i64> = demo["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["atMs"].as_i64().unwrap())
+        .collect();
+    assert_eq!(log_times, [0, 4_000, 14_000, 14_500]);
+    // The same tenant every time: the throwaway store starts empty on every run.
+    let again = sandbox.run(["demo", "--json"]).json();
+    assert_eq!(again["tenant"], demo["tenant"]);
+    assert_eq!(again["events"], demo["events"]);
+}
+
+#[test]
+fn the_demo_text_shows_each_step() {
+    let sandbox = Sandbox::new();
+    let run = sandbox.run(["demo"]);
+    let text = run.ok();
+    let step = |needle: &str| {
+        text.lines()
+            .position(|line| line.contains(needle))
+            .unwrap_or_else(|| panic!("no line with {needle:?} in\n{text}"))
+    };
+    let order = [
+        step("t+0.000 s   replica-a  acquire  granted   epoch 1, lease until t+10.000 s, write fence at t+9.000 s"),
+        step("t+4.000 s   replica-a  renew    granted   epoch 1 kept, lease until t+14.000 s"),
+        step("t+5.000 s   replica-b  acquire  refused   GOTRY_TENANT_LEASE_HELD: replica-a holds epoch 1 until t+14.000 s"),
+        step("replica-a stalls for 8.500 s"),
+        step("t+13.500 s  replica-a  write    fenced    GOTRY_TENANT_FENCED: lease_expired_locally"),
+        step("t+13.500 s  replica-b  acquire  refused   GOTRY_TENANT_LEASE_HELD"),
+        step("t+14.000 s  store      expiry   expired   epoch 1 of replica-a"),
+        step("t+14.000 s  replica-b  acquire  granted   epoch 2,"),
+        step("t+14.500 s  replica-a  renew    refused   GOTRY_TENANT_LEASE_LOST"),
+        step("replica-a  write    fenced    GOTRY_TENANT_FENCED: lease_lost"),
+        step("replica-b  release  released  epoch 2 ends now"),
+        step("replica-b  write    fenced    GOTRY_TENANT_FENCED: lease_released"),
+        step("what the store logged for gotry-demo/t-"),
+        step("t+14.000 s  acquire  replica-b  2"),
+    ];
+    assert!(
+        order.windows(2).all(|w| w[0] < w[1]),
+        "steps out of order: {order:?}\n{text}"
+    );
+    assert!(text.starts_with("gotry-tenant demo: "), "{text}");
+    assert!(
+        text.contains("a throwaway SQLite file, on a simulated clock"),
+        "{text}"
+    );
+}
+
+/// On a store named by URL the story runs in real time on the store's clock. A pause of
+/// this machine longer than the demo's margins changes the story, which the demo reports
+/// as such; that alone is retried, a few times.
+#[test]
+fn the_demo_runs_in_real_time_on_a_named_store() {
+    let sandbox = Sandbox::new();
+    let url = format!("sqlite://{}", sandbox.path("named.db").display());
+    let mut attempts = 0;
+    let demo = loop {
+        attempts += 1;
+        let run = sandbox.run(["demo", "--store", &url, "--json"]);
+        if run.status == 0 || attempts == 3 {
+            break run.json();
+        }
+        run.failed_json(1, "DEMO_DIVERGED");
+    };
+    check_story(&demo);
+    assert_eq!(demo["clock"], "store");
+    assert_eq!(demo["ttlMs"], 1_000);
+    assert!(
+        !demo["store"].as_str().unwrap().contains("named.db"),
+        "a URL is shown by its scheme only"
+    );
+    // The run's tenant is its own: the store keeps it, and the next run picks another.
+    let tenant = str_of(&demo, "tenant");
+    let kept = sandbox
+        .run(["lease", "history", tenant, "--store", &url, "--json"])
+        .json();
+    assert_eq!(kept["entries"].as_array().unwrap().len(), 4);
+    let second = sandbox.run(["demo", "--store", "named.db", "--json"]);
+    if second.status == 0 {
+        assert_ne!(second.json()["tenant"], demo["tenant"]);
+    } else {
+        second.failed_json(1, "DEMO_DIVERGED");
+    }
+}
