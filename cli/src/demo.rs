@@ -348,7 +348,7 @@ impl Story {
         self.gate(
             &a,
             Some(FenceReason::LeaseExpiredLocally),
-            "its own deadline passed: it stops acknowledging writes, on its own",
+            "its local deadline passed: it stops acknowledging writes without asking the store",
         )?;
         self.b_is_refused("this gap is the margin: nobody writes in it")?;
 
@@ -402,7 +402,7 @@ impl Story {
         self.gate(
             &b,
             Some(FenceReason::LeaseReleased),
-            "a graceful end: the gate closes first",
+            "a graceful end: the gate closed before the store was told",
         )
     }
 

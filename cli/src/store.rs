@@ -66,14 +66,11 @@ impl StoreTarget {
     fn open_failure(&self, error: gotry_tenant_state::Error) -> Failure {
         let failure =
             Failure::from(error).context(format!("cannot open the lease store {}", self.describe()));
-        match failure.exit {
-            Exit::Invalid => failure.hint(
-                "--store takes a file path (SQLite) or a URL such as sqlite:///var/lib/gotry/leases.db",
-            ),
-            Exit::Storage => {
-                failure.hint("check that --store names a lease store file that this user can read and write")
-            }
-            _ => failure,
+        if failure.exit == Exit::Invalid {
+            failure
+                .hint("--store takes a file path (SQLite) or a URL such as sqlite:///var/lib/gotry/leases.db")
+        } else {
+            failure
         }
     }
 }

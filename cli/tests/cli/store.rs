@@ -50,7 +50,7 @@ fn an_unknown_url_scheme_is_invalid_input() {
     let sandbox = Sandbox::new();
     let run = sandbox.run(["lease", "list", "--store", "redis://user:hunter2@cache:6379/0"]);
     let line = run.failed(5, "ERR_OUT_OF_RANGE");
-    assert!(line.contains("unknown lease store scheme"), "{line}");
+    assert!(line.contains("redis"), "{line}");
     assert!(!line.contains("hunter2"), "the password leaked: {line}");
     assert!(line.contains("--store takes a file path"), "{line}");
     let url = sandbox.run(["lease", "list", "--store", "sqlite:"]);
