@@ -1,0 +1,188 @@
+#!/usr/bin/env bash
+# The proof of the C ABI, from a fresh clone: builds the library with cargo, checks the
+# committed header, compiles the C and C++ programs against it with -Wall -Wextra -Werror,
+# runs them under valgrind, links one statically, checks the pkg-config file, fuzzes the id
+# entry points, and has two C processes contend on one SQLite file for the lease audit.
+# Prints "N passed, M failed" last and exits non-zero on any failure.
+#
+# Needs cargo, gcc, g++, valgrind and pkg-config; crates come from crates.io.
+# Environment (all optional):
+#   GOTRY_FUZZ_SECONDS     length of the fuzz run (default 15); a longer run:
+#                          GOTRY_FUZZ_SECONDS=600 tests/c/run.sh
+#   GOTRY_FUZZ_SEED        seed of the fuzz run (default: from the clock; printed)
+#   GOTRY_CONTEND_SECONDS  length of the contention run (default 4)
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+root=$PWD
+build=$root/tests/c/build
+rm -rf "$build"
+mkdir -p "$build"
+
+passed=0
+failed=0
+check() { # check NAME COMMAND...: runs one check and counts it
+    local name=$1
+    shift
+    printf '\n---- %s\n' "$name"
+    if "$@"; then
+        passed=$((passed + 1))
+        printf 'ok: %s\n' "$name"
+    else
+        failed=$((failed + 1))
+        printf 'FAILED: %s\n' "$name"
+    fi
+}
+finish() {
+    printf '\n%d passed, %d failed\n' "$passed" "$failed"
+    [ "$failed" -eq 0 ]
+    exit
+}
+# A prerequisite: when it fails, nothing after it can run.
+require() {
+    local before=$failed
+    check "$@"
+    [ "$failed" -eq "$before" ] || finish
+}
+
+tools() {
+    local missing=0 tool
+    for tool in cargo gcc g++ valgrind pkg-config; do
+        command -v "$tool" >/dev/null || { echo "missing tool: $tool"; missing=1; }
+    done
+    [ "$missing" -eq 0 ]
+}
+require "tools: cargo gcc g++ valgrind pkg-config" tools
+
+# The header drift test and the Rust-side tests (panic boundary, status table, error fields).
+require "rust: committed header matches cbindgen, unit tests" cargo test -q -p gotry-tenant-state-ffi
+
+target=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
+lib=$target/debug
+native_libs=
+build_library() {
+    # One build gives the .so, the .a and (replayed by cargo when fresh) the native libraries.
+    cargo rustc -p gotry-tenant-state-ffi --lib -- --print native-static-libs 2>"$build/cargo-rustc.log" ||
+        { cat "$build/cargo-rustc.log"; return 1; }
+    native_libs=$(sed -n 's/^note: native-static-libs: //p' "$build/cargo-rustc.log" | tail -n 1)
+    echo "native libraries: $native_libs"
+    [ -n "$native_libs" ] && [ -f "$lib/libgotry_tenant_state.so" ] && [ -f "$lib/libgotry_tenant_state.a" ]
+}
+require "build libgotry_tenant_state.so and .a" build_library
+
+warnings=(-Wall -Wextra -Werror -Wpedantic -g -I"$root/include")
+shared=(-L"$lib" -lgotry_tenant_state -Wl,-rpath,"$lib")
+
+header_alone() {
+    # Included twice (the guard), alone, as C11 and as C++17.
+    printf '#include "gotry_tenant_state.h"\n#include "gotry_tenant_state.h"\nint main(void) { return GOTRY_STATUS_OK; }\n' \
+        >"$build/header_alone.c"
+    gcc -std=c11 "${warnings[@]}" -c "$build/header_alone.c" -o "$build/header_alone_c.o" &&
+        g++ -std=c++17 "${warnings[@]}" -x c++ -c "$build/header_alone.c" -o "$build/header_alone_cpp.o"
+}
+check "header compiles alone as C11 and C++17" header_alone
+
+header_documented() {
+    # Every constant, type, enum variant, struct field and function follows a doc comment.
+    awk '
+        /^#define GOTRY_TENANT_STATE_H$/ { next }
+        /^(#define GOTRY_|typedef |enum GotryStatus gotry_|void gotry_|const char \*gotry_)/ ||
+        /^    GOTRY_[A-Z_]+ = / || /^    [a-z][a-z0-9 _*]* [a-z_]+;$/ {
+            items++
+            if (previous !~ /\*\/$/) { print "undocumented: " $0; bad++ }
+        }
+        NF { previous = $0 }
+        END { printf "%d items, %d undocumented\n", items, bad; exit (bad > 0 || items < 100) }
+    ' "$root/include/gotry_tenant_state.h"
+}
+check "header: a doc comment on every item" header_documented
+
+compile() {
+    gcc -std=c11 "${warnings[@]}" tests/c/api_test.c "${shared[@]}" -o "$build/api_test_c" &&
+        g++ -std=c++17 "${warnings[@]}" -x c++ tests/c/api_test.c -x none "${shared[@]}" -o "$build/api_test_cpp" &&
+        gcc -std=c11 "${warnings[@]}" -O1 tests/c/fuzz_ids.c "${shared[@]}" -o "$build/fuzz_ids" &&
+        gcc -std=c11 "${warnings[@]}" -O1 tests/c/contend.c "${shared[@]}" -o "$build/contend" &&
+        # shellcheck disable=SC2086 # the native libraries are separate words
+        gcc -std=c11 "${warnings[@]}" tests/c/api_test.c "$lib/libgotry_tenant_state.a" $native_libs \
+            -o "$build/api_test_static"
+}
+require "compile the C and C++ programs (-Wall -Wextra -Werror)" compile
+
+valgrind_run() { # valgrind_run PROGRAM ARGS...: no leak, no invalid access
+    valgrind -q --leak-check=full --errors-for-leak-kinds=definite,possible --error-exitcode=99 "$@"
+}
+scratch() { mkdir -p "$build/scratch/$1" && echo "$build/scratch/$1"; }
+
+check "C program under valgrind" valgrind_run "$build/api_test_c" "$(scratch c)"
+check "C++ program under valgrind" valgrind_run "$build/api_test_cpp" "$(scratch cpp)"
+
+static_program() {
+    if ldd "$build/api_test_static" | grep -q gotry_tenant_state; then
+        echo "the static program loads the shared library"
+        return 1
+    fi
+    "$build/api_test_static" "$(scratch static)"
+}
+check "C program linked statically against the .a" static_program
+
+pkg_config_file() {
+    local version pc_dir=$build/pkgconfig
+    version=$(cargo pkgid -p gotry-tenant-state-ffi | sed 's/.*[#@]//')
+    mkdir -p "$pc_dir"
+    sed -e "s|@PREFIX@|$root|" -e "s|@LIBDIR@|$lib|" -e "s|@INCLUDEDIR@|$root/include|" \
+        -e "s|@VERSION@|$version|" ffi-c/gotry_tenant_state.pc.in >"$pc_dir/gotry_tenant_state.pc"
+    local private
+    private=$(PKG_CONFIG_PATH=$pc_dir pkg-config --static --libs-only-l gotry_tenant_state |
+        sed 's/^-lgotry_tenant_state //; s/ *$//')
+    if [ "$private" != "$native_libs" ]; then
+        echo "Libs.private is '$private', cargo prints '$native_libs'"
+        return 1
+    fi
+    # shellcheck disable=SC2046 # pkg-config output is a list of flags
+    gcc -std=c11 "${warnings[@]}" tests/c/api_test.c $(PKG_CONFIG_PATH=$pc_dir pkg-config --cflags --libs gotry_tenant_state) \
+        -Wl,-rpath,"$lib" -o "$build/api_test_pkgconfig" &&
+        "$build/api_test_pkgconfig" "$(scratch pkgconfig)"
+}
+check "pkg-config file: link line and native libraries" pkg_config_file
+
+fuzz_seed=${GOTRY_FUZZ_SEED:-$(date +%s)}
+check "fuzz the id entry points for ${GOTRY_FUZZ_SECONDS:-15} s (seed $fuzz_seed)" \
+    "$build/fuzz_ids" "$fuzz_seed" "${GOTRY_FUZZ_SECONDS:-15}"
+check "fuzz the id entry points under valgrind for 3 s (seed $fuzz_seed)" \
+    valgrind_run "$build/fuzz_ids" "$fuzz_seed" 3
+
+contention() {
+    local dir=$build/contention ttl=200 seconds=${GOTRY_CONTEND_SECONDS:-4} seed=$RANDOM
+    mkdir -p "$dir"
+    echo "two processes on $dir/leases.db for $seconds s, ttl $ttl ms, seeds $seed and $((seed + 1))"
+    "$build/contend" "$dir/leases.db" c-1 "$seconds" "$seed" "$ttl" "$dir/c-1.jsonl" &
+    local first=$!
+    "$build/contend" "$dir/leases.db" c-2 "$seconds" "$((seed + 1))" "$ttl" "$dir/c-2.jsonl" &
+    local second=$!
+    local first_status=0 second_status=0
+    wait "$first" || first_status=$?
+    wait "$second" || second_status=$?
+    local acknowledged handovers=0 key
+    acknowledged=$(cat "$dir/c-1.jsonl" "$dir/c-2.jsonl" | wc -l)
+    for key in k0 k1 k2 k3; do
+        if grep -q "\"key\":\"$key\",\"op\":\"acquire\",\"owner\":\"c-1\"" "$dir/c-1.jsonl" &&
+            grep -q "\"key\":\"$key\",\"op\":\"acquire\",\"owner\":\"c-2\"" "$dir/c-2.jsonl"; then
+            handovers=$((handovers + 1))
+        fi
+    done
+    local audit_output audit_status=0
+    audit_output=$(cargo run -q -p gotry-tenant-harness --bin lease-audit -- \
+        --store "$dir/leases.db" --ttl-ms "$ttl" "$dir/c-1.jsonl" "$dir/c-2.jsonl" 2>&1) || audit_status=$?
+    printf '%s\n' "$audit_output"
+    local violations
+    case $audit_status in
+    0) violations=0 ;;
+    1) violations=$(printf '%s\n' "$audit_output" | grep -ciE 'violat|expected|missing|differs|unexpired|after') ;;
+    *) violations="unknown (lease-audit exited $audit_status)" ;;
+    esac
+    echo "contention: 2 processes, $acknowledged operations acknowledged, $handovers of 4 keys acquired by both, $violations violations"
+    [ "$first_status" -eq 0 ] && [ "$second_status" -eq 0 ] && [ "$audit_status" -eq 0 ] &&
+        [ "$handovers" -gt 0 ]
+}
+check "two C processes contend on one SQLite file; lease-audit finds no violation" contention
+
+finish
