@@ -2,10 +2,11 @@
 # The proof of the C ABI, from a fresh clone: builds the library with cargo, checks the
 # committed header, compiles the C and C++ programs against it with -Wall -Wextra -Werror,
 # runs them under valgrind, links one statically, checks the pkg-config file, fuzzes the id
-# entry points, and has two C processes contend on one SQLite file for the lease audit.
+# entry points, runs the shared vectors of tests/vectors, and has two C processes contend on
+# one SQLite file for the lease audit.
 # Prints "N passed, M failed" last and exits non-zero on any failure.
 #
-# Needs cargo, gcc, g++, valgrind and pkg-config; crates come from crates.io.
+# Needs cargo, gcc, g++, valgrind, pkg-config and python3; crates come from crates.io.
 # Environment (all optional):
 #   GOTRY_FUZZ_SECONDS     length of the fuzz run (default 15); a longer run:
 #                          GOTRY_FUZZ_SECONDS=600 tests/c/run.sh
@@ -46,12 +47,12 @@ require() {
 
 tools() {
     local missing=0 tool
-    for tool in cargo gcc g++ valgrind pkg-config; do
+    for tool in cargo gcc g++ valgrind pkg-config python3; do
         command -v "$tool" >/dev/null || { echo "missing tool: $tool"; missing=1; }
     done
     [ "$missing" -eq 0 ]
 }
-require "tools: cargo gcc g++ valgrind pkg-config" tools
+require "tools: cargo gcc g++ valgrind pkg-config python3" tools
 
 # The header drift test and the Rust-side tests (panic boundary, status table, error fields).
 require "rust: committed header matches cbindgen, unit tests" cargo test -q -p gotry-tenant-state-ffi
@@ -97,7 +98,9 @@ header_documented() {
 check "header: a doc comment on every item" header_documented
 
 compile() {
-    gcc -std=c11 "${warnings[@]}" tests/c/api_test.c "${shared[@]}" -o "$build/api_test_c" &&
+    python3 tests/c/vectors_to_c.py "$build/vectors.inc" &&
+        gcc -std=c11 "${warnings[@]}" -I"$build" tests/c/vectors_test.c "${shared[@]}" -o "$build/vectors_test" &&
+        gcc -std=c11 "${warnings[@]}" tests/c/api_test.c "${shared[@]}" -o "$build/api_test_c" &&
         g++ -std=c++17 "${warnings[@]}" -x c++ tests/c/api_test.c -x none "${shared[@]}" -o "$build/api_test_cpp" &&
         gcc -std=c11 "${warnings[@]}" -O1 tests/c/fuzz_ids.c "${shared[@]}" -o "$build/fuzz_ids" &&
         gcc -std=c11 "${warnings[@]}" -O1 tests/c/contend.c "${shared[@]}" -o "$build/contend" &&
@@ -114,6 +117,7 @@ scratch() { mkdir -p "$build/scratch/$1" && echo "$build/scratch/$1"; }
 
 check "C program under valgrind" valgrind_run "$build/api_test_c" "$(scratch c)"
 check "C++ program under valgrind" valgrind_run "$build/api_test_cpp" "$(scratch cpp)"
+check "shared vectors (tests/vectors) under valgrind" valgrind_run "$build/vectors_test" "$(scratch vectors)"
 
 static_program() {
     if ldd "$build/api_test_static" | grep -q gotry_tenant_state; then
