@@ -125,3 +125,185 @@ fn typed_exception(py: Python<'_>, error: &Error) -> PyResult<PyErr> {
 pub fn error_codes() -> Vec<&'static str> {
     ErrorCode::ALL.iter().map(|code| code.as_str()).collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gotry_tenant_state::{FenceReason, LeaseRecord};
+    use pyo3::types::PyAnyMethods;
+
+    /// Loads `_errors.py` on its own under its package name, below an empty stand-in for
+    /// the package: the real package's `__init__` imports the compiled module, which a
+    /// `cargo test` binary is not.
+    fn load_error_classes(py: Python<'_>) {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/python/gotry_tenant_state/_errors.py"
+        );
+        let modules = py.import("sys").unwrap().getattr("modules").unwrap();
+        let package = ERRORS_MODULE.rsplit_once('.').unwrap().0;
+        modules
+            .set_item(package, PyModule::new(py, package).unwrap())
+            .unwrap();
+        let util = py.import("importlib.util").unwrap();
+        let spec = util
+            .call_method1("spec_from_file_location", (ERRORS_MODULE, path))
+            .unwrap();
+        let module = util.call_method1("module_from_spec", (&spec,)).unwrap();
+        modules.set_item(ERRORS_MODULE, &module).unwrap();
+        spec.getattr("loader")
+            .unwrap()
+            .call_method1("exec_module", (&module,))
+            .unwrap();
+    }
+
+    fn raised<'py>(py: Python<'py>, error: Error) -> Bound<'py, PyAny> {
+        PyErr::from(CoreError(error))
+            .into_value(py)
+            .into_bound(py)
+            .into_any()
+    }
+
+    fn class_name(value: &Bound<'_, PyAny>) -> String {
+        value.get_type().name().unwrap().to_string()
+    }
+
+    fn field<'py, T: for<'a> FromPyObject<'a, 'py>>(value: &Bound<'py, PyAny>, name: &str) -> T {
+        match value.getattr(name).unwrap().extract::<T>() {
+            Ok(v) => v,
+            Err(_) => panic!("field {name} has the wrong type"),
+        }
+    }
+
+    /// Every kind of core failure, including those no Python call can provoke yet (the
+    /// router and durable-store codes), lands on its class with its fields.
+    #[test]
+    fn every_core_error_becomes_its_exception() {
+        Python::initialize();
+        Python::attach(|py| {
+            load_error_classes(py);
+            let record = LeaseRecord {
+                key: "acme/t-1".into(),
+                owner: "replica-a".into(),
+                epoch: 7,
+                lease_until_ms: 1_000,
+                forgotten_at_epoch: 3,
+            };
+            let cases: Vec<(Error, &str)> = vec![
+                (
+                    Error::LeaseHeld {
+                        record: record.clone(),
+                    },
+                    "LeaseHeldError",
+                ),
+                (
+                    Error::LeaseLost {
+                        message: "lost".into(),
+                    },
+                    "LeaseLostError",
+                ),
+                (
+                    Error::Fenced {
+                        reason: FenceReason::LeaseExpiredLocally,
+                        key: "k".into(),
+                        epoch: 2,
+                    },
+                    "FencedError",
+                ),
+                (
+                    Error::LeaseStoreUnavailable {
+                        message: "busy".into(),
+                    },
+                    "LeaseStoreUnavailableError",
+                ),
+                (
+                    Error::IdInvalid {
+                        message: "bad".into(),
+                    },
+                    "InvalidTenantIdError",
+                ),
+                (
+                    Error::DurableStoreUnavailable {
+                        message: "down".into(),
+                    },
+                    "DurableStoreUnavailableError",
+                ),
+                (
+                    Error::RestoreInvalid {
+                        message: "checksum".into(),
+                        skipped: vec!["copy-1".into(), "copy-2".into()],
+                    },
+                    "RestoreVerificationError",
+                ),
+                (
+                    Error::CopyConflict {
+                        message: "two writers".into(),
+                    },
+                    "CopyConflictError",
+                ),
+                (Error::Draining { key: "k".into() }, "TenantDrainingError"),
+                (
+                    Error::DrainTimeout {
+                        key: "k".into(),
+                        in_flight: 3,
+                        timeout_ms: 250,
+                    },
+                    "DrainTimeoutError",
+                ),
+                (Error::RouterClosed, "RouterClosedError"),
+                (Error::ReplicaAtCapacity { limit: 64 }, "ReplicaAtCapacityError"),
+            ];
+            assert_eq!(cases.len(), ErrorCode::ALL.len());
+            for ((error, expected_class), code) in cases.into_iter().zip(ErrorCode::ALL) {
+                let message = error.to_string();
+                assert_eq!(error.code(), Some(code));
+                let exception = raised(py, error);
+                assert_eq!(class_name(&exception), expected_class, "{exception}");
+                assert_eq!(field::<String>(&exception, "code"), code.as_str());
+                assert_eq!(exception.str().unwrap().to_string(), message);
+                match code {
+                    ErrorCode::LeaseHeld => {
+                        let got = exception.getattr("record").unwrap();
+                        assert_eq!(got.cast::<PyLeaseRecord>().unwrap().get().0, record);
+                    }
+                    ErrorCode::Fenced => {
+                        assert_eq!(field::<String>(&exception, "reason"), "lease_expired_locally")
+                    }
+                    ErrorCode::RestoreInvalid => {
+                        assert_eq!(field::<Vec<String>>(&exception, "skipped"), ["copy-1", "copy-2"])
+                    }
+                    ErrorCode::DrainTimeout => {
+                        assert_eq!(field::<u64>(&exception, "in_flight"), 3);
+                        assert_eq!(field::<u64>(&exception, "timeout_ms"), 250);
+                    }
+                    ErrorCode::ReplicaAtCapacity => assert_eq!(field::<u64>(&exception, "limit"), 64),
+                    _ => {}
+                }
+            }
+
+            let storage = raised(
+                py,
+                Error::Storage {
+                    code: "SQLITE_NOTADB".into(),
+                    message: "file is not a database".into(),
+                },
+            );
+            assert_eq!(class_name(&storage), STORAGE_CLASS);
+            assert_eq!(field::<String>(&storage, "code"), "SQLITE_NOTADB");
+
+            let invalid = raised(
+                py,
+                Error::InvalidArgument {
+                    message: "ttl".into(),
+                },
+            );
+            assert_eq!(class_name(&invalid), "ValueError");
+
+            // A host failure comes back as the very exception object the callback raised.
+            let original = pyo3::exceptions::PyKeyError::new_err("clock broke");
+            let original_value = original.value(py).clone().into_any();
+            let host = raised(py, Error::Host(Box::new(original)));
+            assert!(host.is(&original_value));
+        });
+    }
+}

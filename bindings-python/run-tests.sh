@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The Python module's whole test run, from a fresh clone: a virtual environment of its own,
+# maturin, pytest and mypy from PyPI, the module installed with `pip install ./bindings-python`
+# (maturin as the PEP 517 backend, building into the workspace's shared target directory),
+# then pytest, `mypy --strict` over the tests, the example and the benchmark, and the example
+# itself. Exits non-zero on the first failure.
+#
+# GOTRY_PYTHON picks the interpreter (python3 by default); GOTRY_PY_VENV the environment
+# (target/venv-python by default, beside the Rust build output and ignored by git).
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/.." && pwd)"
+venv="${GOTRY_PY_VENV:-$root/target/venv-python}"
+
+step() { printf '\n---- python: %s ----\n' "$*"; }
+
+step "virtual environment $venv"
+if [[ ! -x "$venv/bin/python" ]]; then
+    "${GOTRY_PYTHON:-python3}" -m venv "$venv"
+fi
+# The PEP 517 backend runs `maturin` from PATH, so the environment's bin comes first.
+export PATH="$venv/bin:$PATH"
+export VIRTUAL_ENV="$venv"
+python -m pip install --quiet "maturin>=1.16,<2" "pytest>=8" "mypy>=1.10"
+
+step "pip install ./bindings-python"
+# No build isolation: the maturin just installed builds it, so a run needs no second
+# download, and cargo reuses the workspace's target directory.
+(cd "$root" && python -m pip install --quiet --no-build-isolation --force-reinstall --no-deps ./bindings-python)
+
+step "pytest"
+(cd "$here" && python -m pytest -q tests)
+
+step "mypy --strict"
+(cd "$here" && python -m mypy --strict tests examples bench)
+
+step "example: a two-replica handoff"
+(cd "$here" && python examples/handoff.py)

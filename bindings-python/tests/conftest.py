@@ -1,0 +1,78 @@
+"""Shared fixtures: a store on a fresh file whose clock moves only when a test says so."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+import gotry_tenant_state as gts
+
+START_MS = 1_700_000_000_000
+
+
+@pytest.fixture
+def clock() -> gts.ManualClock:
+    return gts.ManualClock(START_MS)
+
+
+@pytest.fixture
+def store(tmp_path: Path, clock: gts.ManualClock) -> Iterator[gts.SqliteLeaseStore]:
+    with gts.SqliteLeaseStore(tmp_path / "leases.db", now_ms=clock) as opened:
+        yield opened
+
+
+# Another process that takes SQLite's write lock with the standard library's sqlite3 (a
+# different SQLite build from the module's, in a different process: exactly a sibling
+# replica). It reports the monotonic time (one clock for every process of the host) at which
+# it has the lock, and the time just before it lets go: nobody else can have had the lock
+# before that second reading.
+_LOCK_HOLDER = """
+import sqlite3, sys, time
+connection = sqlite3.connect(sys.argv[1], isolation_level=None)
+connection.execute("BEGIN IMMEDIATE")
+print("locked", time.monotonic(), flush=True)
+time.sleep(float(sys.argv[2]))
+print("releasing", time.monotonic(), flush=True)
+connection.execute("COMMIT")
+"""
+
+
+class LockHolder:
+    def __init__(self, process: subprocess.Popen[str]) -> None:
+        self.process = process
+        self.locked_at = self._expect("locked")
+
+    def _expect(self, word: str) -> float:
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline().split()
+        assert line and line[0] == word, f"the lock holder said {line!r}"
+        return float(line[1])
+
+    def wait_released(self) -> float:
+        """Waits for the holder to finish; returns the time just before it let go."""
+        releasing_at = self._expect("releasing")
+        assert self.process.wait() == 0
+        return releasing_at
+
+
+@contextmanager
+def write_lock_held(path: Path, seconds: float) -> Iterator[LockHolder]:
+    """Holds the write lock of the SQLite file at `path` for `seconds` in another process."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", _LOCK_HOLDER, str(path), str(seconds)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        yield LockHolder(process)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait()
+        assert process.stdout is not None
+        process.stdout.close()
