@@ -75,10 +75,9 @@ impl From<Failure> for GotryError {
 impl GotryError {
     /// An error that exists only at the ABI: its code is its status's name.
     fn plain(status: GotryStatus, message: String, detail: Detail) -> GotryError {
-        let name = crate::status::gotry_status_name(status as std::ffi::c_int);
-        // SAFETY: every GotryStatus has a static, NUL-terminated name.
-        let code = unsafe { std::ffi::CStr::from_ptr(name) }
-            .to_str()
+        let code = status
+            .other_name()
+            .and_then(|name| name.to_str().ok())
             .unwrap_or_default();
         GotryError {
             status,

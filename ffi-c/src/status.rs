@@ -76,6 +76,14 @@ const OTHER_STATUSES: [(GotryStatus, &CStr); 7] = [
 ];
 
 impl GotryStatus {
+    /// The name of a status that is not one of the twelve codes.
+    pub(crate) fn other_name(self) -> Option<&'static CStr> {
+        OTHER_STATUSES
+            .iter()
+            .find(|(s, _)| *s == self)
+            .map(|(_, name)| *name)
+    }
+
     /// The status of a core error code: its position in the reference's list, plus one.
     pub(crate) fn from_code(code: ErrorCode) -> GotryStatus {
         match code {
@@ -106,8 +114,8 @@ impl GotryStatus {
         }
     }
 
-    /// The code this status stands for, when it is one of the twelve.
-    pub(crate) fn code(value: c_int) -> Option<ErrorCode> {
+    /// The code a status value stands for, when it is one of the twelve.
+    fn registry_code(value: c_int) -> Option<ErrorCode> {
         usize::try_from(value)
             .ok()
             .and_then(|v| v.checked_sub(1))
@@ -152,7 +160,7 @@ fn code_index(code: ErrorCode) -> usize {
 #[no_mangle]
 pub extern "C" fn gotry_status_name(status: c_int) -> *const c_char {
     static NAMES: OnceLock<Vec<CString>> = OnceLock::new();
-    name_or_null(|| match GotryStatus::code(status) {
+    name_or_null(|| match GotryStatus::registry_code(status) {
         Some(code) => static_cstr(
             &NAMES,
             || {
@@ -176,7 +184,7 @@ pub extern "C" fn gotry_status_name(status: c_int) -> *const c_char {
 #[no_mangle]
 pub extern "C" fn gotry_status_code(status: c_int) -> *const c_char {
     static CODES: OnceLock<Vec<CString>> = OnceLock::new();
-    name_or_null(|| match GotryStatus::code(status) {
+    name_or_null(|| match GotryStatus::registry_code(status) {
         Some(code) => static_cstr(
             &CODES,
             || ErrorCode::ALL.iter().map(|c| c.as_str().to_owned()).collect(),

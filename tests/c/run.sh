@@ -13,7 +13,7 @@
 #   GOTRY_FUZZ_SEED        seed of the fuzz run (default: from the clock; printed)
 #   GOTRY_CONTEND_SECONDS  length of the contention run (default 4)
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 root=$PWD
 build=$root/tests/c/build
 rm -rf "$build"
@@ -71,6 +71,7 @@ build_library() {
 require "build libgotry_tenant_state.so and .a" build_library
 
 warnings=(-Wall -Wextra -Werror -Wpedantic -g -I"$root/include")
+# shellcheck disable=SC2054 # -Wl,-rpath,DIR is one flag
 shared=(-L"$lib" -lgotry_tenant_state -Wl,-rpath,"$lib")
 
 header_alone() {
@@ -97,6 +98,7 @@ header_documented() {
 }
 check "header: a doc comment on every item" header_documented
 
+# shellcheck disable=SC2086 # $native_libs is a list of flags, split on purpose
 compile() {
     python3 tests/c/vectors_to_c.py "$build/vectors.inc" &&
         gcc -std=c11 "${warnings[@]}" -I"$build" tests/c/vectors_test.c "${shared[@]}" -o "$build/vectors_test" &&
@@ -105,7 +107,6 @@ compile() {
             -o "$build/api_test_cpp" &&
         gcc -std=c11 "${warnings[@]}" -O1 tests/c/fuzz_ids.c "${shared[@]}" -o "$build/fuzz_ids" &&
         gcc -std=c11 "${warnings[@]}" -O1 tests/c/contend.c "${shared[@]}" -o "$build/contend" &&
-        # shellcheck disable=SC2086 # the native libraries are separate words
         gcc -std=c11 "${warnings[@]}" -pthread tests/c/api_test.c "$lib/libgotry_tenant_state.a" $native_libs \
             -o "$build/api_test_static"
 }
