@@ -9,6 +9,8 @@
 //! operation is logged. The rules live in [`decide`], once, and every store applies them
 //! inside its own transaction.
 
+#[cfg(test)]
+pub(crate) mod conformance;
 pub mod sqlite;
 mod url;
 

@@ -422,3 +422,25 @@ impl LeaseStore for SqliteLeaseStore {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+
+    #[test]
+    fn conformance() {
+        let dir = tempfile::tempdir().unwrap();
+        let counter = std::sync::atomic::AtomicUsize::new(0);
+        super::super::conformance::run_all(&|clock: Arc<ManualClock>| {
+            let n = counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let options = SqliteOptions {
+                clock,
+                ..SqliteOptions::default()
+            };
+            Arc::new(
+                SqliteLeaseStore::open_with(dir.path().join(format!("s{n}/leases.db")), options).unwrap(),
+            )
+        });
+    }
+}

@@ -1,0 +1,166 @@
+//! The LeaseStore contract as one test suite that any store runs against itself.
+//!
+//! The scenarios are the shared vectors in `tests/vectors/store-scenarios.json` (their
+//! expectations come from an independent model, not from this crate), played on a manual
+//! clock; the rest are properties that only threads can show.
+
+use std::sync::{Arc, Barrier};
+
+use serde_json::{json, Value};
+
+use super::{HistoryEntry, LeaseRecord, LeaseStore};
+use crate::clock::ManualClock;
+use crate::errors::Error;
+
+/// Builds a fresh, empty store deciding on the given clock.
+pub(crate) type MakeStore<'a> = &'a dyn Fn(Arc<ManualClock>) -> Arc<dyn LeaseStore>;
+
+pub(crate) fn run_all(make: MakeStore<'_>) {
+    scenarios(make);
+    racing_acquires_grant_one_epoch_each(make);
+    closed_store_is_unavailable(make);
+}
+
+fn record_json(record: &LeaseRecord) -> Value {
+    json!({
+        "key": record.key, "owner": record.owner, "epoch": record.epoch,
+        "lease_until_ms": record.lease_until_ms, "forgotten_at_epoch": record.forgotten_at_epoch,
+    })
+}
+
+fn history_json(entries: &[HistoryEntry]) -> Value {
+    Value::Array(
+        entries
+            .iter()
+            .map(|e| json!({"key": e.key, "op": e.op.as_str(), "owner": e.owner, "epoch": e.epoch, "at_ms": e.at_ms}))
+            .collect(),
+    )
+}
+
+/// The observable outcome of a call, in the vectors' spelling.
+fn outcome(result: Result<Value, Error>) -> Value {
+    match result {
+        Ok(value) => value,
+        Err(Error::LeaseHeld { record }) => {
+            json!({"error": "GOTRY_TENANT_LEASE_HELD", "record": record_json(&record)})
+        }
+        Err(Error::InvalidArgument { .. }) => json!({"error": "INVALID_ARGUMENT"}),
+        Err(other) => json!({"error": other.code_str()}),
+    }
+}
+
+fn text<'a>(step: &'a Value, name: &str) -> &'a str {
+    step[name]
+        .as_str()
+        .unwrap_or_else(|| panic!("step {step} lacks {name}"))
+}
+
+fn int(step: &Value, name: &str) -> i64 {
+    step[name]
+        .as_i64()
+        .unwrap_or_else(|| panic!("step {step} lacks {name}"))
+}
+
+fn play(store: &dyn LeaseStore, step: &Value) -> Value {
+    let key = step["key"].as_str();
+    let grant = |g: super::LeaseGrant| json!({"record": record_json(&g.record), "ttl_ms": g.ttl_ms});
+    let record = |r: LeaseRecord| json!({"record": record_json(&r)});
+    outcome(match text(step, "call") {
+        "read" => store
+            .read(text(step, "key"))
+            .map(|r| json!({"record": r.as_ref().map(record_json)})),
+        "acquire" => store
+            .acquire(text(step, "key"), text(step, "owner"), int(step, "ttl_ms"))
+            .map(grant),
+        "renew" => store
+            .renew(
+                text(step, "key"),
+                text(step, "owner"),
+                int(step, "epoch"),
+                int(step, "ttl_ms"),
+            )
+            .map(grant),
+        "release" => store
+            .release(text(step, "key"), text(step, "owner"), int(step, "epoch"))
+            .map(record),
+        "mark_forgotten" => store
+            .mark_forgotten(text(step, "key"), text(step, "owner"), int(step, "epoch"))
+            .map(record),
+        "history" => store.history(key).map(|h| json!({"history": history_json(&h)})),
+        other => panic!("unknown call {other}"),
+    })
+}
+
+fn scenarios(make: MakeStore<'_>) {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tests/vectors/store-scenarios.json"
+    );
+    let all: Value = serde_json::from_str(&std::fs::read_to_string(path).expect("vectors")).expect("json");
+    let scenarios = all.as_array().expect("a list of scenarios");
+    assert!(scenarios.len() >= 10, "the vectors lost their scenarios");
+    for scenario in scenarios {
+        let clock = Arc::new(ManualClock::new(int(scenario, "start_ms")));
+        let store = make(Arc::clone(&clock));
+        for (index, step) in scenario["steps"].as_array().expect("steps").iter().enumerate() {
+            if let Some(ms) = step["advance_ms"].as_i64() {
+                clock.advance(ms).expect("clock");
+                continue;
+            }
+            let got = play(store.as_ref(), step);
+            assert_eq!(
+                got, step["expect"],
+                "scenario {:?}, step {index}: {step}",
+                scenario["name"]
+            );
+        }
+        store.close().expect("close");
+    }
+}
+
+/// Eight threads race for one free key at every round: exactly one wins each epoch, the
+/// others see LEASE_HELD naming the winner.
+fn racing_acquires_grant_one_epoch_each(make: MakeStore<'_>) {
+    let clock = Arc::new(ManualClock::new(5_000));
+    let store = make(Arc::clone(&clock));
+    for round in 1..=5 {
+        let barrier = Arc::new(Barrier::new(8));
+        let threads: Vec<_> = (0..8)
+            .map(|i| {
+                let (store, barrier) = (Arc::clone(&store), Arc::clone(&barrier));
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    store.acquire("race", &format!("r{i}"), 1_000)
+                })
+            })
+            .collect();
+        let results: Vec<_> = threads.into_iter().map(|t| t.join().expect("thread")).collect();
+        let winners: Vec<_> = results.iter().filter_map(|r| r.as_ref().ok()).collect();
+        assert_eq!(winners.len(), 1, "round {round}: {results:?}");
+        assert_eq!(winners[0].record.epoch, round);
+        for refused in results.iter().filter_map(|r| r.as_ref().err()) {
+            match refused {
+                Error::LeaseHeld { record } => assert_eq!(record, &winners[0].record),
+                other => panic!("round {round}: {other:?}"),
+            }
+        }
+        clock.advance(1_000).expect("clock");
+    }
+    assert_eq!(store.history(Some("race")).expect("history").len(), 5);
+    store.close().expect("close");
+}
+
+fn closed_store_is_unavailable(make: MakeStore<'_>) {
+    let store = make(Arc::new(ManualClock::new(0)));
+    store.acquire("k", "o", 1_000).expect("acquire");
+    store.close().expect("close");
+    store.close().expect("closing twice is harmless");
+    assert!(matches!(
+        store.read("k"),
+        Err(Error::LeaseStoreUnavailable { .. })
+    ));
+    assert!(matches!(
+        store.acquire("k", "o", 1_000),
+        Err(Error::LeaseStoreUnavailable { .. })
+    ));
+}
