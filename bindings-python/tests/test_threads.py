@@ -4,9 +4,12 @@ between threads, and one holder's renewals and releases settle in the order they
 
 from __future__ import annotations
 
+import json
+import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -180,3 +183,99 @@ def test_calls_from_several_threads_settle_in_call_order(
             thread.join()
         assert results == outcomes
         assert [entry.op for entry in store.history()] == logged
+
+
+# One replica process: random operations on a few shared keys through the module, printing
+# every operation the store acknowledged as a JSON line.
+_HAMMER = """
+import json, random, sys
+import gotry_tenant_state as gts
+path, name, rounds, ttl = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+rng = random.Random(name)
+held = {}
+with gts.SqliteLeaseStore(path) as store:
+    print("ready", flush=True)
+    sys.stdin.readline()
+    for _ in range(rounds):
+        key = f"k{rng.randrange(3)}"
+        try:
+            if key not in held:
+                op, epoch = "acquire", store.acquire(key, name, ttl).record.epoch
+                held[key] = epoch
+            else:
+                op, epoch = rng.choice(["renew", "renew", "release", "forget"]), held[key]
+                if op == "renew":
+                    store.renew(key, name, epoch, ttl)
+                elif op == "forget":
+                    store.mark_forgotten(key, name, epoch)
+                else:
+                    del held[key]
+                    store.release(key, name, epoch)
+            print(json.dumps([key, op, name, epoch]))
+        except (gts.LeaseHeldError, gts.LeaseStoreUnavailableError):
+            pass
+        except gts.LeaseLostError:
+            held.pop(key, None)
+"""
+
+
+def replay(history: list[gts.HistoryEntry], ttl_ms: int) -> dict[str, gts.LeaseRecord]:
+    """Checks the log against the lease rules from nothing (an oracle independent of the
+    core) and returns the rows it implies."""
+    rows: dict[str, gts.LeaseRecord] = {}
+    for index, entry in enumerate(history):
+        row = rows.get(entry.key)
+        where = f"log entry {index}: {entry!r} after {row!r}"
+        if entry.op == "acquire":
+            assert row is None or row.lease_until_ms <= entry.at_ms, f"acquired while held, {where}"
+            assert entry.epoch == (1 if row is None else row.epoch + 1), f"epoch skipped, {where}"
+            floor = 0 if row is None else row.forgotten_at_epoch
+            rows[entry.key] = gts.LeaseRecord(entry.key, entry.owner, entry.epoch, entry.at_ms + ttl_ms, floor)
+            continue
+        assert row is not None and (row.owner, row.epoch) == (entry.owner, entry.epoch), f"not the holder, {where}"
+        until, floor = row.lease_until_ms, row.forgotten_at_epoch
+        if entry.op in ("renew", "forget"):
+            assert until > entry.at_ms, f"{entry.op} after expiry, {where}"
+        if entry.op == "renew":
+            until = entry.at_ms + ttl_ms
+        elif entry.op == "release":
+            until = min(until, entry.at_ms)
+        else:
+            floor = max(floor, entry.epoch)
+        rows[entry.key] = gts.LeaseRecord(entry.key, entry.owner, entry.epoch, until, floor)
+    return rows
+
+
+def test_processes_share_one_file(tmp_path: Path) -> None:
+    path = tmp_path / "leases.db"
+    ttl_ms = 100
+    gts.SqliteLeaseStore(path).close()
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-c", _HAMMER, str(path), f"replica-{i}", "1000", str(ttl_ms)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(4)
+    ]
+    # All of them start together once every one has opened the store.
+    for process in processes:
+        assert process.stdout is not None and process.stdout.readline() == "ready\n"
+    for process in processes:
+        assert process.stdin is not None
+        process.stdin.write("go\n")
+        process.stdin.flush()
+    acknowledged: list[tuple[str, str, str, int]] = []
+    for process in processes:
+        output, _ = process.communicate()
+        assert process.returncode == 0
+        acknowledged += [(key, op, owner, epoch) for key, op, owner, epoch in map(json.loads, output.splitlines())]
+    with gts.SqliteLeaseStore(path) as store:
+        history = store.history()
+        rows = replay(history, ttl_ms)
+        assert store.list() == [rows[key] for key in sorted(rows)]
+    logged: Counter[tuple[str, str, str, int]] = Counter((e.key, e.op, e.owner, e.epoch) for e in history)
+    assert not Counter(acknowledged) - logged, "an acknowledged operation is missing from the log"
+    # The keys changed hands: the run exercised handoffs, not one process per key.
+    assert len({(owner, key) for key, op, owner, _ in acknowledged if op == "acquire"}) > 3
