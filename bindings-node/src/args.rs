@@ -5,8 +5,10 @@
 //! keys one lease row), its `i64` truncates 1000.5, and its type errors are `TypeError`s where
 //! the reference throws `RangeError` or `InvalidTenantIdError`.
 
+use std::mem::MaybeUninit;
+
 use gotry_tenant_state::errors::{Error, Result};
-use napi::bindgen_prelude::{FromNapiValue, JsValue, Uint8ArraySlice, Unknown, Utf16String};
+use napi::bindgen_prelude::{FromNapiValue, JsValue, Uint8ArraySlice, Unknown};
 use napi::{sys, ValueType};
 
 /// The largest integer a JS number holds exactly (`Number.MAX_SAFE_INTEGER`).
@@ -18,21 +20,66 @@ fn napi_failure(error: napi::Error) -> Error {
     Error::Host(Box::new(error))
 }
 
-/// The UTF-16 code units of a JS string, or `None` when the value is not a string.
-pub fn utf16_units(value: &Unknown<'_>) -> Result<Option<Utf16String>> {
-    if value.get_type().map_err(napi_failure)? != ValueType::String {
-        return Ok(None);
+/// Units read onto the stack: every claim (at most 512 UTF-8 bytes, so at most 512 units),
+/// key, owner and id fits, and the common call allocates nothing to read its strings.
+const STACK_UNITS: usize = 520;
+
+/// Calls `f` with the UTF-16 code units of a JS string, or with `None` when the value is not a
+/// string. napi reports the type itself, so no separate `typeof` crossing is made.
+pub fn with_utf16<T>(value: &Unknown<'_>, f: impl FnOnce(Option<&[u16]>) -> Result<T>) -> Result<T> {
+    let (env, raw) = (value.value().env, value.raw());
+    // Left uninitialized: napi writes the units it reports, and only those are read.
+    let mut stack = [MaybeUninit::<u16>::uninit(); STACK_UNITS];
+    let mut copied = 0usize;
+    // SAFETY: napi writes at most `STACK_UNITS` units (the last one a NUL) into the buffer.
+    let status = unsafe {
+        sys::napi_get_value_string_utf16(env, raw, stack.as_mut_ptr().cast(), STACK_UNITS, &mut copied)
+    };
+    match status {
+        sys::Status::napi_ok if copied < STACK_UNITS - 1 => {
+            // SAFETY: napi initialized the first `copied` units (`copied` < STACK_UNITS).
+            let units = unsafe { std::slice::from_raw_parts(stack.as_ptr().cast::<u16>(), copied) };
+            return f(Some(units));
+        }
+        sys::Status::napi_ok => {}
+        sys::Status::napi_string_expected => return f(None),
+        other => {
+            return Err(napi_failure(napi::Error::new(
+                other.into(),
+                "cannot read a string argument",
+            )))
+        }
     }
-    // SAFETY: the value belongs to the env of the call that handed it over, and it is a string.
-    let units = unsafe { Utf16String::from_napi_value(value.value().env, value.raw()) };
-    units.map(Some).map_err(napi_failure)
+    // Possibly cut short: ask for the length, then read all of it.
+    let mut length = 0usize;
+    // SAFETY: a null buffer asks napi for the length only.
+    let status = unsafe { sys::napi_get_value_string_utf16(env, raw, std::ptr::null_mut(), 0, &mut length) };
+    if status != sys::Status::napi_ok {
+        return Err(napi_failure(napi::Error::new(
+            status.into(),
+            "cannot read a string argument",
+        )));
+    }
+    let mut heap = vec![0u16; length + 1];
+    // SAFETY: the buffer holds the whole string and its NUL.
+    let status =
+        unsafe { sys::napi_get_value_string_utf16(env, raw, heap.as_mut_ptr(), heap.len(), &mut copied) };
+    if status != sys::Status::napi_ok {
+        return Err(napi_failure(napi::Error::new(
+            status.into(),
+            "cannot read a string argument",
+        )));
+    }
+    f(Some(&heap[..copied]))
 }
 
-/// Decodes UTF-16 strictly; `refuse` builds the error for a value that is not a string (`None`)
-/// or that holds a lone surrogate (`Some(units)`).
+/// Decodes UTF-16 strictly; `refuse` builds the error for a value that is not a string (`false`)
+/// or that holds a lone surrogate (`true`).
 fn strict_string(value: &Unknown<'_>, refuse: impl Fn(bool) -> Error) -> Result<String> {
-    let units = utf16_units(value)?.ok_or_else(|| refuse(false))?;
-    String::from_utf16(&units).map_err(|_| refuse(true))
+    with_utf16(value, |units| {
+        let units = units.ok_or_else(|| refuse(false))?;
+        String::from_utf16(units).map_err(|_| refuse(true))
+    })
 }
 
 /// A store key or owner: a string of 1 to 200 UTF-16 code units without lone surrogates.
@@ -54,12 +101,12 @@ pub fn text(name: &str, value: &Unknown<'_>) -> Result<String> {
 /// An issuer or subject claim: a non-string is ID_INVALID, and so is a lone surrogate, decoded
 /// by the core's own strict UTF-16 decoder.
 pub fn claim(name: &str, value: &Unknown<'_>) -> Result<String> {
-    match utf16_units(value)? {
-        Some(units) => gotry_tenant_state::ids::claim_from_utf16(name, &units),
+    with_utf16(value, |units| match units {
+        Some(units) => gotry_tenant_state::ids::claim_from_utf16(name, units),
         None => Err(Error::IdInvalid {
             message: format!("{name} must be a non-empty string"),
         }),
-    }
+    })
 }
 
 /// An organization id, ledger tenant id or partition label to validate: a non-string is
@@ -114,13 +161,16 @@ pub fn is_nullish(value: &Unknown<'_>) -> Result<bool> {
 
 /// The value of a JS number, or `None` for any other type.
 pub fn number(value: &Unknown<'_>) -> Result<Option<f64>> {
-    if value.get_type().map_err(napi_failure)? != ValueType::Number {
-        return Ok(None);
+    let mut number = 0.0;
+    // SAFETY: plain napi read of a value of the current call; the type is napi's to check.
+    match unsafe { sys::napi_get_value_double(value.value().env, value.raw(), &mut number) } {
+        sys::Status::napi_ok => Ok(Some(number)),
+        sys::Status::napi_number_expected => Ok(None),
+        other => Err(napi_failure(napi::Error::new(
+            other.into(),
+            "cannot read a number argument",
+        ))),
     }
-    // SAFETY: the value belongs to the env of the current call, and it is a number.
-    unsafe { f64::from_napi_value(value.value().env, value.raw()) }
-        .map(Some)
-        .map_err(napi_failure)
 }
 
 /// The bytes of an organization key: any `Uint8Array` (a `Buffer`, or a view into a larger
@@ -129,13 +179,7 @@ pub fn key_bytes<'a>(value: &Unknown<'a>) -> Result<Uint8ArraySlice<'a>> {
     let refuse = || Error::IdInvalid {
         message: "an organization key must be a Uint8Array".to_owned(),
     };
-    let mut is_typed_array = false;
-    // SAFETY: plain napi query on a value of the current call.
-    let status = unsafe { sys::napi_is_typedarray(value.value().env, value.raw(), &mut is_typed_array) };
-    if status != sys::Status::napi_ok || !is_typed_array {
-        return Err(refuse());
-    }
-    // SAFETY: a typed array of the current call; the slice refuses any element type but Uint8.
+    // SAFETY: napi refuses anything but a typed array, and the slice any element type but Uint8.
     unsafe { Uint8ArraySlice::from_napi_value(value.value().env, value.raw()) }.map_err(|_| refuse())
 }
 
@@ -160,12 +204,15 @@ fn describe(value: &Unknown<'_>) -> String {
             Ok(Some(n)) => n.to_string(),
             _ => "a number".to_owned(),
         },
-        Ok(ValueType::String) => match utf16_units(value) {
-            Ok(Some(units)) if units.len() <= 40 => {
-                format!("the string {:?}", String::from_utf16_lossy(&units))
-            }
-            _ => "a string".to_owned(),
-        },
+        Ok(ValueType::String) => with_utf16(value, |units| {
+            Ok(match units {
+                Some(units) if units.len() <= 40 => {
+                    format!("the string {:?}", String::from_utf16_lossy(units))
+                }
+                _ => "a string".to_owned(),
+            })
+        })
+        .unwrap_or_else(|_| "a string".to_owned()),
         Ok(ValueType::Undefined) => "undefined".to_owned(),
         Ok(ValueType::Null) => "null".to_owned(),
         Ok(ValueType::Boolean) => "a boolean".to_owned(),

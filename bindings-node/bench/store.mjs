@@ -1,0 +1,75 @@
+// Store operations per second through the package, against the core called directly on the
+// same disk in the same run (examples/store_ops.rs). Each operation is a durable commit, so
+// both are bound by the disk's sync; the ratio shows what the JS layer, the napi crossing and
+// the thread-pool hop add. Run with `npm run bench`.
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+import { SqliteLeaseStore } from '@gotry/tenant-state';
+
+const HERE = path.dirname(fileURLToPath(import.meta.url));
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 11);
+const CYCLES = Number(process.env.BENCH_CYCLES ?? 100);
+
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gotry-bench-'));
+process.on('exit', () => fs.rmSync(dir, { recursive: true, force: true }));
+
+execFileSync('cargo', ['build', '--quiet', '--release', '--example', 'store_ops', '-p', 'gotry-tenant-state-node'], {
+    cwd: path.join(HERE, '..'),
+    stdio: 'inherit',
+});
+const targetDir = JSON.parse(
+    execFileSync('cargo', ['metadata', '--format-version', '1', '--no-deps'], { cwd: path.join(HERE, '..'), encoding: 'utf8', maxBuffer: 1 << 26 }),
+).target_directory;
+const coreBinary = path.join(targetDir, 'release', 'examples', 'store_ops');
+
+function coreOpsPerSecond(round) {
+    return Number(execFileSync(coreBinary, [path.join(dir, `core-${round}.db`), String(CYCLES)], { encoding: 'utf8' }));
+}
+
+/**
+ * `inFlight` holders, each cycling on its own key. With one in flight every operation waits
+ * for the previous one (latency: each pays the hop to the pool and back on top of the disk
+ * sync); with several, those hops overlap another holder's sync (throughput of one store,
+ * whose operations the core serializes on its connection anyway).
+ */
+async function packageOpsPerSecond(round, inFlight) {
+    const store = new SqliteLeaseStore({ path: path.join(dir, `node-${round}-${inFlight}.db`) });
+    const cycles = Math.ceil(CYCLES / inFlight);
+    const holder = async key => {
+        for (let i = 0; i < cycles; i += 1) {
+            const grant = await store.acquire(key, 'replica', 1_000);
+            await store.renew(key, 'replica', grant.record.epoch, 1_000);
+            await store.release(key, 'replica', grant.record.epoch);
+        }
+    };
+    const start = process.hrtime.bigint();
+    await Promise.all(Array.from({ length: inFlight }, (_, i) => holder(`bench-${i}`)));
+    const seconds = Number(process.hrtime.bigint() - start) / 1e9;
+    store.close();
+    return (cycles * inFlight * 3) / seconds;
+}
+
+const median = values => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
+
+const IN_FLIGHT = 4;
+const core = [];
+const sequential = [];
+const pipelined = [];
+for (let round = 0; round < ROUNDS; round += 1) {
+    // Short rounds, the core's between the package's, so a disk that slows down or speeds up
+    // during the run (other work on the machine) affects all three alike.
+    sequential.push(await packageOpsPerSecond(round, 1));
+    core.push(coreOpsPerSecond(round));
+    pipelined.push(await packageOpsPerSecond(round, IN_FLIGHT));
+}
+const ratio = values => median(values.map((value, round) => value / core[round])).toFixed(3);
+const show = values => values.map(v => v.toFixed(0)).join(' ');
+console.log(`store ops/s (acquire, renew, release on a file store; ${CYCLES} cycles per side in each of ${ROUNDS} rounds)`);
+console.log(`  core, called directly             median ${median(core).toFixed(0)}   rounds: ${show(core)}`);
+console.log(`  package, 1 operation in flight    median ${median(sequential).toFixed(0)}   rounds: ${show(sequential)}`);
+console.log(`  package, ${IN_FLIGHT} holders in flight      median ${median(pipelined).toFixed(0)}   rounds: ${show(pipelined)}`);
+console.log(`  package / core, median of the per-round ratios: ${ratio(sequential)} with 1 in flight, ${ratio(pipelined)} with ${IN_FLIGHT} (target: at least 0.90)`);
