@@ -154,6 +154,14 @@ impl LeaseStore for FlakyStore {
         }
         self.inner.renew(key, owner, epoch, ttl_ms)
     }
+    fn renew_batch(
+        &self,
+        owner: &str,
+        ttl_ms: i64,
+        leases: &[(&str, i64)],
+    ) -> Result<Vec<Result<LeaseGrant, Error>>, Error> {
+        self.inner.renew_batch(owner, ttl_ms, leases)
+    }
     fn release(&self, key: &str, owner: &str, epoch: i64) -> Result<LeaseRecord, Error> {
         self.inner.release(key, owner, epoch)
     }

@@ -18,6 +18,7 @@ pub(crate) type MakeStore<'a> = &'a dyn Fn(Arc<ManualClock>) -> Arc<dyn LeaseSto
 pub(crate) fn run_all(make: MakeStore<'_>) {
     scenarios(make);
     racing_acquires_grant_one_epoch_each(make);
+    batched_renewals_answer_each_lease(make);
     closed_store_is_unavailable(make);
 }
 
@@ -163,4 +164,79 @@ fn closed_store_is_unavailable(make: MakeStore<'_>) {
         store.acquire("k", "o", 1_000),
         Err(Error::LeaseStoreUnavailable { .. })
     ));
+}
+
+/// A batch answers every lease on its own and logs only what it granted.
+fn batched_renewals_answer_each_lease(make: MakeStore<'_>) {
+    let clock = Arc::new(ManualClock::new(10_000));
+    let store = make(Arc::clone(&clock));
+    store.acquire("expired", "me", 100).expect("acquire");
+    clock.advance(100).expect("clock");
+    store.acquire("held", "me", 1_000).expect("acquire");
+    store.acquire("theirs", "them", 1_000).expect("acquire");
+    clock.advance(10).expect("clock");
+    let leases = [
+        ("held", 1),
+        ("expired", 1),
+        ("theirs", 1),
+        ("held", 0),
+        ("", 1),
+        ("never", 1),
+    ];
+    let answers = store.renew_batch("me", 2_000, &leases).expect("batch");
+    assert_eq!(answers.len(), leases.len());
+    let grant = answers[0].as_ref().expect("held is renewed");
+    assert_eq!(
+        (grant.ttl_ms, grant.record.epoch, grant.record.lease_until_ms),
+        (2_000, 1, 12_110)
+    );
+    assert!(
+        matches!(answers[1], Err(Error::LeaseLost { .. })),
+        "{:?}",
+        answers[1]
+    );
+    assert!(
+        matches!(answers[2], Err(Error::LeaseLost { .. })),
+        "{:?}",
+        answers[2]
+    );
+    assert!(
+        matches!(answers[3], Err(Error::InvalidArgument { .. })),
+        "{:?}",
+        answers[3]
+    );
+    assert!(
+        matches!(answers[4], Err(Error::InvalidArgument { .. })),
+        "{:?}",
+        answers[4]
+    );
+    assert!(
+        matches!(answers[5], Err(Error::LeaseLost { .. })),
+        "{:?}",
+        answers[5]
+    );
+    let renews: Vec<_> = store
+        .history(None)
+        .expect("history")
+        .into_iter()
+        .filter(|e| e.op == super::LeaseOp::Renew)
+        .collect();
+    assert_eq!(renews.len(), 1, "{renews:?}");
+    assert_eq!(
+        store.read("theirs").expect("read").expect("row").lease_until_ms,
+        11_100
+    );
+    assert!(matches!(
+        store.renew_batch("me", 99, &leases),
+        Err(Error::InvalidArgument { .. })
+    ));
+    assert!(matches!(
+        store.renew_batch("", 1_000, &leases),
+        Err(Error::InvalidArgument { .. })
+    ));
+    assert!(store
+        .renew_batch("me", 1_000, &[])
+        .expect("empty batch")
+        .is_empty());
+    store.close().expect("close");
 }

@@ -93,6 +93,15 @@ pub trait LeaseStore: Send + Sync {
     fn acquire(&self, key: &str, owner: &str, ttl_ms: i64) -> Result<LeaseGrant>;
     /// Extends the unexpired lease of `owner` at `epoch` to `now + ttl_ms`.
     fn renew(&self, key: &str, owner: &str, epoch: i64, ttl_ms: i64) -> Result<LeaseGrant>;
+    /// Renews many leases of one owner in one transaction, so a round of renewals costs one
+    /// durable write instead of one per lease. Each lease is answered on its own (granted,
+    /// or refused for that key alone); a failure of the store fails the whole batch.
+    fn renew_batch(
+        &self,
+        owner: &str,
+        ttl_ms: i64,
+        leases: &[(&str, i64)],
+    ) -> Result<Vec<Result<LeaseGrant>>>;
     /// Expires the lease of `owner` at `epoch` now; allowed after expiry too.
     fn release(&self, key: &str, owner: &str, epoch: i64) -> Result<LeaseRecord>;
     /// Raises the forgotten floor to `epoch`; only the unexpired holder may.
@@ -190,11 +199,12 @@ impl<'a> Request<'a> {
         }
     }
 
-    /// The TTL granted by this request, for the requests that grant one.
-    pub fn ttl_ms(&self) -> Option<i64> {
-        match self {
-            Request::Acquire { ttl_ms, .. } | Request::Renew { ttl_ms, .. } => Some(*ttl_ms),
-            Request::Release { .. } | Request::Forget { .. } => None,
+    pub fn owner(&self) -> &'a str {
+        match *self {
+            Request::Acquire { owner, .. }
+            | Request::Renew { owner, .. }
+            | Request::Release { owner, .. }
+            | Request::Forget { owner, .. } => owner,
         }
     }
 }

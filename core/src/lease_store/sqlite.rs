@@ -12,7 +12,10 @@ use std::time::Duration;
 
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
-use super::{decide, HistoryEntry, LeaseGrant, LeaseOp, LeaseRecord, LeaseStore, Request};
+use super::{
+    assert_lease_ttl, assert_text, decide, HistoryEntry, LeaseGrant, LeaseOp, LeaseRecord, LeaseStore,
+    Request,
+};
 use crate::clock::{SystemWallClock, WallClock};
 use crate::errors::{Error, Result};
 
@@ -151,46 +154,71 @@ impl SqliteLeaseStore {
         f(connection)
     }
 
-    /// One operation: read the row, apply the rules, write the row and the log entry, all
-    /// inside one immediate transaction, committed durably before it returns.
-    fn apply(&self, key: &str, request: Request<'_>) -> Result<LeaseRecord> {
+    /// Operations in one immediate transaction, committed durably before it returns: for
+    /// each, read the row, apply the rules, write the row and its log entry. A refusal
+    /// answers that operation alone; a storage failure rolls the whole transaction back.
+    fn apply_all(&self, requests: &[(&str, Request<'_>)]) -> Result<Vec<Result<LeaseRecord>>> {
         self.with_open(|connection| {
             immediate(connection, |tx| {
                 let now = self.clock.now_ms()?;
-                let current = select_row(tx, key)?;
-                let next = decide(key, current.as_ref(), &request, now)?;
-                tx.prepare_cached(
-                    "INSERT INTO leases (key, owner, epoch, lease_until_ms, forgotten_at_epoch)
-                     VALUES (?1, ?2, ?3, ?4, ?5)
-                     ON CONFLICT (key) DO UPDATE SET owner = excluded.owner, epoch = excluded.epoch,
-                       lease_until_ms = excluded.lease_until_ms,
-                       forgotten_at_epoch = excluded.forgotten_at_epoch",
-                )
-                .and_then(|mut st| {
-                    st.execute(params![
-                        next.key,
-                        next.owner,
-                        next.epoch,
-                        next.lease_until_ms,
-                        next.forgotten_at_epoch
-                    ])
-                })
-                .map_err(storage_error)?;
-                let owner = match request {
-                    Request::Acquire { owner, .. }
-                    | Request::Renew { owner, .. }
-                    | Request::Release { owner, .. }
-                    | Request::Forget { owner, .. } => owner,
-                };
-                tx.prepare_cached(
-                    "INSERT INTO lease_log (key, op, owner, epoch, at_ms) VALUES (?1, ?2, ?3, ?4, ?5)",
-                )
-                .and_then(|mut st| st.execute(params![key, request.op().as_str(), owner, next.epoch, now]))
-                .map_err(storage_error)?;
-                Ok(next)
+                requests
+                    .iter()
+                    .map(|(key, request)| apply_one(tx, key, request, now))
+                    .collect()
             })
         })
     }
+
+    fn apply(&self, key: &str, request: Request<'_>) -> Result<LeaseRecord> {
+        let mut outcomes = self.apply_all(&[(key, request)])?;
+        outcomes
+            .pop()
+            .unwrap_or_else(|| Err(Error::unavailable("the store answered no outcome")))
+    }
+}
+
+/// One operation inside an open transaction. `Ok(Err(..))` is a refusal by the rules;
+/// `Err(..)` a storage failure that must abort the transaction.
+fn apply_one(
+    tx: &rusqlite::Transaction<'_>,
+    key: &str,
+    request: &Request<'_>,
+    now: i64,
+) -> Result<Result<LeaseRecord>> {
+    let current = select_row(tx, key)?;
+    let next = match decide(key, current.as_ref(), request, now) {
+        Ok(next) => next,
+        Err(refusal) => return Ok(Err(refusal)),
+    };
+    tx.prepare_cached(
+        "INSERT INTO leases (key, owner, epoch, lease_until_ms, forgotten_at_epoch)
+         VALUES (?1, ?2, ?3, ?4, ?5)
+         ON CONFLICT (key) DO UPDATE SET owner = excluded.owner, epoch = excluded.epoch,
+           lease_until_ms = excluded.lease_until_ms,
+           forgotten_at_epoch = excluded.forgotten_at_epoch",
+    )
+    .and_then(|mut st| {
+        st.execute(params![
+            next.key,
+            next.owner,
+            next.epoch,
+            next.lease_until_ms,
+            next.forgotten_at_epoch
+        ])
+    })
+    .map_err(storage_error)?;
+    tx.prepare_cached("INSERT INTO lease_log (key, op, owner, epoch, at_ms) VALUES (?1, ?2, ?3, ?4, ?5)")
+        .and_then(|mut st| {
+            st.execute(params![
+                key,
+                request.op().as_str(),
+                request.owner(),
+                next.epoch,
+                now
+            ])
+        })
+        .map_err(storage_error)?;
+    Ok(Ok(next))
 }
 
 /// Durability: an acknowledged operation must survive power loss, not only a crash.
@@ -335,7 +363,7 @@ pub fn sqlite_code_name(extended: i32) -> &'static str {
 
 impl LeaseStore for SqliteLeaseStore {
     fn read(&self, key: &str) -> Result<Option<LeaseRecord>> {
-        super::assert_text("key", key)?;
+        assert_text("key", key)?;
         self.with_open(|connection| select_row(connection, key))
     }
 
@@ -349,6 +377,41 @@ impl LeaseStore for SqliteLeaseStore {
         let request = Request::renew(key, owner, epoch, ttl_ms)?;
         let record = self.apply(key, request)?;
         Ok(LeaseGrant { record, ttl_ms })
+    }
+
+    fn renew_batch(
+        &self,
+        owner: &str,
+        ttl_ms: i64,
+        leases: &[(&str, i64)],
+    ) -> Result<Vec<Result<LeaseGrant>>> {
+        assert_text("owner", owner)?;
+        assert_lease_ttl(ttl_ms)?;
+        let checked: Vec<Result<Request<'_>>> = leases
+            .iter()
+            .map(|&(key, epoch)| Request::renew(key, owner, epoch, ttl_ms))
+            .collect();
+        let valid: Vec<(&str, Request<'_>)> = leases
+            .iter()
+            .zip(&checked)
+            .filter_map(|(&(key, _), request)| request.as_ref().ok().map(|r| (key, *r)))
+            .collect();
+        let mut applied = if valid.is_empty() {
+            Vec::new()
+        } else {
+            self.apply_all(&valid)?
+        }
+        .into_iter();
+        Ok(checked
+            .into_iter()
+            .map(|request| {
+                request?;
+                let record = applied
+                    .next()
+                    .unwrap_or_else(|| Err(Error::unavailable("missing outcome")))?;
+                Ok(LeaseGrant { record, ttl_ms })
+            })
+            .collect())
     }
 
     fn release(&self, key: &str, owner: &str, epoch: i64) -> Result<LeaseRecord> {
