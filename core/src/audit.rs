@@ -73,7 +73,7 @@ pub fn audit(
                 if entry.epoch != expected {
                     violation(format!("epoch should have been {expected}"));
                 }
-                if let Some(row) = current.filter(|row| row.lease_until_ms > at) {
+                if let Some(row) = current.filter(|row| !row.is_expired_at(at)) {
                     violation(format!(
                         "granted while epoch {} of {} was unexpired until {}",
                         row.epoch, row.owner, row.lease_until_ms
@@ -95,7 +95,7 @@ pub fn audit(
                 if !holds(&row) {
                     violation(format!("the holder was {} at epoch {}", row.owner, row.epoch));
                 }
-                if entry.op != LeaseOp::Release && row.lease_until_ms <= at {
+                if entry.op != LeaseOp::Release && row.is_expired_at(at) {
                     violation(format!(
                         "granted after the lease expired at {}",
                         row.lease_until_ms

@@ -219,6 +219,29 @@ impl Error {
         }
     }
 
+    /// A file-system failure, named as Node names it (`ENOENT`, `ENOTDIR`, ...), so hosts
+    /// see the same code in every language.
+    pub(crate) fn io(context: impl fmt::Display, error: &std::io::Error) -> Error {
+        let code = match error.raw_os_error() {
+            Some(1) => "EPERM",
+            Some(2) => "ENOENT",
+            Some(5) => "EIO",
+            Some(13) => "EACCES",
+            Some(17) => "EEXIST",
+            Some(20) => "ENOTDIR",
+            Some(21) => "EISDIR",
+            Some(24) => "EMFILE",
+            Some(28) => "ENOSPC",
+            Some(30) => "EROFS",
+            Some(36) => "ENAMETOOLONG",
+            _ => "EIO",
+        };
+        Error::Storage {
+            code: code.to_owned(),
+            message: format!("{context}: {error}"),
+        }
+    }
+
     pub(crate) fn id_invalid(message: impl Into<String>) -> Error {
         Error::IdInvalid {
             message: message.into(),
@@ -305,6 +328,14 @@ mod tests {
         }
         assert_eq!(seen.len(), 12);
         assert_eq!(ErrorCode::from_code_str("GOTRY_TENANT_NOPE"), None);
+    }
+
+    #[test]
+    fn io_errors_keep_their_names() {
+        let error = Error::io("open x", &std::io::Error::from_raw_os_error(20));
+        assert_eq!(error.code_str(), "ENOTDIR");
+        assert!(error.to_string().contains("open x"));
+        assert_eq!(Error::io("x", &std::io::Error::other("boom")).code_str(), "EIO");
     }
 
     #[test]

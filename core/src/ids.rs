@@ -217,9 +217,11 @@ pub fn tenant_root_for(state_root: &Path, organization_id: &str, ledger_tenant_i
     let base = if state_root.is_absolute() {
         PathBuf::new()
     } else {
-        std::env::current_dir().map_err(|e| Error::Storage {
-            code: "ENOENT".into(),
-            message: format!("the working directory cannot be read to resolve a relative state root: {e}"),
+        std::env::current_dir().map_err(|e| {
+            Error::io(
+                "the working directory cannot be read to resolve a relative state root",
+                &e,
+            )
         })?
     };
     let mut root = resolve_lexically(&base.join(state_root));

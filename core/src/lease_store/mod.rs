@@ -36,6 +36,14 @@ pub struct LeaseRecord {
     pub forgotten_at_epoch: i64,
 }
 
+impl LeaseRecord {
+    /// Whether the lease has run out at `now_ms` on the store's clock: the instant
+    /// `lease_until_ms` itself already belongs to the next owner.
+    pub fn is_expired_at(&self, now_ms: i64) -> bool {
+        self.lease_until_ms <= now_ms
+    }
+}
+
 /// A granted acquire or renew: the record after it, and the TTL it was granted for.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct LeaseGrant {
@@ -226,7 +234,7 @@ pub fn decide(
         }
     };
     let unexpired = |row: &'_ LeaseRecord| -> Result<()> {
-        if row.lease_until_ms <= now_ms {
+        if row.is_expired_at(now_ms) {
             Err(Error::lease_lost(format!(
                 "{key}: the lease of epoch {} has expired",
                 row.epoch
@@ -243,7 +251,7 @@ pub fn decide(
     match *request {
         Request::Acquire { owner, ttl_ms } => {
             if let Some(row) = current {
-                if row.lease_until_ms > now_ms {
+                if !row.is_expired_at(now_ms) {
                     return Err(Error::LeaseHeld { record: row.clone() });
                 }
             }
