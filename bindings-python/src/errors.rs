@@ -18,12 +18,6 @@ use crate::values::PyLeaseRecord;
 #[derive(Debug)]
 pub struct CoreError(pub Error);
 
-impl From<Error> for CoreError {
-    fn from(error: Error) -> CoreError {
-        CoreError(error)
-    }
-}
-
 impl From<CoreError> for PyErr {
     fn from(CoreError(error): CoreError) -> PyErr {
         match error {

@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use gotry_tenant_state::{open_lease_store as open_store_url, LeaseStore, SqliteLeaseStore, SqliteOptions};
 use pyo3::prelude::*;
-use pyo3::types::PyString;
 
 use crate::args::{integer, store_text};
 use crate::clocks::wall_clock;
@@ -194,7 +193,7 @@ impl PySqliteLeaseStore {
     }
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-        let path = PyString::new(py, &self.path.to_string_lossy()).repr()?;
+        let path = self.path.clone().into_os_string().into_pyobject(py)?.repr()?;
         Ok(format!("SqliteLeaseStore({path})"))
     }
 }
