@@ -101,12 +101,11 @@ impl SqliteLeaseStore {
     pub fn open_with(path: impl AsRef<Path>, options: SqliteOptions) -> Result<SqliteLeaseStore> {
         let path = path.as_ref();
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent).map_err(|e| Error::Storage {
-                code: "ENOENT".into(),
-                message: format!(
-                    "cannot create the folder of the lease store {}: {e}",
-                    parent.display()
-                ),
+            std::fs::create_dir_all(parent).map_err(|e| {
+                Error::io(
+                    format_args!("cannot create the folder of the lease store {}", parent.display()),
+                    &e,
+                )
             })?;
         }
         let mut connection = Connection::open(path).map_err(storage_error)?;
@@ -490,6 +489,25 @@ impl LeaseStore for SqliteLeaseStore {
 mod tests {
     use super::*;
     use crate::clock::ManualClock;
+
+    #[test]
+    fn every_commit_is_synced_to_the_write_ahead_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteLeaseStore::open(dir.path().join("leases.db")).unwrap();
+        let (mode, synchronous) = store
+            .with_open(|c| {
+                let mode: String = c
+                    .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+                    .map_err(storage_error)?;
+                let sync: i64 = c
+                    .query_row("PRAGMA synchronous", [], |r| r.get(0))
+                    .map_err(storage_error)?;
+                Ok((mode, sync))
+            })
+            .unwrap();
+        // 2 is FULL: the WAL is fsynced at every commit, before the operation is acknowledged.
+        assert_eq!((mode.as_str(), synchronous), ("wal", 2));
+    }
 
     #[test]
     fn conformance() {

@@ -1,0 +1,201 @@
+//! What only a real SQLite file can show: the shared format, the triggers, durability
+//! settings, contention with another connection, and files that are not lease stores.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use gotry_tenant_state::{Error, LeaseStore, ManualClock, SqliteLeaseStore, SqliteOptions};
+use rusqlite::Connection;
+
+fn store_at(path: &std::path::Path, clock: Arc<ManualClock>, busy_ms: u64) -> SqliteLeaseStore {
+    let options = SqliteOptions {
+        clock,
+        busy_timeout: Duration::from_millis(busy_ms),
+    };
+    SqliteLeaseStore::open_with(path, options).unwrap()
+}
+
+fn storage_code(result: Result<impl std::fmt::Debug, Error>) -> String {
+    match result {
+        Err(Error::Storage { code, .. }) => code,
+        other => panic!("expected a storage error, got {other:?}"),
+    }
+}
+
+#[test]
+fn the_schema_is_the_reference_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("nested/folder/leases.db");
+    SqliteLeaseStore::open(&path).unwrap().close().unwrap();
+    let raw = Connection::open(&path).unwrap();
+    let mut names: Vec<(String, String)> = raw
+        .prepare("SELECT type, name FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' ORDER BY type, name")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    names.sort();
+    let expected = [
+        ("table", "lease_log"),
+        ("table", "leases"),
+        ("trigger", "leases_epoch_forward_only"),
+        ("trigger", "leases_forgotten_floor_forward_only"),
+        ("trigger", "leases_never_deleted"),
+    ];
+    assert_eq!(names, expected.map(|(a, b)| (a.to_owned(), b.to_owned())));
+    let columns = |table: &str| -> Vec<String> {
+        raw.prepare(&format!(
+            "SELECT name FROM pragma_table_info('{table}') ORDER BY cid"
+        ))
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+    };
+    assert_eq!(
+        columns("leases"),
+        ["key", "owner", "epoch", "lease_until_ms", "forgotten_at_epoch"]
+    );
+    assert_eq!(
+        columns("lease_log"),
+        ["id", "key", "op", "owner", "epoch", "at_ms"]
+    );
+    let mode: String = raw.query_row("PRAGMA journal_mode", [], |r| r.get(0)).unwrap();
+    assert_eq!(mode, "wal", "the store leaves the file in WAL mode");
+}
+
+#[test]
+fn the_triggers_refuse_what_the_rules_forbid() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("leases.db");
+    let store = SqliteLeaseStore::open(&path).unwrap();
+    store.acquire("k", "o", 1_000).unwrap();
+    store.mark_forgotten("k", "o", 1).unwrap();
+    let raw = Connection::open(&path).unwrap();
+    for sql in [
+        "UPDATE leases SET epoch = epoch + 2 WHERE key = 'k'",
+        "UPDATE leases SET epoch = epoch - 1 WHERE key = 'k'",
+        "UPDATE leases SET forgotten_at_epoch = 0 WHERE key = 'k'",
+        "DELETE FROM leases WHERE key = 'k'",
+        "INSERT INTO lease_log (key, op, owner, epoch, at_ms) VALUES ('k', 'steal', 'o', 1, 0)",
+        "INSERT INTO leases (key, owner, epoch, lease_until_ms) VALUES ('z', 'o', 0, 0)",
+    ] {
+        let error = raw.execute(sql, []).expect_err(sql);
+        assert!(
+            error.to_string().contains("constraint")
+                || error.to_string().contains("never")
+                || error.to_string().contains("moves"),
+            "{sql}: {error}"
+        );
+    }
+    let record = store.read("k").unwrap().unwrap();
+    assert_eq!((record.epoch, record.forgotten_at_epoch), (1, 1));
+}
+
+#[test]
+fn acknowledged_operations_survive_reopening() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("leases.db");
+    let clock = Arc::new(ManualClock::new(1_000));
+    let store = store_at(&path, clock.clone(), 5_000);
+    store.acquire("k", "a", 500).unwrap();
+    store.renew("k", "a", 1, 800).unwrap();
+    // No close: the handle is dropped as a crashing process would drop it.
+    drop(store);
+    let reopened = store_at(&path, clock, 5_000);
+    assert_eq!(reopened.read("k").unwrap().unwrap().lease_until_ms, 1_800);
+    assert_eq!(reopened.history(None).unwrap().len(), 2);
+}
+
+#[test]
+fn a_held_write_lock_is_unavailability_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("leases.db");
+    let store = store_at(&path, Arc::new(ManualClock::new(0)), 200);
+    store.acquire("k", "a", 1_000).unwrap();
+    let other = Connection::open(&path).unwrap();
+    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let started = Instant::now();
+    match store.renew("k", "a", 1, 1_000) {
+        Err(Error::LeaseStoreUnavailable { .. }) => {}
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        started.elapsed() >= Duration::from_millis(200),
+        "it waited for the busy timeout first"
+    );
+    // Readers are not blocked by a writer in WAL mode.
+    assert_eq!(store.read("k").unwrap().unwrap().epoch, 1);
+    other.execute_batch("COMMIT").unwrap();
+    store.renew("k", "a", 1, 1_000).unwrap();
+}
+
+#[test]
+fn files_that_are_not_lease_stores_are_clear_storage_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let garbage = dir.path().join("garbage.db");
+    let bytes: Vec<u8> = (0..8192u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    std::fs::write(&garbage, &bytes).unwrap();
+    assert_eq!(storage_code(SqliteLeaseStore::open(&garbage)), "SQLITE_NOTADB");
+    assert_eq!(
+        std::fs::read(&garbage).unwrap(),
+        bytes,
+        "the file was left as it was"
+    );
+
+    let folder = dir.path().join("a-folder");
+    std::fs::create_dir(&folder).unwrap();
+    assert!(storage_code(SqliteLeaseStore::open(&folder)).starts_with("SQLITE_CANTOPEN"));
+
+    let file = dir.path().join("plain-file");
+    std::fs::write(&file, b"x").unwrap();
+    assert_eq!(
+        storage_code(SqliteLeaseStore::open(file.join("under/leases.db"))),
+        "ENOTDIR"
+    );
+
+    // A valid SQLite file whose header page was then damaged.
+    let damaged = dir.path().join("damaged.db");
+    let store = SqliteLeaseStore::open(&damaged).unwrap();
+    for i in 0..200 {
+        store.acquire(&format!("key-{i}"), "o", 1_000).unwrap();
+    }
+    store.close().unwrap();
+    let _ = std::fs::remove_file(dir.path().join("damaged.db-wal"));
+    let mut content = std::fs::read(&damaged).unwrap();
+    for byte in content.iter_mut().skip(16).take(84) {
+        *byte = 0xA5;
+    }
+    std::fs::write(&damaged, &content).unwrap();
+    let code = match SqliteLeaseStore::open(&damaged) {
+        Ok(store) => storage_code(store.list("")),
+        Err(error) => storage_code(Err::<(), _>(error)),
+    };
+    assert!(
+        code.starts_with("SQLITE_CORRUPT") || code == "SQLITE_NOTADB",
+        "{code}"
+    );
+}
+
+#[test]
+fn views_with_another_clock_share_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_at(
+        &dir.path().join("leases.db"),
+        Arc::new(ManualClock::new(0)),
+        5_000,
+    );
+    let later = store.with_clock(Arc::new(ManualClock::new(10_000)));
+    store.acquire("k", "a", 1_000).unwrap();
+    assert_eq!(later.acquire("k", "b", 1_000).unwrap().record.epoch, 2);
+    assert_eq!(store.history(None).unwrap().len(), 2);
+    later.close().unwrap();
+    assert!(
+        matches!(store.read("k"), Err(Error::LeaseStoreUnavailable { .. })),
+        "one connection, one close"
+    );
+}
