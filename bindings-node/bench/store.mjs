@@ -53,18 +53,28 @@ async function packageOpsPerSecond(round, inFlight) {
     return (cycles * inFlight * 3) / seconds;
 }
 
+/** Microseconds of one round trip through libuv's thread pool with no store work at all. */
+async function poolRoundTripUs() {
+    const trips = 2_000;
+    const start = process.hrtime.bigint();
+    for (let i = 0; i < trips; i += 1) await fs.promises.stat(dir);
+    return Number(process.hrtime.bigint() - start) / 1e3 / trips;
+}
+
 const median = values => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
 
 const IN_FLIGHT = 4;
 const core = [];
 const sequential = [];
 const pipelined = [];
+const hops = [];
 for (let round = 0; round < ROUNDS; round += 1) {
     // Short rounds, the core's between the package's, so a disk that slows down or speeds up
     // during the run (other work on the machine) affects all three alike.
     sequential.push(await packageOpsPerSecond(round, 1));
     core.push(coreOpsPerSecond(round));
     pipelined.push(await packageOpsPerSecond(round, IN_FLIGHT));
+    hops.push(await poolRoundTripUs());
 }
 const ratio = values => median(values.map((value, round) => value / core[round])).toFixed(3);
 const show = values => values.map(v => v.toFixed(0)).join(' ');
@@ -72,4 +82,6 @@ console.log(`store ops/s (acquire, renew, release on a file store; ${CYCLES} cyc
 console.log(`  core, called directly             median ${median(core).toFixed(0)}   rounds: ${show(core)}`);
 console.log(`  package, 1 operation in flight    median ${median(sequential).toFixed(0)}   rounds: ${show(sequential)}`);
 console.log(`  package, ${IN_FLIGHT} holders in flight      median ${median(pipelined).toFixed(0)}   rounds: ${show(pipelined)}`);
+const extraUs = median(sequential.map((value, round) => 1e6 / value - 1e6 / core[round]));
+console.log(`  per operation, the package adds ${extraUs.toFixed(0)} us to the core's ${(1e6 / median(core)).toFixed(0)} us; one libuv pool round trip (fs.promises.stat) takes ${median(hops).toFixed(0)} us here`);
 console.log(`  package / core, median of the per-round ratios: ${ratio(sequential)} with 1 in flight, ${ratio(pipelined)} with ${IN_FLIGHT} (target: at least 0.90)`);
