@@ -68,6 +68,44 @@ impl PyLeaseStore {
         Ok(PyLeaseGrant(grant))
     }
 
+    /// Renews many leases of `owner` in one durable transaction: one fsync for a whole round
+    /// instead of one per tenant. `leases` holds `(key, epoch)` pairs; the answer has one
+    /// entry per pair, in order: the `LeaseGrant`, or the exception refusing that lease alone
+    /// (returned, not raised, so one lost tenant does not hide the others). A failure of the
+    /// store itself raises. A pair whose key is not a `str` or whose epoch is not an `int` is
+    /// a programming error and raises ValueError for the whole call before the store is asked.
+    fn renew_batch<'py>(
+        &self,
+        py: Python<'py>,
+        owner: &Bound<'py, PyAny>,
+        ttl_ms: &Bound<'py, PyAny>,
+        leases: &Bound<'py, PyAny>,
+    ) -> PyResult<Vec<Bound<'py, PyAny>>> {
+        let owner = store_text("owner", owner)?;
+        let ttl_ms = integer("ttl_ms", ttl_ms)?;
+        let mut pairs: Vec<(String, i64)> = Vec::new();
+        for pair in leases.try_iter()? {
+            let (key, epoch): (Bound<'py, PyAny>, Bound<'py, PyAny>) = pair?.extract()?;
+            pairs.push((store_text("key", &key)?, integer("epoch", &epoch)?));
+        }
+        let answers = py
+            .detach(|| {
+                let borrowed: Vec<(&str, i64)> = pairs.iter().map(|(k, e)| (k.as_str(), *e)).collect();
+                self.store.renew_batch(&owner, ttl_ms, &borrowed)
+            })
+            .map_err(CoreError)?;
+        answers
+            .into_iter()
+            .map(|answer| match answer {
+                Ok(grant) => Ok(Bound::new(py, PyLeaseGrant(grant))?.into_any()),
+                Err(refusal) => Ok(PyErr::from(CoreError(refusal))
+                    .into_value(py)
+                    .into_bound(py)
+                    .into_any()),
+            })
+            .collect()
+    }
+
     fn release(
         &self,
         py: Python<'_>,

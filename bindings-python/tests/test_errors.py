@@ -116,8 +116,8 @@ def test_storage_errors_carry_the_engine_code(tmp_path: Path) -> None:
     error = gts.TenantStateStorageError("disk full", code="SQLITE_FULL")
     copy = pickle.loads(pickle.dumps(error))
     assert (type(copy), copy.code, str(copy)) == (gts.TenantStateStorageError, "SQLITE_FULL", "disk full")
-    # A folder that cannot be created for the store file.
+    # A folder that cannot be created for the store file: the file system's own name for it.
     (tmp_path / "file").write_text("")
     with pytest.raises(gts.TenantStateStorageError) as caught:
         gts.SqliteLeaseStore(tmp_path / "file" / "sub" / "leases.db")
-    assert caught.value.code == "ENOENT"
+    assert caught.value.code == "ENOTDIR"

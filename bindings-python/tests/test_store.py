@@ -113,6 +113,51 @@ def test_forgotten_floor_survives_the_next_acquire(store: gts.SqliteLeaseStore, 
     assert ops(store) == [("acquire", "a", 1), ("forget", "a", 1), ("acquire", "b", 2), ("release", "b", 2)]
 
 
+def test_renew_batch_answers_each_lease_on_its_own(store: gts.SqliteLeaseStore, clock: gts.ManualClock) -> None:
+    store.acquire("k1", "a", 1000)
+    store.acquire("k2", "a", 100)
+    store.acquire("k3", "b", 1000)
+    clock.advance(200)
+    answers = store.renew_batch(
+        "a", 2000, [("k1", 1), ("k2", 1), ("k3", 1), ("k1", 0), ("", 1), ("never", 1), ("k1", 1)]
+    )
+    assert [type(answer) for answer in answers] == [
+        gts.LeaseGrant,
+        gts.LeaseLostError,
+        gts.LeaseLostError,
+        ValueError,
+        ValueError,
+        gts.LeaseLostError,
+        gts.LeaseGrant,
+    ]
+    assert answers[0] == gts.LeaseGrant(gts.LeaseRecord("k1", "a", 1, START_MS + 2200, 0), 2000)
+    # Renewed twice in one transaction, both logged; nothing else was written.
+    assert ops(store) == [("acquire", "a", 1)] * 2 + [("acquire", "b", 1)] + [("renew", "a", 1)] * 2
+    assert store.renew_batch("a", 1000, []) == []
+
+
+def test_renew_batch_refuses_a_bad_call_as_a_whole(tmp_path: Path, clock: gts.ManualClock) -> None:
+    store = gts.SqliteLeaseStore(tmp_path / "leases.db", now_ms=clock)
+    store.acquire("k1", "a", 1000)
+    for owner, ttl, leases in [
+        ("a", 99, [("k1", 1)]),
+        ("a", True, [("k1", 1)]),
+        ("", 1000, [("k1", 1)]),
+        ("a", 1000, [(42, 1)]),
+        ("a", 1000, [("k1", 1.0)]),
+        ("a", 1000, [("k1", 2**64)]),
+        ("a", 1000, [("k1",)]),
+    ]:
+        with pytest.raises(ValueError):
+            store.renew_batch(owner, ttl, leases)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        store.renew_batch("a", 1000, 42)  # type: ignore[arg-type]
+    assert ops(store) == [("acquire", "a", 1)]
+    store.close()
+    with pytest.raises(gts.LeaseStoreUnavailableError):
+        store.renew_batch("a", 1000, [("k1", 1)])
+
+
 def test_history_and_list(store: gts.SqliteLeaseStore, clock: gts.ManualClock) -> None:
     store.acquire("org-a/t1", "a", 1000)
     clock.advance(7)

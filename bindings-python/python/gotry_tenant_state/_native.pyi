@@ -2,7 +2,7 @@
 
 import builtins
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import Final, Literal, Protocol, Self, final
 
@@ -118,6 +118,12 @@ class LeaseStore:
     def read(self, key: str) -> LeaseRecord | None: ...
     def acquire(self, key: str, owner: str, ttl_ms: int) -> LeaseGrant: ...
     def renew(self, key: str, owner: str, epoch: int, ttl_ms: int) -> LeaseGrant: ...
+    def renew_batch(
+        self, owner: str, ttl_ms: int, leases: Iterable[tuple[str, int]]
+    ) -> builtins.list[LeaseGrant | Exception]:
+        """Renews many leases of ``owner`` in one durable transaction. One answer per
+        ``(key, epoch)`` pair, in order: the grant, or the exception that refuses that lease
+        alone (returned, not raised). A failure of the store raises."""
     def release(self, key: str, owner: str, epoch: int) -> LeaseRecord: ...
     def mark_forgotten(self, key: str, owner: str, epoch: int) -> LeaseRecord: ...
     def history(self, key: str | None = None) -> builtins.list[HistoryEntry]: ...
