@@ -142,8 +142,9 @@ typedef enum GotryStatus {
      */
     GOTRY_STATUS_INVALID_ARGUMENT = 13,
     /**
-     * The storage engine failed for a reason other than contention; `gotry_error_code`
-     * gives its own code name (for SQLite e.g. `SQLITE_NOTADB`).
+     * Storage failed for a reason other than contention; `gotry_error_code` gives its own
+     * name: SQLite's (e.g. `SQLITE_NOTADB`), or for a file-system failure the errno name as
+     * Node gives it (e.g. `ENOTDIR`).
      */
     GOTRY_STATUS_STORAGE_ERROR = 14,
     /**
@@ -250,11 +251,36 @@ typedef struct GotryRecord GotryRecord;
 typedef struct GotryRecordList GotryRecordList;
 
 /**
+ * The answers of `gotry_store_renew_batch`, one per lease, in the order of the request.
+ * Immutable: any number of threads may read it at once; free it once with
+ * `gotry_renew_batch_free`.
+ */
+typedef struct GotryRenewBatch GotryRenewBatch;
+
+/**
  * An open lease store. Thread-safe: any function may be called on one store from several
  * threads at once (calls are serialized on its connection, and SQLite's file lock
  * serializes processes). `gotry_store_free` must be the last call on the handle.
  */
 typedef struct GotryStore GotryStore;
+
+/**
+ * One lease of a batch: its key (pointer + length) and the epoch the owner holds.
+ */
+typedef struct GotryLeaseRef {
+    /**
+     * The lease key; must not be NULL.
+     */
+    const char *key;
+    /**
+     * Bytes in `key`.
+     */
+    size_t key_len;
+    /**
+     * The epoch the owner holds.
+     */
+    int64_t epoch;
+} GotryLeaseRef;
 
 /**
  * A lease record as C reads it. The strings are borrowed from the object the view was
@@ -333,6 +359,97 @@ extern "C" {
 #endif // __cplusplus
 
 /**
+ * Renews many leases of `owner` in one transaction, so a round of renewals costs one
+ * durable write instead of one per lease. Each lease is answered on its own: granted (the
+ * epoch stays, expiry moves to the store's now + `ttl_ms`) or refused for that key alone
+ * (`GOTRY_STATUS_LEASE_LOST`, or `GOTRY_STATUS_INVALID_ARGUMENT` for a key that is not
+ * UTF-8 or out of range, or an epoch below 1). `*out_batch` receives the answers (free it
+ * with `gotry_renew_batch_free`); an empty batch is valid and touches nothing.
+ *
+ * Returns, for the whole call: `GOTRY_STATUS_INVALID_ARGUMENT` for an owner or TTL out of
+ * range, `GOTRY_STATUS_LEASE_STORE_UNAVAILABLE` when the store is busy or closed (nothing is
+ * renewed), and `GOTRY_STATUS_NULL_ARGUMENT` when `store`, `owner`, `leases`, a lease's
+ * `key` or `out_batch` is NULL.
+ *
+ * # Safety
+ * `store` must be NULL or a live `GotryStore`; `owner` must be NULL or point to `owner_len`
+ * readable bytes; `leases` must be NULL or point to `leases_len` readable `GotryLeaseRef`s,
+ * each key NULL or pointing to its length in readable bytes; the out-parameters must be NULL
+ * or writable.
+ */
+enum GotryStatus gotry_store_renew_batch(const struct GotryStore *store,
+                                         const char *owner,
+                                         size_t owner_len,
+                                         int64_t ttl_ms,
+                                         const struct GotryLeaseRef *leases,
+                                         size_t leases_len,
+                                         struct GotryRenewBatch **out_batch,
+                                         struct GotryError **out_error);
+
+/**
+ * Counts the answers of a batch (as many as leases were asked for).
+ *
+ * Returns `GOTRY_STATUS_NULL_ARGUMENT` when an argument is NULL.
+ *
+ * # Safety
+ * `batch` must be NULL or a live `GotryRenewBatch`; `out_len` must be NULL or writable.
+ */
+enum GotryStatus gotry_renew_batch_len(const struct GotryRenewBatch *batch, size_t *out_len);
+
+/**
+ * Writes the answer for lease `index`: `GOTRY_STATUS_OK` when it was renewed, otherwise the
+ * status of its refusal.
+ *
+ * Returns `GOTRY_STATUS_INVALID_ARGUMENT` when `index` is not below the length, and
+ * `GOTRY_STATUS_NULL_ARGUMENT` when an argument is NULL.
+ *
+ * # Safety
+ * `batch` must be NULL or a live `GotryRenewBatch`; `out_status` must be NULL or writable.
+ */
+enum GotryStatus gotry_renew_batch_status(const struct GotryRenewBatch *batch,
+                                          size_t index,
+                                          enum GotryStatus *out_status);
+
+/**
+ * Reads the grant of lease `index`: the record after the renewal (strings borrowed from
+ * `batch`) and the TTL it was granted for.
+ *
+ * Returns `GOTRY_STATUS_NO_VALUE` when that lease was refused,
+ * `GOTRY_STATUS_INVALID_ARGUMENT` when `index` is not below the length, and
+ * `GOTRY_STATUS_NULL_ARGUMENT` when an argument is NULL.
+ *
+ * # Safety
+ * `batch` must be NULL or a live `GotryRenewBatch`; the out-parameters must be NULL or writable.
+ */
+enum GotryStatus gotry_renew_batch_grant(const struct GotryRenewBatch *batch,
+                                         size_t index,
+                                         struct GotryRecordView *out_view,
+                                         int64_t *out_granted_ttl_ms);
+
+/**
+ * Lends the refusal of lease `index`: an error owned by `batch` (read it with the
+ * `gotry_error_*` accessors; do not free it, it goes with the batch).
+ *
+ * Returns `GOTRY_STATUS_NO_VALUE` when that lease was renewed,
+ * `GOTRY_STATUS_INVALID_ARGUMENT` when `index` is not below the length, and
+ * `GOTRY_STATUS_NULL_ARGUMENT` when an argument is NULL.
+ *
+ * # Safety
+ * `batch` must be NULL or a live `GotryRenewBatch`; `out_refusal` must be NULL or writable.
+ */
+enum GotryStatus gotry_renew_batch_error(const struct GotryRenewBatch *batch,
+                                         size_t index,
+                                         const struct GotryError **out_refusal);
+
+/**
+ * Frees a batch and the errors it lent; NULL does nothing.
+ *
+ * # Safety
+ * `batch` must be NULL or a `GotryRenewBatch` not yet freed, used by no other thread.
+ */
+void gotry_renew_batch_free(struct GotryRenewBatch *batch);
+
+/**
  * Creates a manual clock reading `start_ms`.
  *
  * Returns `GOTRY_STATUS_NULL_ARGUMENT` when `out_clock` is NULL.
@@ -397,8 +514,9 @@ enum GotryStatus gotry_error_status(const struct GotryError *error);
 /**
  * The error's code string, NUL-terminated and borrowed from `error`: a `GOTRY_TENANT_*`
  * code for the twelve statuses, `ERR_OUT_OF_RANGE` for `GOTRY_STATUS_INVALID_ARGUMENT`
- * (the code the other languages give a range error), the storage engine's code name for
- * `GOTRY_STATUS_STORAGE_ERROR` (e.g. `SQLITE_NOTADB`), and the status's name otherwise.
+ * (the code the other languages give a range error), the failure's own name for
+ * `GOTRY_STATUS_STORAGE_ERROR` (SQLite's, e.g. `SQLITE_NOTADB`, or an errno name such as
+ * `ENOTDIR`), and the status's name otherwise.
  *
  * Returns `GOTRY_STATUS_NULL_ARGUMENT` when an argument is NULL.
  *
@@ -965,9 +1083,10 @@ const char *gotry_lease_op_name(int op);
  * clock, or a manual clock, of which the store keeps its own reference.
  *
  * Returns `GOTRY_STATUS_INVALID_ARGUMENT` for a path that is not UTF-8 or holds a NUL,
- * `GOTRY_STATUS_STORAGE_ERROR` (with SQLite's code, e.g. `SQLITE_NOTADB` for a file that is
- * not a database) when SQLite refuses the file, and `GOTRY_STATUS_NULL_ARGUMENT` when
- * `path` or `out_store` is NULL.
+ * `GOTRY_STATUS_STORAGE_ERROR` when the file cannot be used (the error's code is SQLite's,
+ * e.g. `SQLITE_NOTADB` for a file that is not a database, or an errno name, e.g. `ENOTDIR`
+ * when a parent folder is a file), and `GOTRY_STATUS_NULL_ARGUMENT` when `path` or
+ * `out_store` is NULL.
  *
  * # Safety
  * `path` must be NULL or point to `path_len` readable bytes; `clock` must be NULL or a live

@@ -149,8 +149,9 @@ pub unsafe extern "C" fn gotry_error_status(error: *const GotryError) -> GotrySt
 
 /// The error's code string, NUL-terminated and borrowed from `error`: a `GOTRY_TENANT_*`
 /// code for the twelve statuses, `ERR_OUT_OF_RANGE` for `GOTRY_STATUS_INVALID_ARGUMENT`
-/// (the code the other languages give a range error), the storage engine's code name for
-/// `GOTRY_STATUS_STORAGE_ERROR` (e.g. `SQLITE_NOTADB`), and the status's name otherwise.
+/// (the code the other languages give a range error), the failure's own name for
+/// `GOTRY_STATUS_STORAGE_ERROR` (SQLite's, e.g. `SQLITE_NOTADB`, or an errno name such as
+/// `ENOTDIR`), and the status's name otherwise.
 ///
 /// Returns `GOTRY_STATUS_NULL_ARGUMENT` when an argument is NULL.
 ///

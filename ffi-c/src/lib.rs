@@ -11,6 +11,7 @@
 
 #[macro_use]
 mod boundary;
+mod batch;
 mod clock;
 mod error;
 mod ids;
@@ -19,6 +20,7 @@ mod records;
 mod status;
 mod store;
 
+pub use batch::*;
 pub use clock::*;
 pub use error::*;
 pub use ids::*;

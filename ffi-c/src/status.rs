@@ -48,8 +48,9 @@ pub enum GotryStatus {
     /// An argument out of its range: a TTL, margin, epoch, text length, list index, or text
     /// that must be UTF-8 and is not (`RangeError` in JavaScript, `ValueError` in Python).
     InvalidArgument = 13,
-    /// The storage engine failed for a reason other than contention; `gotry_error_code`
-    /// gives its own code name (for SQLite e.g. `SQLITE_NOTADB`).
+    /// Storage failed for a reason other than contention; `gotry_error_code` gives its own
+    /// name: SQLite's (e.g. `SQLITE_NOTADB`), or for a file-system failure the errno name as
+    /// Node gives it (e.g. `ENOTDIR`).
     StorageError = 14,
     /// A required pointer argument was NULL.
     NullArgument = 15,

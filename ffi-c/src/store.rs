@@ -27,9 +27,10 @@ pub struct GotryStore {
 /// clock, or a manual clock, of which the store keeps its own reference.
 ///
 /// Returns `GOTRY_STATUS_INVALID_ARGUMENT` for a path that is not UTF-8 or holds a NUL,
-/// `GOTRY_STATUS_STORAGE_ERROR` (with SQLite's code, e.g. `SQLITE_NOTADB` for a file that is
-/// not a database) when SQLite refuses the file, and `GOTRY_STATUS_NULL_ARGUMENT` when
-/// `path` or `out_store` is NULL.
+/// `GOTRY_STATUS_STORAGE_ERROR` when the file cannot be used (the error's code is SQLite's,
+/// e.g. `SQLITE_NOTADB` for a file that is not a database, or an errno name, e.g. `ENOTDIR`
+/// when a parent folder is a file), and `GOTRY_STATUS_NULL_ARGUMENT` when `path` or
+/// `out_store` is NULL.
 ///
 /// # Safety
 /// `path` must be NULL or point to `path_len` readable bytes; `clock` must be NULL or a live

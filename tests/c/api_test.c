@@ -602,9 +602,145 @@ static void test_store(const char *dir) {
         fclose(file);
     }
     FAILS(gotry_store_open(junk, strlen(junk), NULL, &store, &err), GOTRY_STATUS_STORAGE_ERROR, "SQLITE_NOTADB");
+    /* A parent "folder" that is a file: the file system's errno name, as Node gives it. */
+    char under_file[1100];
+    snprintf(under_file, sizeof under_file, "%s/sub/leases.db", junk);
+    FAILS(gotry_store_open(under_file, strlen(under_file), NULL, &store, &err), GOTRY_STATUS_STORAGE_ERROR,
+          "ENOTDIR");
     /* A path with a NUL, or not UTF-8, is refused before SQLite sees it. */
     FAILS_RANGE(gotry_store_open(S("/tmp/a\0b"), NULL, &store, &err));
     FAILS_RANGE(gotry_store_open(S("/tmp/\xff.db"), NULL, &store, &err));
+    gotry_manual_clock_free(clock);
+}
+
+static GotryLeaseRef lease_ref(const char *key, size_t key_len, int64_t epoch) {
+    GotryLeaseRef ref;
+    ref.key = key;
+    ref.key_len = key_len;
+    ref.epoch = epoch;
+    return ref;
+}
+
+static void test_renew_batch(const char *dir) {
+    GotryError *err = NULL;
+    GotryManualClock *clock = NULL;
+    GotryStore *store = NULL;
+    GotryRecord *record = NULL;
+    GotryRenewBatch *batch = NULL;
+    int64_t ttl = 0;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/batch.db", dir);
+    STATUS(gotry_manual_clock_new(10000, &clock), GOTRY_STATUS_OK);
+    STATUS(gotry_store_open(path, strlen(path), clock, &store, &err), GOTRY_STATUS_OK);
+    STATUS(gotry_store_acquire(store, S("expired"), S("me"), 100, &record, &ttl, &err), GOTRY_STATUS_OK);
+    gotry_record_free(record);
+    STATUS(gotry_manual_clock_set(clock, 10100), GOTRY_STATUS_OK);
+    STATUS(gotry_store_acquire(store, S("held"), S("me"), 1000, &record, &ttl, &err), GOTRY_STATUS_OK);
+    gotry_record_free(record);
+    STATUS(gotry_store_acquire(store, S("theirs"), S("them"), 1000, &record, &ttl, &err), GOTRY_STATUS_OK);
+    gotry_record_free(record);
+    STATUS(gotry_manual_clock_set(clock, 10110), GOTRY_STATUS_OK);
+
+    /* Each lease is answered on its own; one bad key does not sink the others. */
+    GotryLeaseRef leases[8];
+    leases[0] = lease_ref(S("held"), 1);
+    leases[1] = lease_ref(S("expired"), 1);
+    leases[2] = lease_ref(S("theirs"), 1);
+    leases[3] = lease_ref(S("held"), 0);
+    leases[4] = lease_ref(S(""), 1);
+    leases[5] = lease_ref(S("never"), 1);
+    leases[6] = lease_ref(S("held\xff"), 1);
+    leases[7] = lease_ref("held", SIZE_MAX, 1);
+    static const GotryStatus expected[8] = {
+        GOTRY_STATUS_OK,               /* held by me */
+        GOTRY_STATUS_LEASE_LOST,       /* mine, expired */
+        GOTRY_STATUS_LEASE_LOST,       /* theirs */
+        GOTRY_STATUS_INVALID_ARGUMENT, /* epoch 0 */
+        GOTRY_STATUS_INVALID_ARGUMENT, /* empty key */
+        GOTRY_STATUS_LEASE_LOST,       /* never acquired */
+        GOTRY_STATUS_INVALID_ARGUMENT, /* not UTF-8 */
+        GOTRY_STATUS_INVALID_ARGUMENT, /* a length no key can have */
+    };
+    STATUS(gotry_store_renew_batch(store, S("me"), 2000, leases, 8, &batch, &err), GOTRY_STATUS_OK);
+    size_t count = 0;
+    STATUS(gotry_renew_batch_len(batch, &count), GOTRY_STATUS_OK);
+    CHECK(count == 8);
+    for (size_t i = 0; i < 8 && i < count; i++) {
+        GotryStatus answer = GOTRY_STATUS_INTERNAL_ERROR;
+        STATUS(gotry_renew_batch_status(batch, i, &answer), GOTRY_STATUS_OK);
+        CHECK(answer == expected[i]);
+        GotryRecordView view;
+        const GotryError *refusal = NULL;
+        if (answer == GOTRY_STATUS_OK) {
+            STATUS(gotry_renew_batch_grant(batch, i, &view, &ttl), GOTRY_STATUS_OK);
+            CHECK(LENT_IS(view.key, view.key_len, "held") && view.epoch == 1 && view.lease_until_ms == 12110);
+            CHECK(ttl == 2000);
+            STATUS(gotry_renew_batch_error(batch, i, &refusal), GOTRY_STATUS_NO_VALUE);
+        } else {
+            STATUS(gotry_renew_batch_grant(batch, i, &view, &ttl), GOTRY_STATUS_NO_VALUE);
+            STATUS(gotry_renew_batch_error(batch, i, &refusal), GOTRY_STATUS_OK);
+            const char *code = NULL;
+            CHECK(gotry_error_status(refusal) == answer);
+            STATUS(gotry_error_code(refusal, &code), GOTRY_STATUS_OK);
+            CHECK(strcmp(code, answer == GOTRY_STATUS_LEASE_LOST ? "GOTRY_TENANT_LEASE_LOST" : "ERR_OUT_OF_RANGE") ==
+                  0);
+        }
+    }
+    GotryStatus answer;
+    GotryRecordView view;
+    const GotryError *refusal = NULL;
+    STATUS(gotry_renew_batch_status(batch, 8, &answer), GOTRY_STATUS_INVALID_ARGUMENT);
+    STATUS(gotry_renew_batch_grant(batch, 8, &view, &ttl), GOTRY_STATUS_INVALID_ARGUMENT);
+    STATUS(gotry_renew_batch_error(batch, 8, &refusal), GOTRY_STATUS_INVALID_ARGUMENT);
+    STATUS(gotry_renew_batch_len(NULL, &count), GOTRY_STATUS_NULL_ARGUMENT);
+    STATUS(gotry_renew_batch_len(batch, NULL), GOTRY_STATUS_NULL_ARGUMENT);
+    STATUS(gotry_renew_batch_status(NULL, 0, &answer), GOTRY_STATUS_NULL_ARGUMENT);
+    STATUS(gotry_renew_batch_status(batch, 0, NULL), GOTRY_STATUS_NULL_ARGUMENT);
+    STATUS(gotry_renew_batch_grant(batch, 0, NULL, &ttl), GOTRY_STATUS_NULL_ARGUMENT);
+    STATUS(gotry_renew_batch_grant(batch, 0, &view, NULL), GOTRY_STATUS_NULL_ARGUMENT);
+    STATUS(gotry_renew_batch_grant(NULL, 0, &view, &ttl), GOTRY_STATUS_NULL_ARGUMENT);
+    STATUS(gotry_renew_batch_error(batch, 1, NULL), GOTRY_STATUS_NULL_ARGUMENT);
+    STATUS(gotry_renew_batch_error(NULL, 1, &refusal), GOTRY_STATUS_NULL_ARGUMENT);
+    gotry_renew_batch_free(batch);
+    gotry_renew_batch_free(NULL);
+
+    /* One durable renewal was granted, so one was logged; the others' rows are untouched. */
+    GotryHistory *history = NULL;
+    STATUS(gotry_store_history(store, NULL, 0, &history, &err), GOTRY_STATUS_OK);
+    STATUS(gotry_history_len(history, &count), GOTRY_STATUS_OK);
+    CHECK(count == 4);
+    GotryHistoryEntry entry;
+    STATUS(gotry_history_get(history, 3, &entry), GOTRY_STATUS_OK);
+    CHECK(entry.op == GOTRY_LEASE_OP_RENEW && LENT_IS(entry.key, entry.key_len, "held") && entry.at_ms == 10110);
+    gotry_history_free(history);
+    STATUS(gotry_store_read(store, S("theirs"), &record, &err), GOTRY_STATUS_OK);
+    CHECK(view_of(record).lease_until_ms == 11100);
+    gotry_record_free(record);
+
+    /* An empty batch is an answer with no entries. */
+    batch = NULL;
+    STATUS(gotry_store_renew_batch(store, S("me"), 1000, leases, 0, &batch, &err), GOTRY_STATUS_OK);
+    STATUS(gotry_renew_batch_len(batch, &count), GOTRY_STATUS_OK);
+    CHECK(count == 0);
+    gotry_renew_batch_free(batch);
+
+    /* Failures of the whole call leave *out_batch alone. */
+    batch = NULL;
+    FAILS_RANGE(gotry_store_renew_batch(store, S("me"), 99, leases, 1, &batch, &err));
+    FAILS_RANGE(gotry_store_renew_batch(store, S(""), 1000, leases, 1, &batch, &err));
+    FAILS_RANGE(gotry_store_renew_batch(store, S("m\xe9"), 1000, leases, 1, &batch, &err));
+    FAILS_RANGE(gotry_store_renew_batch(store, S("me"), 1000, leases, SIZE_MAX, &batch, &err));
+    FAILS_NULL(gotry_store_renew_batch(NULL, S("me"), 1000, leases, 1, &batch, &err));
+    FAILS_NULL(gotry_store_renew_batch(store, NULL, 2, 1000, leases, 1, &batch, &err));
+    FAILS_NULL(gotry_store_renew_batch(store, S("me"), 1000, NULL, 0, &batch, &err));
+    FAILS_NULL(gotry_store_renew_batch(store, S("me"), 1000, leases, 1, NULL, &err));
+    leases[1] = lease_ref(NULL, 4, 1);
+    FAILS_NULL(gotry_store_renew_batch(store, S("me"), 1000, leases, 2, &batch, &err));
+    CHECK(batch == NULL);
+    STATUS(gotry_store_close(store, &err), GOTRY_STATUS_OK);
+    FAILS(gotry_store_renew_batch(store, S("me"), 1000, leases, 1, &batch, &err),
+          GOTRY_STATUS_LEASE_STORE_UNAVAILABLE, "GOTRY_TENANT_LEASE_STORE_UNAVAILABLE");
+    gotry_store_free(store);
     gotry_manual_clock_free(clock);
 }
 
@@ -951,6 +1087,7 @@ int main(int argc, char **argv) {
     test_paths();
     test_manual_clock();
     test_store(argv[1]);
+    test_renew_batch(argv[1]);
     test_lease(argv[1]);
     test_threads(argv[1]);
     test_error_accessors();
