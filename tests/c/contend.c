@@ -1,7 +1,8 @@
 /*
  * One of several processes contending on one SQLite lease store for a few seconds.
  *
- * Keys k0 and k1 are driven through the store calls, k2 and k3 through tenant leases, all on
+ * Keys k0 and k1 are driven through the store calls (one at a time, or both in one batched
+ * renewal), k2 and k3 through tenant leases, all on
  * the system clocks and with one TTL (the audit replays expiry from the log with it). The
  * process sleeps at random, so leases run out and change hands, and sometimes names a wrong
  * epoch on purpose. Every operation the library acknowledged is written as a JSON line
@@ -115,6 +116,38 @@ static void store_step(GotryStore *store, const char *key, int64_t *epoch, int64
     }
 }
 
+/* One batched renewal of every store-driven key this process holds. */
+static void batch_step(GotryStore *store, const char *const *keys, int64_t *epochs, int64_t ttl) {
+    GotryLeaseRef leases[2];
+    int index[2];
+    size_t count = 0;
+    for (int k = 0; k < 2; k++) {
+        if (epochs[k] == 0) continue;
+        leases[count].key = keys[k];
+        leases[count].key_len = strlen(keys[k]);
+        leases[count].epoch = epochs[k];
+        index[count++] = k;
+    }
+    if (count == 0) return;
+    GotryRenewBatch *batch = NULL;
+    GotryStatus status = gotry_store_renew_batch(store, owner, strlen(owner), ttl, leases, count, &batch, NULL);
+    if (status != GOTRY_STATUS_OK) {
+        refused("renew batch", status);
+        return;
+    }
+    for (size_t i = 0; i < count; i++) {
+        GotryStatus answer = GOTRY_STATUS_INTERNAL_ERROR;
+        gotry_renew_batch_status(batch, i, &answer);
+        if (answer == GOTRY_STATUS_OK) {
+            ack(keys[index[i]], GOTRY_LEASE_OP_RENEW, leases[i].epoch);
+        } else {
+            refused("batched renew", answer);
+            if (answer == GOTRY_STATUS_LEASE_LOST) epochs[index[i]] = 0;
+        }
+    }
+    gotry_renew_batch_free(batch);
+}
+
 /* One step on a key driven through a tenant lease. */
 static void lease_step(GotryStore *store, const char *key, GotryLease **lease, int64_t ttl) {
     GotryStatus status;
@@ -191,7 +224,9 @@ int main(int argc, char **argv) {
     long steps = 0;
     while (elapsed_s(&start) < seconds) {
         int k = (int)(next_u64() % KEYS);
-        if (k < 2)
+        if (chance(10))
+            batch_step(store, keys, epochs, ttl);
+        else if (k < 2)
             store_step(store, keys[k], &epochs[k], ttl);
         else
             lease_step(store, keys[k], &leases[k - 2], ttl);
