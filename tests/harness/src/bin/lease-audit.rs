@@ -69,8 +69,12 @@ fn run() -> Result<bool, String> {
         integrity,
         report.violations.len()
     );
-    for violation in &report.violations {
+    const SHOWN: usize = 20;
+    for violation in report.violations.iter().take(SHOWN) {
         println!("violation: {violation}");
+    }
+    if report.violations.len() > SHOWN {
+        println!("... and {} more violations", report.violations.len() - SHOWN);
     }
     Ok(report.is_clean())
 }

@@ -4,7 +4,7 @@
 //! `lease-worker --store URL_OR_FILE --owner NAME --keys N --ttl-ms TTL --duration-ms D --acks FILE [--seed S]`
 //!
 //! The other languages' workers follow the same plan, so one auditor checks them all:
-//! pick a key at random; acquire it when this worker holds no epoch of it, otherwise renew,
+//! pause up to 4 ms, pick a key at random; acquire it when this worker holds no epoch of it, otherwise renew,
 //! release or mark it forgotten. Refusals and contention are expected and counted; any
 //! other failure ends the worker with status 1.
 
@@ -90,6 +90,9 @@ fn run(args: &Args) -> Result<(), String> {
     let (mut granted, mut refused, mut busy) = (0u64, 0u64, 0u64);
     let started = Instant::now();
     while started.elapsed() < args.duration {
+        // A short random pause between calls: without it the worker that just committed
+        // takes the write lock again before the waiting ones wake, and starves them.
+        std::thread::sleep(Duration::from_micros(rng.next() % 4_000));
         let key = format!("k{}", rng.next() % args.keys);
         let owner = args.owner.as_str();
         let outcome = match held.get(&key).copied() {
