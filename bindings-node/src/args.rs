@@ -20,6 +20,14 @@ fn napi_failure(error: napi::Error) -> Error {
     Error::Host(Box::new(error))
 }
 
+/// A napi read that failed for a reason other than the value's type.
+fn unreadable(status: sys::napi_status, what: &str) -> Error {
+    napi_failure(napi::Error::new(
+        status.into(),
+        format!("cannot read {what} argument"),
+    ))
+}
+
 /// Units read onto the stack: every claim (at most 512 UTF-8 bytes, so at most 512 units),
 /// key, owner and id fits, and the common call allocates nothing to read its strings.
 const STACK_UNITS: usize = 520;
@@ -43,32 +51,21 @@ pub fn with_utf16<T>(value: &Unknown<'_>, f: impl FnOnce(Option<&[u16]>) -> Resu
         }
         sys::Status::napi_ok => {}
         sys::Status::napi_string_expected => return f(None),
-        other => {
-            return Err(napi_failure(napi::Error::new(
-                other.into(),
-                "cannot read a string argument",
-            )))
-        }
+        other => return Err(unreadable(other, "a string")),
     }
     // Possibly cut short: ask for the length, then read all of it.
     let mut length = 0usize;
     // SAFETY: a null buffer asks napi for the length only.
     let status = unsafe { sys::napi_get_value_string_utf16(env, raw, std::ptr::null_mut(), 0, &mut length) };
     if status != sys::Status::napi_ok {
-        return Err(napi_failure(napi::Error::new(
-            status.into(),
-            "cannot read a string argument",
-        )));
+        return Err(unreadable(status, "a string"));
     }
     let mut heap = vec![0u16; length + 1];
     // SAFETY: the buffer holds the whole string and its NUL.
     let status =
         unsafe { sys::napi_get_value_string_utf16(env, raw, heap.as_mut_ptr(), heap.len(), &mut copied) };
     if status != sys::Status::napi_ok {
-        return Err(napi_failure(napi::Error::new(
-            status.into(),
-            "cannot read a string argument",
-        )));
+        return Err(unreadable(status, "a string"));
     }
     f(Some(&heap[..copied]))
 }
@@ -166,10 +163,7 @@ pub fn number(value: &Unknown<'_>) -> Result<Option<f64>> {
     match unsafe { sys::napi_get_value_double(value.value().env, value.raw(), &mut number) } {
         sys::Status::napi_ok => Ok(Some(number)),
         sys::Status::napi_number_expected => Ok(None),
-        other => Err(napi_failure(napi::Error::new(
-            other.into(),
-            "cannot read a number argument",
-        ))),
+        other => Err(unreadable(other, "a number")),
     }
 }
 
