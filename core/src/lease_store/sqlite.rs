@@ -108,6 +108,7 @@ impl SqliteLeaseStore {
                 )
             })?;
         }
+        let created = !path.exists();
         let mut connection = Connection::open(path).map_err(storage_error)?;
         // The busy timeout first: sibling processes must wait for the write lock, not fail.
         connection
@@ -117,6 +118,9 @@ impl SqliteLeaseStore {
         immediate(&mut connection, |tx| {
             tx.execute_batch(SCHEMA).map_err(storage_error)
         })?;
+        if created {
+            sync_parent_directory(path)?;
+        }
         Ok(SqliteLeaseStore {
             connection: Arc::new(Mutex::new(Some(connection))),
             path: Arc::new(path.to_path_buf()),
@@ -240,6 +244,19 @@ fn configure_durability(connection: &Connection) -> Result<()> {
     connection
         .pragma_update(None, "synchronous", "FULL")
         .map_err(storage_error)
+}
+
+/// SQLite syncs the folder when it creates its journal or WAL, not when it creates the
+/// database file itself: a new store's file name is made durable here, so that a power cut
+/// right after the first acknowledged grant cannot leave a WAL without its database.
+fn sync_parent_directory(path: &Path) -> Result<()> {
+    let parent = match path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        Some(parent) => parent.to_path_buf(),
+        None => PathBuf::from("."),
+    };
+    std::fs::File::open(&parent)
+        .and_then(|folder| folder.sync_all())
+        .map_err(|e| Error::io(format_args!("cannot sync the folder {}", parent.display()), &e))
 }
 
 fn immediate<T>(
