@@ -10,6 +10,7 @@ pub mod audit;
 pub mod clock;
 pub mod errors;
 pub mod ids;
+pub mod keeper;
 pub mod lease_store;
 pub mod tenant_lease;
 
@@ -20,6 +21,9 @@ pub use errors::{Error, ErrorCode, FenceReason, Result};
 pub use ids::{
     assert_ledger_tenant_id, assert_organization_id, assert_prompt_cache_partition, derive_ledger_tenant_id,
     derive_prompt_cache_partition, lease_key_for, tenant_root_for, OrganizationKey,
+};
+pub use keeper::{
+    EventHandler, KeeperEvent, KeeperEventKind, KeeperOptions, LeaseKeeper, ShutdownReport, TickReport,
 };
 pub use lease_store::sqlite::{SqliteLeaseStore, SqliteOptions};
 pub use lease_store::{

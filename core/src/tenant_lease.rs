@@ -19,7 +19,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use crate::clock::MonotonicClock;
 use crate::errors::{Error, FenceReason, Result};
-use crate::lease_store::{assert_lease_ttl, LeaseRecord, LeaseStore};
+use crate::lease_store::{assert_lease_ttl, LeaseGrant, LeaseRecord, LeaseStore};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
@@ -199,6 +199,13 @@ impl TenantLease {
         Ok(())
     }
 
+    /// Why the gate is closed, if it is, and the fence, read together without a clock
+    /// reading: the keeper checks many leases against one reading of its clock.
+    pub(crate) fn gate_state(&self) -> (Option<FenceReason>, f64) {
+        let state = self.state();
+        (TenantLease::closed_reason(state.phase), state.fence_at_ms)
+    }
+
     pub fn is_held(&self) -> bool {
         self.assert_held().is_ok()
     }
@@ -233,21 +240,35 @@ impl TenantLease {
         let sent_at = self.clock.now_ms()?;
         let outcome = self
             .store
-            .renew(&self.key, &self.replica_id, self.epoch, self.ttl_ms)
-            .and_then(|grant| {
-                if grant.record.epoch != self.epoch || grant.record.owner != self.replica_id {
-                    Err(Error::lease_lost(format!(
-                        "{}: the renewal answered for epoch {} of {}",
-                        self.key, grant.record.epoch, grant.record.owner
-                    )))
-                } else {
-                    Ok(grant)
-                }
-            });
+            .renew(&self.key, &self.replica_id, self.epoch, self.ttl_ms);
+        self.apply_renewal(sent_at, outcome)
+    }
+
+    /// Applies the store's answer to a renewal sent at `sent_at_ms`: the one rule that both
+    /// [`TenantLease::renew`] and the keeper's batched renewals follow. A closed lease stays
+    /// closed whatever the answer: a refusal is terminal, and a release is never undone.
+    pub(crate) fn apply_renewal(&self, sent_at_ms: f64, outcome: Result<LeaseGrant>) -> Result<()> {
+        let outcome = outcome.and_then(|grant| {
+            // A batch answers many keys: an answer for another key is no proof for this one.
+            if grant.record.epoch != self.epoch
+                || grant.record.owner != self.replica_id
+                || grant.record.key != self.key
+            {
+                Err(Error::lease_lost(format!(
+                    "{}: the renewal answered for {} epoch {} of {}",
+                    self.key, grant.record.key, grant.record.epoch, grant.record.owner
+                )))
+            } else {
+                Ok(grant)
+            }
+        });
         let mut state = self.state();
+        if let Some(reason) = TenantLease::closed_reason(state.phase) {
+            return Err(self.fenced(reason));
+        }
         match outcome {
             Ok(grant) => {
-                let fence = fence_at(sent_at, grant.ttl_ms, self.margin_ms);
+                let fence = fence_at(sent_at_ms, grant.ttl_ms, self.margin_ms);
                 state.fence_at_ms = state.fence_at_ms.max(fence);
                 Ok(())
             }
