@@ -13,6 +13,8 @@ const pkg = require('..');
 const { tempDbPath } = require('./helpers');
 
 const HOLD_SECONDS = 2;
+/** Past the store's busy timeout of 5 s. */
+const LONG_HOLD_SECONDS = 6;
 
 const HOLDER = `
 import sqlite3, sys, time
@@ -26,8 +28,8 @@ print("released", flush=True)
 `;
 
 /** Starts the lock holder and resolves once it holds the lock. */
-function holdWriteLock(file) {
-    const child = spawn('python3', ['-c', HOLDER, file, String(HOLD_SECONDS)], { stdio: ['ignore', 'pipe', 'inherit'] });
+function holdWriteLock(file, seconds = HOLD_SECONDS) {
+    const child = spawn('python3', ['-c', HOLDER, file, String(seconds)], { stdio: ['ignore', 'pipe', 'inherit'] });
     const lines = readline.createInterface({ input: child.stdout });
     const exited = new Promise((resolve, reject) => {
         child.on('error', reject);
@@ -79,5 +81,28 @@ test('timers keep firing while another process holds the write lock for 2 s', as
     assert.ok(ticksWhileWaiting > ticksAtRead, 'the acquire finished after the read');
     // The acquire waited for the other process's commit: its row is there, logged before ours.
     assert.deepEqual(store.history().map(e => e.owner), ['o', 'python', 'o']);
+    store.close();
+});
+
+test('a lock held past the busy timeout is LeaseStoreUnavailableError, and nothing is written', async () => {
+    const file = tempDbPath();
+    const store = new pkg.SqliteLeaseStore({ path: file });
+    const holder = holdWriteLock(file, LONG_HOLD_SECONDS);
+    await holder.locked;
+    let ticks = 0;
+    const timer = setInterval(() => { ticks += 1; }, 10);
+    const error = await store.acquire('k', 'o', 1_000).then(
+        grant => assert.fail(`acquired ${JSON.stringify(grant)} under another process's lock`),
+        refused => refused,
+    );
+    clearInterval(timer);
+    assert.ok(error instanceof pkg.LeaseStoreUnavailableError, `${error.name}: ${error.message}`);
+    assert.equal(error.code, 'GOTRY_TENANT_LEASE_STORE_UNAVAILABLE');
+    assert.ok(ticks >= 20, `only ${ticks} timer ticks while the acquire waited`);
+    await holder.exited;
+    // The refused call left no trace; the store works again once the lock is free.
+    assert.equal(await store.read('k'), null);
+    assert.equal((await store.acquire('k', 'o', 1_000)).record.epoch, 1);
+    assert.deepEqual(store.history().map(e => e.owner), ['python', 'o']);
     store.close();
 });
