@@ -25,6 +25,7 @@ pub use ids::{
 pub use keeper::{
     EventHandler, KeeperEvent, KeeperEventKind, KeeperOptions, LeaseKeeper, ShutdownReport, TickReport,
 };
+pub use lease_store::mysql::{MysqlLeaseStore, MysqlOptions};
 pub use lease_store::sqlite::{SqliteLeaseStore, SqliteOptions};
 pub use lease_store::{
     assert_lease_ttl, open_lease_store, HistoryEntry, LeaseGrant, LeaseOp, LeaseRecord, LeaseStore,

@@ -11,6 +11,7 @@
 
 #[cfg(test)]
 pub(crate) mod conformance;
+pub mod mysql;
 pub mod sqlite;
 mod url;
 

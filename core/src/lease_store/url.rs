@@ -2,12 +2,14 @@
 
 use std::sync::Arc;
 
+use super::mysql::MysqlLeaseStore;
 use super::sqlite::SqliteLeaseStore;
 use super::LeaseStore;
 use crate::errors::{Error, Result};
 
 /// Opens the store a URL names: `sqlite:///absolute/path.db`, `sqlite://relative/path.db`
-/// or `sqlite:path.db`.
+/// or `sqlite:path.db`; or `mysql://user:password@host:3306/database?prefix=gotry_&timeout_ms=2000`
+/// (see [`super::mysql`]).
 pub fn open_lease_store(url: &str) -> Result<Arc<dyn LeaseStore>> {
     let (scheme, rest) = url
         .split_once(':')
@@ -20,8 +22,9 @@ pub fn open_lease_store(url: &str) -> Result<Arc<dyn LeaseStore>> {
             }
             Ok(Arc::new(SqliteLeaseStore::open(path)?))
         }
+        "mysql" => Ok(Arc::new(MysqlLeaseStore::open_url(url)?)),
         _ => Err(Error::invalid_argument(format!(
-            "unknown lease store scheme {scheme:?}; expected sqlite:"
+            "unknown lease store scheme {scheme:?}; expected sqlite: or mysql:"
         ))),
     }
 }

@@ -1,0 +1,1198 @@
+//! The lease store on a MySQL or MariaDB primary, shared by the replicas of many hosts.
+//!
+//! Each operation is one InnoDB transaction on the primary: lock the rows it names with
+//! `SELECT ... FOR UPDATE`, read the clock, apply [`decide`], write the rows and their log
+//! entries, commit. The row lock serializes every writer of a key, whichever host it runs
+//! on, so the compare-and-set is linearizable per key exactly as with SQLite's write lock.
+//!
+//! # Whose clock
+//!
+//! Expiry is decided on the database server's clock, read inside the transaction *after*
+//! the row locks are held (`NOW(3)`), never on the client's: two replicas whose clocks
+//! disagree by seconds still see one lease expire at one instant. Reading it after the
+//! locks also keeps the log's times in commit order per key, which the audit replays.
+//! Tests may inject a [`WallClock`] instead, to play the conformance suite by hand.
+//!
+//! # Bounded waiting
+//!
+//! A store that hangs is worse than one that fails: a holder that cannot renew must learn
+//! it while its fence still has time to run. Every wait ends within the configured
+//! timeout (default [`DEFAULT_TIMEOUT`]): the TCP connect, each read or write on the
+//! socket, and each row-lock wait (`innodb_lock_wait_timeout`, which the server counts in
+//! whole seconds: the socket's read timeout cuts anything longer). The failure is
+//! LEASE_STORE_UNAVAILABLE. With the default timeout, use leases of at least
+//! [`RECOMMENDED_MIN_TTL_MS`]; in general a TTL of five timeouts or more leaves room for a
+//! couple of failed renewals before the holder's fence closes.
+//!
+//! A lost connection is dropped and the next call connects again; a pooled connection
+//! found dead on reuse (the server restarted, or killed it) is replaced at once within the
+//! same call. A connection lost while COMMIT was in flight leaves the outcome unknown: the
+//! call reports LEASE_STORE_UNAVAILABLE, never success, and an acquire that did commit
+//! simply runs out unused.
+//!
+//! # Tables
+//!
+//! Two tables per prefix (default [`DEFAULT_TABLE_PREFIX`]): `<prefix>leases` and
+//! `<prefix>lease_log`, with the SQLite store's columns and four triggers that hold the
+//! invariants whatever client writes (epochs move by exactly one, the forgotten floor never
+//! moves back, a row keeps its key and is never deleted, the log is append-only). Keys and
+//! owners are `VARBINARY` holding UTF-8: bytes compare exactly as SQLite compares text
+//! ('A' and 'a', and 'a' and 'a ', are different keys; MySQL's `utf8mb4_bin` would pad
+//! trailing spaces away), and 600 bytes hold the longest accepted text (200 UTF-16 units
+//! of at most 3 bytes each) well inside InnoDB's 3072-byte index limit. The schema is
+//! created on open when missing, under `GET_LOCK` so that processes starting together do
+//! not race; when it already exists nothing is created, so a user without DDL rights can
+//! run against tables that an administrator made.
+//!
+//! # URL
+//!
+//! `mysql://user:password@host:3306/database?prefix=gotry_&timeout_ms=2000`
+//!
+//! User and password are percent-decoded (encode `@`, `:`, `/`, `?`, `#` and `%` in
+//! them); the port defaults to 3306; an IPv6 host goes in brackets. Options:
+//! `prefix` (the table prefix: up to 32 of `a-z`, `0-9`, `_`; may be empty) and
+//! `timeout_ms` (100 to 60000). Unknown options are refused, so a typo cannot silently
+//! leave a default in place. The credentials appear in no error, log or `Debug` output.
+//!
+//! # What the server must provide
+//!
+//! InnoDB with `innodb_flush_log_at_trx_commit = 1` (the default; anything else loses
+//! acknowledged operations on power loss) and, with binary logging, `binlog_format` ROW or
+//! MIXED (sessions run at READ COMMITTED so that acquiring a new key takes no gap lock).
+//! Creating the schema needs the CREATE and TRIGGER privileges (and, with binary logging,
+//! `log_bin_trust_function_creators` or SUPER); using it needs SELECT, INSERT and UPDATE.
+//! Connections are plain TCP: this build has no TLS, so keep the link on a trusted network.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use mysql::prelude::Queryable;
+use mysql::{Conn, OptsBuilder, Params, Value};
+
+use super::{
+    assert_lease_ttl, assert_text, decide, HistoryEntry, LeaseGrant, LeaseOp, LeaseRecord, LeaseStore,
+    Request,
+};
+use crate::clock::WallClock;
+use crate::errors::{Error, Result};
+
+/// How long any one wait on the server may last unless the URL says otherwise.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(2_000);
+/// The shortest TTL worth using with the default timeout: a holder renewing every third of
+/// it still has two more tries after one renewal that hung for the whole timeout.
+pub const RECOMMENDED_MIN_TTL_MS: i64 = 10_000;
+/// What the table names start with unless the URL says otherwise.
+pub const DEFAULT_TABLE_PREFIX: &str = "gotry_";
+
+const MIN_TIMEOUT_MS: u64 = 100;
+const MAX_TIMEOUT_MS: u64 = 60_000;
+const MAX_PREFIX_LEN: usize = 32;
+/// Connections kept open between calls; more may be open while calls run at once.
+const MAX_IDLE_CONNECTIONS: usize = 8;
+/// Tries of one call: a race on a new key or a deadlock is retried on the spot, since the
+/// transaction that lost was rolled back whole and left nothing behind.
+const MAX_ATTEMPTS: u32 = 4;
+/// Keys locked by one statement of a batch.
+const LOCK_CHUNK: usize = 100;
+
+/// Where and how to reach the server. `Debug` leaves the credentials out.
+#[derive(Clone)]
+pub struct MysqlOptions {
+    pub host: String,
+    pub port: u16,
+    pub user: Option<String>,
+    pub password: Option<String>,
+    pub database: String,
+    /// Start of both table names; see [`DEFAULT_TABLE_PREFIX`].
+    pub table_prefix: String,
+    /// Bound of every wait on the server; see [`DEFAULT_TIMEOUT`].
+    pub timeout: Duration,
+    /// Decides on this clock instead of the server's. For tests that play the lease rules
+    /// on a manual clock; a deployment leaves it unset.
+    pub clock: Option<Arc<dyn WallClock>>,
+}
+
+impl fmt::Debug for MysqlOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MysqlOptions")
+            .field("endpoint", &endpoint(&self.host, self.port, &self.database))
+            .field("table_prefix", &self.table_prefix)
+            .field("timeout", &self.timeout)
+            .field("injected_clock", &self.clock.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl MysqlOptions {
+    /// Reads a `mysql://` URL (see the module documentation). Errors never quote the URL,
+    /// since it may carry a password.
+    pub fn from_url(url: &str) -> Result<MysqlOptions> {
+        let rest = url
+            .strip_prefix("mysql://")
+            .ok_or_else(|| Error::invalid_argument("a MySQL lease store URL starts with mysql://"))?;
+        let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
+        let (authority, path) = rest.split_once('/').ok_or_else(|| {
+            Error::invalid_argument("a mysql:// URL names its database: mysql://host:3306/database")
+        })?;
+        let (user_info, host_port) = match authority.rsplit_once('@') {
+            Some((user_info, host_port)) => (Some(user_info), host_port),
+            None => (None, authority),
+        };
+        let (user, password) = match user_info {
+            None => (None, None),
+            Some(info) => match info.split_once(':') {
+                Some((user, password)) => (
+                    Some(percent_decode(user, "user name")?),
+                    Some(percent_decode(password, "password")?),
+                ),
+                None => (Some(percent_decode(info, "user name")?), None),
+            },
+        };
+        let (host, port) = split_host_port(host_port)?;
+        let database = percent_decode(path, "database name")?;
+        if database.is_empty() || database.contains('/') {
+            return Err(Error::invalid_argument(
+                "a mysql:// URL names one database after the host: mysql://host:3306/database",
+            ));
+        }
+        let mut options = MysqlOptions {
+            host,
+            port,
+            user,
+            password,
+            database,
+            table_prefix: DEFAULT_TABLE_PREFIX.to_owned(),
+            timeout: DEFAULT_TIMEOUT,
+            clock: None,
+        };
+        let mut seen = Vec::new();
+        for pair in query.split('&').filter(|pair| !pair.is_empty()) {
+            let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+            let value = percent_decode(value, name)?;
+            if seen.contains(&name) {
+                return Err(Error::invalid_argument(format!(
+                    "the mysql:// URL option {name:?} is given twice"
+                )));
+            }
+            seen.push(name);
+            match name {
+                "prefix" => options.table_prefix = value,
+                "timeout_ms" => {
+                    let ms: u64 = value.parse().map_err(|_| {
+                        Error::invalid_argument(format!(
+                            "timeout_ms is a whole number of milliseconds, got {value:?}"
+                        ))
+                    })?;
+                    options.timeout = Duration::from_millis(ms);
+                }
+                other => {
+                    return Err(Error::invalid_argument(format!(
+                        "unknown mysql:// URL option {other:?}; known: prefix, timeout_ms"
+                    )))
+                }
+            }
+        }
+        Ok(options)
+    }
+}
+
+fn split_host_port(host_port: &str) -> Result<(String, u16)> {
+    let (host, port) = if let Some(bracketed) = host_port.strip_prefix('[') {
+        let (host, after) = bracketed
+            .split_once(']')
+            .ok_or_else(|| Error::invalid_argument("an IPv6 host in a mysql:// URL needs its closing ]"))?;
+        match after {
+            "" => (host, None),
+            _ => (
+                host,
+                Some(after.strip_prefix(':').ok_or_else(|| {
+                    Error::invalid_argument("a mysql:// URL has a : between the host and the port")
+                })?),
+            ),
+        }
+    } else {
+        match host_port.split_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (host_port, None),
+        }
+    };
+    if host.is_empty() {
+        return Err(Error::invalid_argument("a mysql:// URL names a host"));
+    }
+    let port = match port {
+        None => 3306,
+        Some(text) => text
+            .parse::<u16>()
+            .ok()
+            .filter(|port| *port != 0)
+            .ok_or_else(|| {
+                Error::invalid_argument(format!("a port is a number from 1 to 65535, got {text:?}"))
+            })?,
+    };
+    Ok((host.to_owned(), port))
+}
+
+/// Strict percent-decoding: a `%` not followed by two hex digits, or bytes that are not
+/// UTF-8, are refused rather than passed on mangled. `what` names the part in the error,
+/// which never quotes the part itself.
+fn percent_decode(text: &str, what: &str) -> Result<String> {
+    let malformed =
+        || Error::invalid_argument(format!("the {what} in the mysql:// URL is badly percent-encoded"));
+    let mut bytes = Vec::with_capacity(text.len());
+    let mut rest = text.as_bytes();
+    while let Some((&byte, tail)) = rest.split_first() {
+        if byte == b'%' {
+            let hex = tail.get(..2).ok_or_else(malformed)?;
+            let hex = std::str::from_utf8(hex).map_err(|_| malformed())?;
+            bytes.push(u8::from_str_radix(hex, 16).map_err(|_| malformed())?);
+            rest = &tail[2..];
+        } else {
+            bytes.push(byte);
+            rest = tail;
+        }
+    }
+    String::from_utf8(bytes).map_err(|_| malformed())
+}
+
+fn endpoint(host: &str, port: u16, database: &str) -> String {
+    if host.contains(':') {
+        format!("[{host}]:{port}/{database}")
+    } else {
+        format!("{host}:{port}/{database}")
+    }
+}
+
+/// The statements of one table prefix, written once when the store opens.
+struct Sql {
+    leases: String,
+    log: String,
+    /// Every table and trigger with the statement that creates it; tables first, since a
+    /// trigger needs its table.
+    schema: Vec<(String, String)>,
+    select_row: String,
+    insert_row: String,
+    update_row: String,
+    insert_log: String,
+    history_all: String,
+    history_of_key: String,
+    list: String,
+}
+
+const NOW_MS: &str = "SELECT CAST(FLOOR(UNIX_TIMESTAMP(NOW(3)) * 1000) AS SIGNED)";
+const ROW_COLUMNS: &str = "`key`, owner, epoch, lease_until_ms, forgotten_at_epoch";
+
+impl Sql {
+    fn new(prefix: &str) -> Sql {
+        let leases = format!("{prefix}leases");
+        let log = format!("{prefix}lease_log");
+        let refuse = |message: &str| format!("SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = '{message}'");
+        let trigger = |name: &str, event: &str, table: &str, body: String| {
+            let name = format!("{prefix}{name}");
+            let sql = format!("CREATE TRIGGER `{name}` BEFORE {event} ON `{table}` FOR EACH ROW {body}");
+            (name, sql)
+        };
+        let triggers = [
+            trigger(
+                "leases_guard_update",
+                "UPDATE",
+                &leases,
+                format!(
+                    "BEGIN
+                       IF NEW.`key` <> OLD.`key` THEN {}; END IF;
+                       IF NEW.epoch <> OLD.epoch AND NEW.epoch <> OLD.epoch + 1 THEN {}; END IF;
+                       IF NEW.forgotten_at_epoch < OLD.forgotten_at_epoch THEN {}; END IF;
+                     END",
+                    refuse("a lease row keeps its key"),
+                    refuse("lease epoch moves forward by exactly one"),
+                    refuse("the forgotten floor never moves back"),
+                ),
+            ),
+            trigger(
+                "leases_guard_delete",
+                "DELETE",
+                &leases,
+                refuse("a lease row is the epoch floor of its tenant and is never deleted"),
+            ),
+            trigger(
+                "lease_log_guard_update",
+                "UPDATE",
+                &log,
+                refuse("the lease log is append-only"),
+            ),
+            trigger(
+                "lease_log_guard_delete",
+                "DELETE",
+                &log,
+                refuse("the lease log is append-only"),
+            ),
+        ];
+        Sql {
+            select_row: format!("SELECT {ROW_COLUMNS} FROM `{leases}` WHERE `key` = ?"),
+            insert_row: format!("INSERT INTO `{leases}` ({ROW_COLUMNS}) VALUES (?, ?, ?, ?, ?)"),
+            update_row: format!(
+                "UPDATE `{leases}` SET owner = ?, epoch = ?, lease_until_ms = ?, forgotten_at_epoch = ?
+                 WHERE `key` = ?"
+            ),
+            insert_log: format!(
+                "INSERT INTO `{log}` (`key`, op, owner, epoch, at_ms) VALUES (?, ?, ?, ?, ?)"
+            ),
+            history_all: format!("SELECT `key`, op, owner, epoch, at_ms FROM `{log}` ORDER BY id"),
+            history_of_key: format!(
+                "SELECT `key`, op, owner, epoch, at_ms FROM `{log}` WHERE `key` = ? ORDER BY id"
+            ),
+            list: format!("SELECT {ROW_COLUMNS} FROM `{leases}` WHERE LEFT(`key`, ?) = ? ORDER BY `key`"),
+            schema: [
+                (
+                    leases.clone(),
+                    format!(
+                        "CREATE TABLE IF NOT EXISTS `{leases}` (
+                           `key` VARBINARY(600) NOT NULL PRIMARY KEY,
+                           owner VARBINARY(600) NOT NULL,
+                           epoch BIGINT NOT NULL CHECK (epoch >= 1),
+                           lease_until_ms BIGINT NOT NULL,
+                           forgotten_at_epoch BIGINT NOT NULL DEFAULT 0
+                         ) ENGINE = InnoDB ROW_FORMAT = DYNAMIC"
+                    ),
+                ),
+                (
+                    log.clone(),
+                    format!(
+                        "CREATE TABLE IF NOT EXISTS `{log}` (
+                           id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY,
+                           `key` VARBINARY(600) NOT NULL,
+                           op VARCHAR(8) CHARACTER SET ascii COLLATE ascii_bin NOT NULL
+                             CHECK (op IN ('acquire', 'renew', 'release', 'forget')),
+                           owner VARBINARY(600) NOT NULL,
+                           epoch BIGINT NOT NULL,
+                           at_ms BIGINT NOT NULL,
+                           KEY by_key (`key`, id)
+                         ) ENGINE = InnoDB ROW_FORMAT = DYNAMIC"
+                    ),
+                ),
+            ]
+            .into_iter()
+            .chain(triggers)
+            .collect(),
+            leases,
+            log,
+        }
+    }
+
+    /// `SELECT ... FOR UPDATE` of `count` keys, in key order so that two batches take
+    /// their locks in one order and cannot deadlock each other.
+    fn lock_rows(&self, count: usize) -> String {
+        let marks = vec!["?"; count].join(", ");
+        format!(
+            "SELECT {ROW_COLUMNS} FROM `{}` WHERE `key` IN ({marks}) ORDER BY `key` FOR UPDATE",
+            self.leases
+        )
+    }
+}
+
+/// Why a call on one connection failed, kept apart until the end because the kind decides
+/// whether the connection may be reused and whether the call may be tried again.
+enum Failure {
+    /// Failed before COMMIT was sent: nothing of it was committed.
+    Db(mysql::Error),
+    /// COMMIT was sent and no answer came: it may or may not have been applied.
+    Commit(mysql::Error),
+    /// Not the database's failure: the injected clock, or a row this store cannot read.
+    Core(Error),
+}
+
+impl From<mysql::Error> for Failure {
+    fn from(error: mysql::Error) -> Failure {
+        Failure::Db(error)
+    }
+}
+
+/// Server errors that end the session: the server is stopping or dropped us.
+const SESSION_ENDED: [u16; 3] = [1053, 1927, 4031];
+
+fn server_code(error: &mysql::Error) -> Option<u16> {
+    match error {
+        mysql::Error::MySqlError(e) => Some(e.code),
+        _ => None,
+    }
+}
+
+fn is_timeout(error: &mysql::Error) -> bool {
+    match error {
+        mysql::Error::IoError(e) => matches!(
+            e.kind(),
+            std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock
+        ),
+        mysql::Error::DriverError(mysql::DriverError::ConnectTimeout) => true,
+        _ => false,
+    }
+}
+
+impl Failure {
+    /// The connection cannot be trusted with another statement.
+    fn breaks_connection(&self) -> bool {
+        match self {
+            Failure::Commit(_) => true,
+            Failure::Db(e) => {
+                e.is_connectivity_error() || server_code(e).is_some_and(|code| SESSION_ENDED.contains(&code))
+            }
+            Failure::Core(_) => false,
+        }
+    }
+
+    /// The connection was gone before the call could do anything that matters, and went
+    /// at once (no timeout ran out): a fresh connection may try the call again.
+    fn lost_connection(&self) -> bool {
+        matches!(self, Failure::Db(e) if self.breaks_connection() && !is_timeout(e))
+    }
+
+    /// A conflict that rolled the whole transaction back: another writer inserted the same
+    /// new key first (1062), or InnoDB broke a deadlock (1213).
+    fn lost_race(&self) -> bool {
+        matches!(self, Failure::Db(e) if matches!(server_code(e), Some(1062 | 1213)))
+    }
+}
+
+/// Server errors by number: their names, and whether they mean the store cannot serve now
+/// (LEASE_STORE_UNAVAILABLE) rather than that something is wrong with the setup or data.
+const SERVER_ERRORS: &[(u16, &str, bool)] = &[
+    (1040, "ER_CON_COUNT_ERROR", true),
+    (1044, "ER_DBACCESS_DENIED_ERROR", false),
+    (1045, "ER_ACCESS_DENIED_ERROR", false),
+    (1049, "ER_BAD_DB_ERROR", false),
+    (1053, "ER_SERVER_SHUTDOWN", true),
+    (1062, "ER_DUP_ENTRY", true),
+    (1142, "ER_TABLEACCESS_DENIED_ERROR", false),
+    (1146, "ER_NO_SUCH_TABLE", false),
+    (1152, "ER_ABORTING_CONNECTION", true),
+    (1158, "ER_NET_READ_ERROR", true),
+    (1159, "ER_NET_READ_INTERRUPTED", true),
+    (1160, "ER_NET_ERROR_ON_WRITE", true),
+    (1161, "ER_NET_WRITE_INTERRUPTED", true),
+    (1203, "ER_TOO_MANY_USER_CONNECTIONS", true),
+    (1205, "ER_LOCK_WAIT_TIMEOUT", true),
+    (1213, "ER_LOCK_DEADLOCK", true),
+    (1227, "ER_SPECIFIC_ACCESS_DENIED_ERROR", false),
+    (1290, "ER_OPTION_PREVENTS_STATEMENT", true),
+    (1317, "ER_QUERY_INTERRUPTED", true),
+    (1644, "ER_SIGNAL_EXCEPTION", false),
+    (1665, "ER_BINLOG_STMT_MODE_AND_ROW_ENGINE", false),
+    (1698, "ER_ACCESS_DENIED_NO_PASSWORD_ERROR", false),
+    (1792, "ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION", true),
+    (1836, "ER_READ_ONLY_MODE", true),
+    (1927, "ER_CONNECTION_KILLED", true),
+    (1969, "ER_STATEMENT_TIMEOUT", true),
+    (3024, "ER_QUERY_TIMEOUT", true),
+    (3819, "ER_CHECK_CONSTRAINT_VIOLATED", false),
+    (4025, "ER_CONSTRAINT_FAILED", false),
+    (4031, "ER_CLIENT_INTERACTION_TIMEOUT", true),
+];
+
+/// The server as errors name it: its address, and the user name to mask.
+struct Endpoint {
+    shown: String,
+    user: Option<String>,
+}
+
+impl Endpoint {
+    fn error(&self, failure: Failure) -> Error {
+        match failure {
+            Failure::Core(error) => error,
+            Failure::Commit(e) => Error::unavailable(format!(
+                "the connection to the lease store at {} was lost while committing, so the \
+                 operation may or may not have been applied: {}",
+                self.shown,
+                self.describe(&e)
+            )),
+            Failure::Db(e) => match &e {
+                mysql::Error::MySqlError(server) => {
+                    let known = SERVER_ERRORS.iter().find(|(code, _, _)| *code == server.code);
+                    let message = self.describe(&e);
+                    match known {
+                        Some((_, _, true)) => Error::unavailable(format!(
+                            "the lease store at {} cannot serve: {message}",
+                            self.shown
+                        )),
+                        Some((_, name, false)) => Error::Storage {
+                            code: (*name).to_owned(),
+                            message,
+                        },
+                        None => Error::Storage {
+                            code: format!("MYSQL_ERROR_{}", server.code),
+                            message,
+                        },
+                    }
+                }
+                _ if e.is_connectivity_error() => Error::unavailable(format!(
+                    "cannot reach the lease store at {}: {}",
+                    self.shown,
+                    self.describe(&e)
+                )),
+                _ => Error::Storage {
+                    code: "MYSQL_CLIENT_ERROR".into(),
+                    message: self.describe(&e),
+                },
+            },
+        }
+    }
+
+    /// The driver's or server's words, with the user name masked: the server quotes it in
+    /// access errors ('name'@'host'). It never quotes the password.
+    fn describe(&self, error: &mysql::Error) -> String {
+        let text = match error {
+            mysql::Error::MySqlError(e) => format!("{} ({}): {}", e.code, e.state, e.message),
+            mysql::Error::IoError(e) => e.to_string(),
+            mysql::Error::DriverError(e) => e.to_string(),
+            other => other.to_string(),
+        };
+        match self.user.as_deref().filter(|user| !user.is_empty()) {
+            Some(user) => text.replace(&format!("'{user}'@"), "'<user>'@"),
+            None => text,
+        }
+    }
+}
+
+/// A lease store on one MySQL/MariaDB database. `Send + Sync`: calls from several threads
+/// run at once on pooled connections, and the row locks order them.
+pub struct MysqlLeaseStore {
+    /// Holds the credentials: never printed (`mysql::Opts` derives `Debug`).
+    opts: mysql::Opts,
+    endpoint: Endpoint,
+    sql: Sql,
+    timeout: Duration,
+    clock: Option<Arc<dyn WallClock>>,
+    idle: Mutex<Vec<Conn>>,
+    closed: AtomicBool,
+}
+
+impl fmt::Debug for MysqlLeaseStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MysqlLeaseStore")
+            .field("endpoint", &self.endpoint.shown)
+            .field("tables", &[&self.sql.leases, &self.sql.log])
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl MysqlLeaseStore {
+    /// Opens the store a `mysql://` URL names.
+    pub fn open_url(url: &str) -> Result<MysqlLeaseStore> {
+        MysqlLeaseStore::open(MysqlOptions::from_url(url)?)
+    }
+
+    /// Connects, and creates the tables and triggers when they are missing.
+    pub fn open(options: MysqlOptions) -> Result<MysqlLeaseStore> {
+        let prefix = &options.table_prefix;
+        if prefix.len() > MAX_PREFIX_LEN
+            || !prefix
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+        {
+            return Err(Error::invalid_argument(format!(
+                "a table prefix is up to {MAX_PREFIX_LEN} of a-z, 0-9 and _, got {prefix:?}"
+            )));
+        }
+        let timeout_ms = u64::try_from(options.timeout.as_millis()).unwrap_or(u64::MAX);
+        if !(MIN_TIMEOUT_MS..=MAX_TIMEOUT_MS).contains(&timeout_ms) {
+            return Err(Error::invalid_argument(format!(
+                "a MySQL store timeout is {MIN_TIMEOUT_MS} to {MAX_TIMEOUT_MS} ms, got {timeout_ms}"
+            )));
+        }
+        // The server counts lock waits in whole seconds; below one second the socket's
+        // read timeout is what ends the wait.
+        let lock_wait_s = (timeout_ms / 1000).max(1);
+        let opts = OptsBuilder::new()
+            .ip_or_hostname(Some(options.host.clone()))
+            .tcp_port(options.port)
+            .user(options.user.clone())
+            .pass(options.password.clone())
+            .db_name(Some(options.database.clone()))
+            // Stay on the address the URL names: the driver would otherwise move a loopback
+            // connection to the server's Unix socket.
+            .prefer_socket(false)
+            .tcp_connect_timeout(Some(options.timeout))
+            .read_timeout(Some(options.timeout))
+            .write_timeout(Some(options.timeout))
+            .init(vec![
+                format!(
+                    "SET SESSION innodb_lock_wait_timeout = {lock_wait_s}, time_zone = '+00:00',
+                     sql_mode = 'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION'"
+                ),
+                "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED".to_owned(),
+            ]);
+        let store = MysqlLeaseStore {
+            opts: opts.into(),
+            endpoint: Endpoint {
+                shown: endpoint(&options.host, options.port, &options.database),
+                user: options.user,
+            },
+            sql: Sql::new(prefix),
+            timeout: options.timeout,
+            clock: options.clock,
+            idle: Mutex::new(Vec::new()),
+            closed: AtomicBool::new(false),
+        };
+        store.run(|conn| store.migrate(conn))?;
+        Ok(store)
+    }
+
+    /// The two table names: leases, then the log.
+    pub fn table_names(&self) -> (&str, &str) {
+        (&self.sql.leases, &self.sql.log)
+    }
+
+    /// Creates whatever part of the schema is missing. Processes that open the store at
+    /// once queue on a server-wide named lock, so each object is created exactly once.
+    fn migrate(&self, conn: &mut Conn) -> Result<(), Failure> {
+        if self.missing_objects(conn)?.is_empty() {
+            return Ok(());
+        }
+        let lock = format!("gotry_tenant_state_migrate:{}", self.sql.leases);
+        let wait_s = self.timeout.as_secs().max(1);
+        let granted = conn.exec_first_opt::<Option<i64>, _, _>("SELECT GET_LOCK(?, ?)", (&lock, wait_s))?;
+        if !matches!(granted, Some(Ok(Some(1)))) {
+            return Err(Failure::Core(Error::unavailable(format!(
+                "another process is creating the lease store tables in {}; try again",
+                self.endpoint.shown
+            ))));
+        }
+        let created = self.missing_objects(conn).and_then(|missing| {
+            missing
+                .into_iter()
+                .try_for_each(|create| conn.query_drop(create).map_err(Failure::Db))
+        });
+        let released = conn.exec_drop("SELECT RELEASE_LOCK(?)", (&lock,));
+        created?;
+        Ok(released?)
+    }
+
+    /// The statements that create what the database lacks, in creation order.
+    fn missing_objects(&self, conn: &mut Conn) -> Result<Vec<&str>, Failure> {
+        let names = || self.sql.schema.iter().map(|(name, _)| name.as_str());
+        let present = conn
+            .exec_opt::<String, _, _>(
+                "SELECT TABLE_NAME FROM information_schema.TABLES
+                   WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME IN (?, ?)
+                 UNION ALL
+                 SELECT TRIGGER_NAME FROM information_schema.TRIGGERS
+                   WHERE TRIGGER_SCHEMA = DATABASE() AND TRIGGER_NAME IN (?, ?, ?, ?)",
+                Params::Positional(names().map(Value::from).collect()),
+            )?
+            .into_iter()
+            .map(|name| name.map_err(|_| invalid_row("information_schema")))
+            .collect::<Result<Vec<String>, _>>()?;
+        Ok(self
+            .sql
+            .schema
+            .iter()
+            .filter(|(name, _)| !present.contains(name))
+            .map(|(_, create)| create.as_str())
+            .collect())
+    }
+
+    fn idle(&self) -> MutexGuard<'_, Vec<Conn>> {
+        // The list is only pushed to and popped from, so a poisoned lock holds no torn state.
+        self.idle.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn connect(&self) -> Result<Conn, Failure> {
+        Ok(Conn::new(self.opts.clone())?)
+    }
+
+    /// After one connection was lost, the idle ones were most likely lost with it (the
+    /// server restarted): close them now rather than fail one call on each. They are
+    /// dropped outside the lock, since closing writes to their sockets.
+    fn forget_idle(&self) {
+        let stale = std::mem::take(&mut *self.idle());
+        drop(stale);
+    }
+
+    fn check_in(&self, conn: Conn) {
+        let mut idle = self.idle();
+        if !self.closed.load(Ordering::SeqCst) && idle.len() < MAX_IDLE_CONNECTIONS {
+            idle.push(conn);
+        } else {
+            drop(idle);
+            drop(conn);
+        }
+    }
+
+    /// Runs `work` on a pooled connection, tries it again when that is known to be safe,
+    /// and turns what failed into the core's error.
+    fn run<T>(&self, mut work: impl FnMut(&mut Conn) -> Result<T, Failure>) -> Result<T> {
+        if self.closed.load(Ordering::SeqCst) {
+            return Err(Error::unavailable("the lease store is closed"));
+        }
+        let pooled = self.idle().pop();
+        let mut reused = pooled.is_some();
+        let mut conn = match pooled {
+            Some(conn) => conn,
+            None => self.connect().map_err(|f| self.endpoint.error(f))?,
+        };
+        let mut attempt = 1;
+        loop {
+            let failure = match work(&mut conn) {
+                Ok(value) => {
+                    self.check_in(conn);
+                    return Ok(value);
+                }
+                Err(failure) => failure,
+            };
+            if failure.breaks_connection() {
+                drop(conn);
+                self.forget_idle();
+                if !(reused && failure.lost_connection()) || attempt == MAX_ATTEMPTS {
+                    return Err(self.endpoint.error(failure));
+                }
+                conn = self.connect().map_err(|f| self.endpoint.error(f))?;
+                reused = false;
+            } else if !failure.lost_race() || attempt == MAX_ATTEMPTS {
+                self.check_in(conn);
+                return Err(self.endpoint.error(failure));
+            }
+            attempt += 1;
+        }
+    }
+
+    /// `body` inside one transaction. A failure rolls back and keeps the connection when
+    /// the session survived it; a failed COMMIT is reported as such, never retried.
+    fn transaction<T>(
+        &self,
+        conn: &mut Conn,
+        body: impl FnOnce(&mut Conn) -> Result<T, Failure>,
+    ) -> Result<T, Failure> {
+        conn.query_drop("START TRANSACTION")?;
+        match body(conn) {
+            Ok(value) => {
+                conn.query_drop("COMMIT").map_err(Failure::Commit)?;
+                Ok(value)
+            }
+            Err(failure) => {
+                if !failure.breaks_connection() {
+                    conn.query_drop("ROLLBACK")?;
+                }
+                Err(failure)
+            }
+        }
+    }
+
+    /// The time every decision of one transaction uses: the server's, read after the row
+    /// locks are held, so that later lock holders always read a later time.
+    fn decision_time(&self, conn: &mut Conn) -> Result<i64, Failure> {
+        match &self.clock {
+            Some(clock) => clock.now_ms().map_err(Failure::Core),
+            None => server_now(conn),
+        }
+    }
+
+    fn lock_rows(&self, conn: &mut Conn, keys: &[&str]) -> Result<HashMap<String, LeaseRecord>, Failure> {
+        let mut rows = HashMap::with_capacity(keys.len());
+        for chunk in keys.chunks(LOCK_CHUNK) {
+            let params = Params::Positional(chunk.iter().map(|key| Value::from(*key)).collect());
+            for record in fetch_records(conn, &self.sql.lock_rows(chunk.len()), params, &self.sql.leases)? {
+                rows.insert(record.key.clone(), record);
+            }
+        }
+        Ok(rows)
+    }
+
+    fn write(
+        &self,
+        conn: &mut Conn,
+        existed: bool,
+        next: &LeaseRecord,
+        request: &Request<'_>,
+        now: i64,
+    ) -> Result<(), Failure> {
+        if existed {
+            conn.exec_drop(
+                &self.sql.update_row,
+                (
+                    next.owner.as_str(),
+                    next.epoch,
+                    next.lease_until_ms,
+                    next.forgotten_at_epoch,
+                    next.key.as_str(),
+                ),
+            )?;
+        } else {
+            conn.exec_drop(
+                &self.sql.insert_row,
+                (
+                    next.key.as_str(),
+                    next.owner.as_str(),
+                    next.epoch,
+                    next.lease_until_ms,
+                    next.forgotten_at_epoch,
+                ),
+            )?;
+        }
+        conn.exec_drop(
+            &self.sql.insert_log,
+            (
+                next.key.as_str(),
+                request.op().as_str(),
+                request.owner(),
+                next.epoch,
+                now,
+            ),
+        )?;
+        Ok(())
+    }
+
+    /// Operations in one transaction: lock every row named, read the clock once, then for
+    /// each in order decide, write the row and its log entry. A refusal answers that
+    /// operation alone; a failure of the store fails them all.
+    fn apply_all(&self, requests: &[(&str, Request<'_>)]) -> Result<Vec<Result<LeaseRecord>>> {
+        let mut keys: Vec<&str> = requests.iter().map(|(key, _)| *key).collect();
+        // Byte order is the index order (VARBINARY compares bytes).
+        keys.sort_unstable();
+        keys.dedup();
+        self.run(|conn| {
+            self.transaction(conn, |conn| {
+                let mut rows = self.lock_rows(conn, &keys)?;
+                let now = self.decision_time(conn)?;
+                let mut outcomes = Vec::with_capacity(requests.len());
+                for (key, request) in requests {
+                    let current = rows.get(*key);
+                    match decide(key, current, request, now) {
+                        Err(refusal) => outcomes.push(Err(refusal)),
+                        Ok(next) => {
+                            self.write(conn, current.is_some(), &next, request, now)?;
+                            rows.insert(next.key.clone(), next.clone());
+                            outcomes.push(Ok(next));
+                        }
+                    }
+                }
+                Ok(outcomes)
+            })
+        })
+    }
+
+    fn apply(&self, key: &str, request: Request<'_>) -> Result<LeaseRecord> {
+        let mut outcomes = self.apply_all(&[(key, request)])?;
+        outcomes
+            .pop()
+            .unwrap_or_else(|| Err(Error::unavailable("the store answered no outcome")))
+    }
+}
+
+fn server_now(conn: &mut Conn) -> Result<i64, Failure> {
+    conn.exec_first_opt::<i64, _, _>(NOW_MS, ())?
+        .and_then(|now| now.ok())
+        .ok_or_else(|| invalid_row("the server clock"))
+}
+
+fn invalid_row(source: &str) -> Failure {
+    Failure::Core(Error::Storage {
+        code: "MYSQL_INVALID_ROW".into(),
+        message: format!("{source} answered a row that is not what the lease store wrote"),
+    })
+}
+
+fn text(bytes: Vec<u8>, table: &str) -> Result<String, Failure> {
+    String::from_utf8(bytes).map_err(|_| invalid_row(table))
+}
+
+fn fetch_records(
+    conn: &mut Conn,
+    sql: &str,
+    params: Params,
+    table: &str,
+) -> Result<Vec<LeaseRecord>, Failure> {
+    conn.exec_opt::<(Vec<u8>, Vec<u8>, i64, i64, i64), _, _>(sql, params)?
+        .into_iter()
+        .map(|row| {
+            let (key, owner, epoch, lease_until_ms, forgotten_at_epoch) =
+                row.map_err(|_| invalid_row(table))?;
+            Ok(LeaseRecord {
+                key: text(key, table)?,
+                owner: text(owner, table)?,
+                epoch,
+                lease_until_ms,
+                forgotten_at_epoch,
+            })
+        })
+        .collect()
+}
+
+impl LeaseStore for MysqlLeaseStore {
+    fn read(&self, key: &str) -> Result<Option<LeaseRecord>> {
+        assert_text("key", key)?;
+        self.run(|conn| {
+            let mut rows = fetch_records(conn, &self.sql.select_row, Params::from((key,)), &self.sql.leases)?;
+            Ok(rows.pop())
+        })
+    }
+
+    fn acquire(&self, key: &str, owner: &str, ttl_ms: i64) -> Result<LeaseGrant> {
+        let request = Request::acquire(key, owner, ttl_ms)?;
+        let record = self.apply(key, request)?;
+        Ok(LeaseGrant { record, ttl_ms })
+    }
+
+    fn renew(&self, key: &str, owner: &str, epoch: i64, ttl_ms: i64) -> Result<LeaseGrant> {
+        let request = Request::renew(key, owner, epoch, ttl_ms)?;
+        let record = self.apply(key, request)?;
+        Ok(LeaseGrant { record, ttl_ms })
+    }
+
+    fn renew_batch(
+        &self,
+        owner: &str,
+        ttl_ms: i64,
+        leases: &[(&str, i64)],
+    ) -> Result<Vec<Result<LeaseGrant>>> {
+        assert_text("owner", owner)?;
+        assert_lease_ttl(ttl_ms)?;
+        let checked: Vec<Result<(&str, Request<'_>)>> = leases
+            .iter()
+            .map(|&(key, epoch)| Request::renew(key, owner, epoch, ttl_ms).map(|request| (key, request)))
+            .collect();
+        let valid: Vec<(&str, Request<'_>)> =
+            checked.iter().filter_map(|c| c.as_ref().ok().copied()).collect();
+        let mut applied = if valid.is_empty() {
+            Vec::new()
+        } else {
+            self.apply_all(&valid)?
+        }
+        .into_iter();
+        Ok(checked
+            .into_iter()
+            .map(|request| {
+                request?;
+                let record = applied
+                    .next()
+                    .unwrap_or_else(|| Err(Error::unavailable("the store answered no outcome")))?;
+                Ok(LeaseGrant { record, ttl_ms })
+            })
+            .collect())
+    }
+
+    fn release(&self, key: &str, owner: &str, epoch: i64) -> Result<LeaseRecord> {
+        let request = Request::release(key, owner, epoch)?;
+        self.apply(key, request)
+    }
+
+    fn mark_forgotten(&self, key: &str, owner: &str, epoch: i64) -> Result<LeaseRecord> {
+        let request = Request::forget(key, owner, epoch)?;
+        self.apply(key, request)
+    }
+
+    fn history(&self, key: Option<&str>) -> Result<Vec<HistoryEntry>> {
+        let (sql, params) = match key {
+            Some(key) => (&self.sql.history_of_key, Params::from((key,))),
+            None => (&self.sql.history_all, Params::Empty),
+        };
+        let log = self.sql.log.as_str();
+        self.run(|conn| {
+            conn.exec_opt::<(Vec<u8>, String, Vec<u8>, i64, i64), _, _>(sql, params.clone())?
+                .into_iter()
+                .map(|row| {
+                    let (key, op, owner, epoch, at_ms) = row.map_err(|_| invalid_row(log))?;
+                    Ok(HistoryEntry {
+                        key: text(key, log)?,
+                        op: LeaseOp::parse(&op).ok_or_else(|| invalid_row(log))?,
+                        owner: text(owner, log)?,
+                        epoch,
+                        at_ms,
+                    })
+                })
+                .collect()
+        })
+    }
+
+    fn list(&self, prefix: &str) -> Result<Vec<LeaseRecord>> {
+        let params = Params::from((prefix.len() as u64, prefix));
+        self.run(|conn| fetch_records(conn, &self.sql.list, params.clone(), &self.sql.leases))
+    }
+
+    fn now_ms(&self) -> Result<i64> {
+        match &self.clock {
+            Some(clock) => clock.now_ms(),
+            None => self.run(server_now),
+        }
+    }
+
+    fn close(&self) -> Result<()> {
+        self.closed.store(true, Ordering::SeqCst);
+        self.forget_idle();
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+#[path = "../../../tests/mysql/server.rs"]
+mod test_server;
+
+#[cfg(test)]
+#[path = "../../../tests/mysql/tables.rs"]
+mod test_tables;
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::test_server as server;
+    use super::*;
+    use crate::clock::ManualClock;
+
+    #[test]
+    fn conformance_on_the_server() {
+        let Some(url) = server::server_url("the MySQL store conformance suite") else {
+            return;
+        };
+        let scratch = Mutex::new(super::test_tables::ScratchTables::new(&url));
+        super::super::conformance::run_all(&|clock: Arc<ManualClock>| {
+            let mut options = MysqlOptions::from_url(&url).expect("url");
+            options.table_prefix = server::fresh_prefix();
+            options.clock = Some(clock);
+            let store = MysqlLeaseStore::open(options).unwrap_or_else(|e| server::no_server(&url, &e));
+            let (leases, log) = store.table_names();
+            scratch.lock().expect("scratch").add(leases, log);
+            Arc::new(store)
+        });
+    }
+
+    #[test]
+    fn urls_name_every_part() {
+        let options = MysqlOptions::from_url(
+            "mysql://app%40east:p%3Ass%2Fw%40rd@db.internal:3307/lease%20s?prefix=t1_&timeout_ms=750",
+        )
+        .unwrap();
+        assert_eq!(options.user.as_deref(), Some("app@east"));
+        assert_eq!(options.password.as_deref(), Some("p:ss/w@rd"));
+        assert_eq!((options.host.as_str(), options.port), ("db.internal", 3307));
+        assert_eq!(options.database, "lease s");
+        assert_eq!(options.table_prefix, "t1_");
+        assert_eq!(options.timeout, Duration::from_millis(750));
+        assert!(options.clock.is_none());
+
+        let options = MysqlOptions::from_url("mysql://[::1]/test").unwrap();
+        assert_eq!((options.host.as_str(), options.port), ("::1", 3306));
+        assert_eq!((options.user, options.password), (None, None));
+        assert_eq!(options.table_prefix, DEFAULT_TABLE_PREFIX);
+        assert_eq!(options.timeout, DEFAULT_TIMEOUT);
+
+        let options = MysqlOptions::from_url("mysql://root@127.0.0.1/test?prefix=").unwrap();
+        assert_eq!((options.user.as_deref(), options.password), (Some("root"), None));
+        assert_eq!(options.table_prefix, "");
+    }
+
+    #[test]
+    fn bad_urls_are_refused_without_quoting_them() {
+        for url in [
+            "mysql://alice:s3cret@host:0/db",
+            "mysql://alice:s3cret@host:99999/db",
+            "mysql://alice:s3cret@host:port/db",
+            "mysql://alice:s3cret@host",
+            "mysql://alice:s3cret@/db",
+            "mysql://alice:s3cret@host/",
+            "mysql://alice:s3cret@host/a/b",
+            "mysql://alice:s3cret%zz@host/db",
+            "mysql://alice:s3cret%ff@host/db",
+            "mysql://alice:s3cret@[::1/db",
+            "mysql://alice:s3cret@[::1]x/db",
+            "mysql://alice:s3cret@host/db?timeout_ms=soon",
+            "mysql://alice:s3cret@host/db?prefix=a&prefix=b",
+            "mysql://alice:s3cret@host/db?prefer_socket=true",
+            "mysqlx://alice:s3cret@host/db",
+        ] {
+            let error = MysqlOptions::from_url(url).expect_err(url);
+            assert!(matches!(error, Error::InvalidArgument { .. }), "{url}: {error:?}");
+            let shown = format!("{error} {error:?}");
+            assert!(
+                !shown.contains("alice") && !shown.contains("s3cret"),
+                "{url}: {shown}"
+            );
+        }
+    }
+
+    #[test]
+    fn debug_output_leaves_the_credentials_out() {
+        let options = MysqlOptions::from_url("mysql://alice:s3cret@db.internal/leases").unwrap();
+        let shown = format!("{options:?}");
+        assert!(shown.contains("db.internal:3306/leases"), "{shown}");
+        assert!(!shown.contains("alice") && !shown.contains("s3cret"), "{shown}");
+    }
+
+    #[test]
+    fn prefix_and_timeout_are_checked_before_connecting() {
+        // Port 1 on loopback: if these reached the network they would fail otherwise.
+        for (prefix, timeout_ms) in [
+            ("Upper_", 2_000),
+            ("semi;colon", 2_000),
+            (&*"p".repeat(33), 2_000),
+            ("ok_", 99),
+            ("ok_", 60_001),
+        ] {
+            let mut options = MysqlOptions::from_url("mysql://root@127.0.0.1:1/test").unwrap();
+            options.table_prefix = prefix.to_owned();
+            options.timeout = Duration::from_millis(timeout_ms);
+            assert!(
+                matches!(MysqlLeaseStore::open(options), Err(Error::InvalidArgument { .. })),
+                "{prefix:?} {timeout_ms}"
+            );
+        }
+    }
+
+    fn server_error(code: u16) -> mysql::Error {
+        mysql::Error::MySqlError(mysql::error::MySqlError {
+            state: "HY000".into(),
+            message: format!("Access denied for user 'alice'@'localhost' ({code})"),
+            code,
+        })
+    }
+
+    #[test]
+    fn failures_are_classified_by_what_they_allow() {
+        let io = |kind| Failure::Db(mysql::Error::IoError(std::io::Error::from(kind)));
+        let reset = io(std::io::ErrorKind::ConnectionReset);
+        assert!(reset.breaks_connection() && reset.lost_connection() && !reset.lost_race());
+        let timed_out = io(std::io::ErrorKind::WouldBlock);
+        assert!(timed_out.breaks_connection() && !timed_out.lost_connection());
+        let killed = Failure::Db(server_error(1927));
+        assert!(killed.breaks_connection() && killed.lost_connection());
+        let lock_wait = Failure::Db(server_error(1205));
+        assert!(!lock_wait.breaks_connection() && !lock_wait.lost_race());
+        assert!(Failure::Db(server_error(1062)).lost_race());
+        assert!(Failure::Db(server_error(1213)).lost_race());
+        let commit = Failure::Commit(server_error(1062));
+        assert!(commit.breaks_connection() && !commit.lost_connection() && !commit.lost_race());
+    }
+
+    #[test]
+    fn server_errors_map_to_core_errors_without_the_user_name() {
+        let endpoint = Endpoint {
+            shown: "db:3306/leases".into(),
+            user: Some("alice".into()),
+        };
+        let denied = endpoint.error(Failure::Db(server_error(1045)));
+        assert!(
+            matches!(&denied, Error::Storage { code, .. } if code == "ER_ACCESS_DENIED_ERROR"),
+            "{denied:?}"
+        );
+        assert!(!format!("{denied} {denied:?}").contains("alice"), "{denied}");
+        assert!(matches!(
+            endpoint.error(Failure::Db(server_error(1205))),
+            Error::LeaseStoreUnavailable { .. }
+        ));
+        assert!(matches!(
+            endpoint.error(Failure::Db(server_error(9999))),
+            Error::Storage { code, .. } if code == "MYSQL_ERROR_9999"
+        ));
+        let refused = mysql::Error::IoError(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
+        assert!(matches!(
+            endpoint.error(Failure::Db(refused)),
+            Error::LeaseStoreUnavailable { message } if message.contains("db:3306/leases")
+        ));
+        let lost = mysql::Error::IoError(std::io::Error::from(std::io::ErrorKind::UnexpectedEof));
+        assert!(matches!(
+            endpoint.error(Failure::Commit(lost)),
+            Error::LeaseStoreUnavailable { message } if message.contains("may or may not")
+        ));
+    }
+}
