@@ -95,11 +95,16 @@ pub fn text(name: &str, value: &Unknown<'_>) -> Result<String> {
     Ok(text)
 }
 
-/// An issuer or subject claim: a non-string is ID_INVALID, and so is a lone surrogate, decoded
-/// by the core's own strict UTF-16 decoder.
+/// An issuer or subject claim: a non-string is ID_INVALID, and so is a lone surrogate.
+///
+/// std's `String::from_utf16` is the same strict decoder as the core's `claim_from_utf16` but
+/// sizes its string once, where the core's grows it char by char (about a tenth of a whole
+/// derivation); the core's decoder still decides, and words, every refusal.
 pub fn claim(name: &str, value: &Unknown<'_>) -> Result<String> {
     with_utf16(value, |units| match units {
-        Some(units) => gotry_tenant_state::ids::claim_from_utf16(name, units),
+        Some(units) => {
+            String::from_utf16(units).or_else(|_| gotry_tenant_state::ids::claim_from_utf16(name, units))
+        }
         None => Err(Error::IdInvalid {
             message: format!("{name} must be a non-empty string"),
         }),
