@@ -279,9 +279,10 @@ struct Sql {
     history_all: String,
     history_of_key: String,
     list: String,
+    /// The server's clock in milliseconds (the session's time zone is UTC).
+    now: String,
 }
 
-const NOW_MS: &str = "SELECT CAST(FLOOR(UNIX_TIMESTAMP(NOW(3)) * 1000) AS SIGNED)";
 const ROW_COLUMNS: &str = "`key`, owner, epoch, lease_until_ms, forgotten_at_epoch";
 
 impl Sql {
@@ -344,6 +345,7 @@ impl Sql {
                 "SELECT `key`, op, owner, epoch, at_ms FROM `{log}` WHERE `key` = ? ORDER BY id"
             ),
             list: format!("SELECT {ROW_COLUMNS} FROM `{leases}` WHERE LEFT(`key`, ?) = ? ORDER BY `key`"),
+            now: "SELECT CAST(FLOOR(UNIX_TIMESTAMP(NOW(3)) * 1000) AS SIGNED)".to_owned(),
             schema: [
                 (
                     leases.clone(),
@@ -419,15 +421,23 @@ fn server_code(error: &mysql::Error) -> Option<u16> {
     }
 }
 
+/// A socket wait that ran out: the driver reports it as an I/O error, bare or inside its
+/// packet codec's error.
 fn is_timeout(error: &mysql::Error) -> bool {
-    match error {
-        mysql::Error::IoError(e) => matches!(
+    let io = match error {
+        mysql::Error::IoError(e) => Some(e),
+        mysql::Error::CodecError(e) => {
+            std::error::Error::source(e).and_then(|source| source.downcast_ref::<std::io::Error>())
+        }
+        mysql::Error::DriverError(mysql::DriverError::ConnectTimeout) => return true,
+        _ => None,
+    };
+    io.is_some_and(|e| {
+        matches!(
             e.kind(),
             std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock
-        ),
-        mysql::Error::DriverError(mysql::DriverError::ConnectTimeout) => true,
-        _ => false,
-    }
+        )
+    })
 }
 
 impl Failure {
@@ -494,6 +504,7 @@ const SERVER_ERRORS: &[(u16, &str, bool)] = &[
 struct Endpoint {
     shown: String,
     user: Option<String>,
+    timeout: Duration,
 }
 
 impl Endpoint {
@@ -525,6 +536,11 @@ impl Endpoint {
                         },
                     }
                 }
+                _ if is_timeout(&e) => Error::unavailable(format!(
+                    "the lease store at {} did not answer within {} ms",
+                    self.shown,
+                    self.timeout.as_millis()
+                )),
                 _ if e.is_connectivity_error() => Error::unavailable(format!(
                     "cannot reach the lease store at {}: {}",
                     self.shown,
@@ -628,6 +644,7 @@ impl MysqlLeaseStore {
             endpoint: Endpoint {
                 shown: endpoint(&options.host, options.port, &options.database),
                 user: options.user,
+                timeout: options.timeout,
             },
             sql: Sql::new(prefix),
             timeout: options.timeout,
@@ -784,8 +801,14 @@ impl MysqlLeaseStore {
     fn decision_time(&self, conn: &mut Conn) -> Result<i64, Failure> {
         match &self.clock {
             Some(clock) => clock.now_ms().map_err(Failure::Core),
-            None => server_now(conn),
+            None => self.server_now(conn),
         }
+    }
+
+    fn server_now(&self, conn: &mut Conn) -> Result<i64, Failure> {
+        conn.exec_first_opt::<i64, _, _>(&self.sql.now, ())?
+            .and_then(|now| now.ok())
+            .ok_or_else(|| invalid_row("the server clock"))
     }
 
     fn lock_rows(&self, conn: &mut Conn, keys: &[&str]) -> Result<HashMap<String, LeaseRecord>, Failure> {
@@ -878,12 +901,6 @@ impl MysqlLeaseStore {
             .pop()
             .unwrap_or_else(|| Err(Error::unavailable("the store answered no outcome")))
     }
-}
-
-fn server_now(conn: &mut Conn) -> Result<i64, Failure> {
-    conn.exec_first_opt::<i64, _, _>(NOW_MS, ())?
-        .and_then(|now| now.ok())
-        .ok_or_else(|| invalid_row("the server clock"))
 }
 
 fn invalid_row(source: &str) -> Failure {
@@ -1013,7 +1030,7 @@ impl LeaseStore for MysqlLeaseStore {
     fn now_ms(&self) -> Result<i64> {
         match &self.clock {
             Some(clock) => clock.now_ms(),
-            None => self.run(server_now),
+            None => self.run(|conn| self.server_now(conn)),
         }
     }
 
@@ -1169,6 +1186,7 @@ mod tests {
         let endpoint = Endpoint {
             shown: "db:3306/leases".into(),
             user: Some("alice".into()),
+            timeout: Duration::from_millis(700),
         };
         let denied = endpoint.error(Failure::Db(server_error(1045)));
         assert!(
@@ -1193,6 +1211,31 @@ mod tests {
         assert!(matches!(
             endpoint.error(Failure::Commit(lost)),
             Error::LeaseStoreUnavailable { message } if message.contains("may or may not")
+        ));
+    }
+
+    #[test]
+    fn decisions_use_the_time_the_server_answers() {
+        let Some(url) = server::server_url("decisions_use_the_time_the_server_answers") else {
+            return;
+        };
+        let mut scratch = super::test_tables::ScratchTables::new(&url);
+        let mut options = MysqlOptions::from_url(&url).expect("url");
+        options.table_prefix = server::fresh_prefix();
+        let mut store = MysqlLeaseStore::open(options).unwrap_or_else(|e| server::no_server(&url, &e));
+        let (leases, log) = store.table_names();
+        scratch.add(leases, log);
+        // A server whose clock reads 1 January 2100, far from this host's: the decisions
+        // follow the server.
+        const SERVER_MS: i64 = 4_102_444_800_000;
+        store.sql.now = format!("SELECT CAST({SERVER_MS} AS SIGNED)");
+        assert_eq!(store.now_ms().unwrap(), SERVER_MS);
+        let grant = store.acquire("k", "o", 1_000).unwrap();
+        assert_eq!(grant.record.lease_until_ms, SERVER_MS + 1_000);
+        assert_eq!(store.history(Some("k")).unwrap()[0].at_ms, SERVER_MS);
+        assert!(matches!(
+            store.acquire("k", "p", 1_000),
+            Err(Error::LeaseHeld { .. })
         ));
     }
 }

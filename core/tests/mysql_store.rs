@@ -1,0 +1,862 @@
+//! The MySQL lease store against a real MariaDB/MySQL server: whose clock decides, what the
+//! database itself refuses, and what holders see when the server goes away, hangs, holds
+//! its rows locked, kills connections or loses a COMMIT's answer.
+//!
+//! Outages that would disturb other users of the shared server (stopping it, cutting the
+//! network) are played by a TCP proxy in this file, between one store and the server.
+//! `GOTRY_SKIP_MYSQL=1` skips these tests; otherwise a missing server fails them.
+
+#[path = "../../tests/mysql/server.rs"]
+mod server;
+#[path = "../../tests/mysql/tables.rs"]
+mod tables;
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Barrier, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use gotry_tenant_state::{
+    open_lease_store, Error, FenceReason, LeaseOp, LeaseOptions, LeaseStore, MysqlLeaseStore, MysqlOptions,
+    SystemMonotonicClock, SystemWallClock, TenantLease, WallClock,
+};
+use mysql::prelude::Queryable;
+use tables::ScratchTables;
+
+/// A server for one test: its URL, and the tables the test made (dropped at the end).
+struct Fixture {
+    url: String,
+    scratch: ScratchTables,
+}
+
+impl Fixture {
+    fn new(test: &str) -> Option<Fixture> {
+        let url = server::server_url(test)?;
+        Some(Fixture {
+            scratch: ScratchTables::new(&url),
+            url,
+        })
+    }
+
+    /// A store on fresh tables, reached at `url` (the server's, or a proxy's).
+    fn open_at(&mut self, url: &str, prefix: &str, timeout_ms: u64) -> MysqlLeaseStore {
+        let mut options = MysqlOptions::from_url(url).expect("url");
+        options.table_prefix = prefix.to_owned();
+        options.timeout = Duration::from_millis(timeout_ms);
+        let store = MysqlLeaseStore::open(options).unwrap_or_else(|e| server::no_server(url, &e));
+        let (leases, log) = store.table_names();
+        self.scratch.add(leases, log);
+        store
+    }
+
+    fn open(&mut self, prefix: &str) -> MysqlLeaseStore {
+        let url = self.url.clone();
+        self.open_at(&url, prefix, 2_000)
+    }
+
+    /// The server's clock in whole seconds, read on a connection of the test's own: no
+    /// time zone or rounding of the store's in between.
+    fn server_seconds(&self, conn: &mut mysql::Conn) -> i64 {
+        conn.query_first("SELECT UNIX_TIMESTAMP()")
+            .expect("server clock")
+            .expect("a row")
+    }
+}
+
+fn options_at(url: &str) -> MysqlOptions {
+    MysqlOptions::from_url(url).expect("url")
+}
+
+// ---------------------------------------------------------------------------------------
+// A proxy that can play a stopped server, a silent network and a lost COMMIT answer.
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Bytes flow both ways.
+    Forward,
+    /// Like a stopped server: open connections are cut, new ones closed at once.
+    Down,
+    /// Like a hung server or a partition: connections stay open and nothing flows.
+    Silent,
+    /// The next COMMIT is delivered to the server, and then the client's connection is cut
+    /// before the answer can reach it.
+    CutAfterCommit,
+    /// The next COMMIT is never delivered: the connection is cut instead.
+    CutBeforeCommit,
+}
+
+struct Proxy {
+    port: u16,
+    shared: Arc<ProxyShared>,
+    acceptor: Option<JoinHandle<()>>,
+}
+
+struct ProxyShared {
+    upstream: String,
+    mode: Mutex<Mode>,
+    stop: AtomicBool,
+    /// Every socket of every connection, to cut them all at once.
+    sockets: Mutex<Vec<TcpStream>>,
+    /// Local ports of the proxy's connections to the server: the server lists its clients
+    /// by address, so these find exactly this proxy's sessions.
+    upstream_ports: Mutex<Vec<u16>>,
+}
+
+/// How often a quiet pump looks at the mode again.
+const PUMP_TICK: Duration = Duration::from_millis(20);
+
+impl Proxy {
+    fn start(server_url: &str) -> Proxy {
+        let options = options_at(server_url);
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        listener.set_nonblocking(true).expect("nonblocking");
+        let shared = Arc::new(ProxyShared {
+            upstream: format!("{}:{}", options.host, options.port),
+            mode: Mutex::new(Mode::Forward),
+            stop: AtomicBool::new(false),
+            sockets: Mutex::new(Vec::new()),
+            upstream_ports: Mutex::new(Vec::new()),
+        });
+        let port = listener.local_addr().expect("addr").port();
+        let acceptor = {
+            let shared = Arc::clone(&shared);
+            std::thread::spawn(move || accept_loop(&listener, &shared))
+        };
+        Proxy {
+            port,
+            shared,
+            acceptor: Some(acceptor),
+        }
+    }
+
+    /// `url` (the server's) with the proxy's address instead.
+    fn url(&self, server_url: &str) -> String {
+        let options = options_at(server_url);
+        let user = options.user.map(|user| format!("{user}@")).unwrap_or_default();
+        format!("mysql://{user}127.0.0.1:{}/{}", self.port, options.database)
+    }
+
+    fn set(&self, mode: Mode) {
+        *self.shared.mode.lock().unwrap() = mode;
+        if mode == Mode::Down {
+            self.shared.cut_all();
+        }
+    }
+
+    fn upstream_ports(&self) -> Vec<u16> {
+        self.shared.upstream_ports.lock().unwrap().clone()
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        self.shared.cut_all();
+        if let Some(acceptor) = self.acceptor.take() {
+            let _ = acceptor.join();
+        }
+    }
+}
+
+impl ProxyShared {
+    fn mode(&self) -> Mode {
+        *self.mode.lock().unwrap()
+    }
+
+    fn cut_all(&self) {
+        for socket in self.sockets.lock().unwrap().drain(..) {
+            let _ = socket.shutdown(Shutdown::Both);
+        }
+    }
+
+    fn track(&self, socket: &TcpStream) {
+        if let Ok(clone) = socket.try_clone() {
+            self.sockets.lock().unwrap().push(clone);
+        }
+    }
+}
+
+fn accept_loop(listener: &TcpListener, shared: &Arc<ProxyShared>) {
+    while !shared.stop.load(Ordering::SeqCst) {
+        let client = match listener.accept() {
+            Ok((client, _)) => client,
+            Err(_) => {
+                std::thread::sleep(Duration::from_millis(5));
+                continue;
+            }
+        };
+        client.set_nonblocking(false).expect("blocking");
+        match shared.mode() {
+            Mode::Down => drop(client),
+            // Accepted by the kernel, never answered: the client waits for a greeting.
+            Mode::Silent => shared.track(&client),
+            Mode::Forward | Mode::CutAfterCommit | Mode::CutBeforeCommit => {
+                let Ok(upstream) = TcpStream::connect(&shared.upstream) else {
+                    continue;
+                };
+                if let Ok(addr) = upstream.local_addr() {
+                    shared.upstream_ports.lock().unwrap().push(addr.port());
+                }
+                shared.track(&client);
+                shared.track(&upstream);
+                for (from, to, to_server) in [
+                    (client.try_clone(), upstream.try_clone(), true),
+                    (upstream.try_clone(), client.try_clone(), false),
+                ] {
+                    let (Ok(from), Ok(to)) = (from, to) else { continue };
+                    let shared = Arc::clone(shared);
+                    std::thread::spawn(move || pump(from, to, to_server, &shared));
+                }
+            }
+        }
+    }
+}
+
+/// Copies one direction of one connection, as the mode says.
+fn pump(mut from: TcpStream, mut to: TcpStream, to_server: bool, shared: &ProxyShared) {
+    let _ = from.set_read_timeout(Some(PUMP_TICK));
+    let mut buffer = [0u8; 16 * 1024];
+    while !shared.stop.load(Ordering::SeqCst) {
+        let n = match from.read(&mut buffer) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                continue
+            }
+            Err(_) => break,
+        };
+        // Silent: hold what arrived until the mode changes.
+        while shared.mode() == Mode::Silent && !shared.stop.load(Ordering::SeqCst) {
+            std::thread::sleep(PUMP_TICK);
+        }
+        let chunk = &buffer[..n];
+        let mode = shared.mode();
+        // A COM_QUERY packet: command byte 0x03, then the statement text.
+        let commit = to_server && chunk.windows(7).any(|w| w == b"\x03COMMIT");
+        if commit && matches!(mode, Mode::CutAfterCommit | Mode::CutBeforeCommit) {
+            *shared.mode.lock().unwrap() = Mode::Forward;
+            // The client's side goes first, so that no answer can reach it.
+            let _ = from.shutdown(Shutdown::Both);
+            if mode == Mode::CutAfterCommit {
+                let _ = to.write_all(chunk);
+                // Give the server the moment it needs to run the COMMIT it has.
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            break;
+        }
+        if to.write_all(chunk).is_err() {
+            break;
+        }
+    }
+    let _ = to.shutdown(Shutdown::Both);
+    let _ = from.shutdown(Shutdown::Both);
+}
+
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn decisions_follow_the_server_clock() {
+    let Some(mut fx) = Fixture::new("decisions_follow_the_server_clock") else {
+        return;
+    };
+    let prefix = server::fresh_prefix();
+    let first = fx.open(&prefix);
+    let second = fx.open(&prefix);
+    let mut conn = fx.scratch.connect();
+
+    let before_s = fx.server_seconds(&mut conn);
+    let now = first.now_ms().unwrap();
+    let grant = first.acquire("tenant-a", "replica-1", 60_000).unwrap();
+    let after_s = fx.server_seconds(&mut conn);
+    let window = before_s * 1000..(after_s + 1) * 1000;
+    assert!(
+        window.contains(&now),
+        "store clock {now} outside the server's {window:?}"
+    );
+    let granted_at = grant.record.lease_until_ms - 60_000;
+    assert!(
+        window.contains(&granted_at),
+        "granted at {granted_at}, server {window:?}"
+    );
+    assert_eq!(
+        first.history(Some("tenant-a")).unwrap()[0].at_ms,
+        granted_at,
+        "the log records the time the decision used"
+    );
+    println!(
+        "server clock minus this host's clock: {} ms",
+        now - SystemWallClock.now_ms().unwrap()
+    );
+
+    // A second client of the same tables sees the lease held on the same clock.
+    match second.acquire("tenant-a", "replica-2", 60_000) {
+        Err(Error::LeaseHeld { record }) => assert_eq!(record, grant.record),
+        other => panic!("expected LEASE_HELD, got {other:?}"),
+    }
+    assert_eq!(second.read("tenant-a").unwrap(), Some(grant.record.clone()));
+
+    // Its expiry is the server's: a 100 ms lease is free for the other client once the
+    // server's clock (not this host's) has passed it.
+    first.acquire("short", "replica-1", 100).unwrap();
+    loop {
+        match second.acquire("short", "replica-2", 1_000) {
+            Ok(grant) => {
+                let log = second.history(Some("short")).unwrap();
+                assert_eq!(log.len(), 2);
+                assert!(log[1].at_ms >= log[0].at_ms + 100, "{log:?}");
+                assert_eq!(grant.record.epoch, 2);
+                break;
+            }
+            Err(Error::LeaseHeld { .. }) => std::thread::sleep(Duration::from_millis(10)),
+            Err(other) => panic!("{other:?}"),
+        }
+    }
+}
+
+#[test]
+fn keys_and_owners_compare_as_exact_text() {
+    let Some(mut fx) = Fixture::new("keys_and_owners_compare_as_exact_text") else {
+        return;
+    };
+    let store = fx.open(&server::fresh_prefix());
+    let longest = [
+        "é".repeat(200),         // 400 bytes
+        "€".repeat(200),         // 600 bytes: the most 200 UTF-16 units can take
+        "😀".repeat(100),        // 400 bytes, 200 UTF-16 units
+        format!("nul\0{}", "x"), // NUL is text too
+    ];
+    for key in ["A", "a", "a ", "a  ", "ǅ", "ǆ"]
+        .iter()
+        .map(|k| k.to_string())
+        .chain(longest.clone())
+    {
+        let grant = store.acquire(&key, &key, 60_000).unwrap();
+        assert_eq!(
+            (grant.record.key.as_str(), grant.record.epoch),
+            (key.as_str(), 1),
+            "{key:?}"
+        );
+        assert_eq!(store.read(&key).unwrap().unwrap().owner, key);
+    }
+    let owners: Vec<_> = store.list("").unwrap().into_iter().map(|r| r.owner).collect();
+    let mut expected: Vec<String> = ["A", "a", "a ", "a  ", "ǅ", "ǆ"]
+        .iter()
+        .map(|k| k.to_string())
+        .chain(longest.clone())
+        .collect();
+    expected.sort(); // byte order, as SQLite orders text
+    assert_eq!(owners, expected);
+    assert_eq!(
+        store.list("a").unwrap().len(),
+        3,
+        "a prefix is matched on whole characters"
+    );
+    assert_eq!(store.list("€").unwrap().len(), 1);
+    assert!(store.list("b").unwrap().is_empty());
+    // An owner differing by a trailing space is another owner.
+    assert!(matches!(
+        store.renew("a", "a ", 1, 1_000),
+        Err(Error::LeaseLost { .. })
+    ));
+    assert!(matches!(
+        store.acquire(&"€".repeat(201), "o", 1_000),
+        Err(Error::InvalidArgument { .. })
+    ));
+}
+
+#[test]
+fn the_database_refuses_what_the_rules_forbid() {
+    let Some(mut fx) = Fixture::new("the_database_refuses_what_the_rules_forbid") else {
+        return;
+    };
+    let store = fx.open(&server::fresh_prefix());
+    store.acquire("k", "o", 60_000).unwrap();
+    store.mark_forgotten("k", "o", 1).unwrap();
+    let (leases, log) = store.table_names();
+    let mut conn = fx.scratch.connect();
+    for statement in [
+        format!("UPDATE `{leases}` SET epoch = epoch + 2"),
+        format!("UPDATE `{leases}` SET epoch = epoch - 1"),
+        format!("UPDATE `{leases}` SET forgotten_at_epoch = 0"),
+        format!("UPDATE `{leases}` SET `key` = 'other'"),
+        format!("DELETE FROM `{leases}`"),
+        format!("UPDATE `{log}` SET owner = 'someone else'"),
+        format!("DELETE FROM `{log}`"),
+        format!("INSERT INTO `{leases}` (`key`, owner, epoch, lease_until_ms) VALUES ('z', 'o', 0, 0)"),
+        format!("INSERT INTO `{log}` (`key`, op, owner, epoch, at_ms) VALUES ('k', 'steal', 'o', 1, 0)"),
+        format!("INSERT INTO `{log}` (`key`, op, owner, epoch, at_ms) VALUES ('k', 'RENEW', 'o', 1, 0)"),
+    ] {
+        match conn.query_drop(&statement) {
+            Err(mysql::Error::MySqlError(e)) => {
+                assert!([1644, 3819, 4025].contains(&e.code), "{statement}: {e:?}")
+            }
+            other => panic!("{statement} was not refused: {other:?}"),
+        }
+    }
+    // What the rules allow still goes through by hand: the next epoch, a higher floor.
+    conn.query_drop(format!(
+        "UPDATE `{leases}` SET epoch = epoch + 1, forgotten_at_epoch = 2"
+    ))
+    .unwrap();
+    let row = store.read("k").unwrap().unwrap();
+    assert_eq!((row.epoch, row.forgotten_at_epoch), (2, 2));
+    assert_eq!(store.history(None).unwrap().len(), 2, "the log kept its entries");
+}
+
+#[test]
+fn the_schema_is_created_once_when_processes_start_together() {
+    let Some(fx) = Fixture::new("the_schema_is_created_once_when_processes_start_together") else {
+        return;
+    };
+    let fx = Mutex::new(fx);
+    let prefix = server::fresh_prefix();
+    let url = fx.lock().unwrap().url.clone();
+    let barrier = Barrier::new(6);
+    let stores: Vec<MysqlLeaseStore> = std::thread::scope(|scope| {
+        let openers: Vec<_> = (0..6)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut options = options_at(&url);
+                    options.table_prefix = prefix.clone();
+                    barrier.wait();
+                    MysqlLeaseStore::open(options)
+                })
+            })
+            .collect();
+        openers
+            .into_iter()
+            .map(|opener| {
+                opener
+                    .join()
+                    .unwrap()
+                    .unwrap_or_else(|e| server::no_server(&url, &e))
+            })
+            .collect()
+    });
+    let mut fx = fx.into_inner().unwrap();
+    let (leases, log) = stores[0].table_names();
+    fx.scratch.add(leases, log);
+    let mut conn = fx.scratch.connect();
+    let triggers: Vec<String> = conn
+        .exec(
+            "SELECT TRIGGER_NAME FROM information_schema.TRIGGERS
+             WHERE TRIGGER_SCHEMA = DATABASE() AND EVENT_OBJECT_TABLE IN (?, ?) ORDER BY TRIGGER_NAME",
+            (leases, log),
+        )
+        .unwrap();
+    assert_eq!(triggers.len(), 4, "{triggers:?}");
+    for (i, store) in stores.iter().enumerate() {
+        let key = format!("k{i}");
+        store.acquire(&key, "o", 60_000).unwrap();
+    }
+    assert_eq!(stores[5].list("").unwrap().len(), 6);
+}
+
+#[test]
+fn nothing_listening_is_unavailable() {
+    let Some(url) = server::server_url("nothing_listening_is_unavailable") else {
+        return;
+    };
+    let free_port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut options = options_at(&url);
+    options.host = "127.0.0.1".into();
+    options.port = free_port;
+    let started = Instant::now();
+    let error = MysqlLeaseStore::open(options).expect_err("nothing listens there");
+    assert!(matches!(error, Error::LeaseStoreUnavailable { .. }), "{error:?}");
+    println!("refused connection: {error} after {:?}", started.elapsed());
+    let via_url = open_lease_store(&format!("mysql://root@127.0.0.1:{free_port}/test")).map(|_| ());
+    assert!(
+        matches!(via_url, Err(Error::LeaseStoreUnavailable { .. })),
+        "{via_url:?}"
+    );
+}
+
+#[test]
+fn a_silent_server_is_unavailable_after_the_timeout_and_service_resumes() {
+    let Some(mut fx) = Fixture::new("a_silent_server_is_unavailable_after_the_timeout_and_service_resumes")
+    else {
+        return;
+    };
+    let proxy = Proxy::start(&fx.url);
+    let proxied = proxy.url(&fx.url);
+    let prefix = server::fresh_prefix();
+    let store = fx.open_at(&proxied, &prefix, 300);
+    store.acquire("k", "o", 60_000).unwrap();
+
+    proxy.set(Mode::Silent);
+    let started = Instant::now();
+    let error = store.renew("k", "o", 1, 60_000).expect_err("nothing answers");
+    let waited = started.elapsed();
+    // Named as a timeout: a timeout is not retried on a new connection, which would double
+    // the wait.
+    assert!(
+        matches!(&error, Error::LeaseStoreUnavailable { message } if message.contains("did not answer within 300 ms")),
+        "{error:?}"
+    );
+    assert!(
+        waited >= Duration::from_millis(300),
+        "it gave up before its timeout: {waited:?}"
+    );
+    println!("silent server: {error} after {waited:?} (timeout 300 ms)");
+    // A new connection meets the same silence, during its handshake.
+    let mut options = options_at(&proxied);
+    options.table_prefix = prefix.clone();
+    options.timeout = Duration::from_millis(300);
+    let error = MysqlLeaseStore::open(options).expect_err("no greeting comes");
+    assert!(
+        matches!(&error, Error::LeaseStoreUnavailable { message } if message.contains("did not answer")),
+        "{error:?}"
+    );
+
+    proxy.set(Mode::Forward);
+    let grant = store.renew("k", "o", 1, 60_000).unwrap();
+    assert_eq!(grant.record.epoch, 1);
+    let renews = store
+        .history(Some("k"))
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.op == LeaseOp::Renew)
+        .count();
+    assert_eq!(renews, 1, "the renewal that timed out was not applied");
+}
+
+/// A session of the test's own that holds `key`'s row locked until dropped.
+struct RowLock {
+    conn: mysql::Conn,
+}
+
+impl RowLock {
+    fn take(fx: &Fixture, leases: &str, key: &str) -> RowLock {
+        let mut conn = fx.scratch.connect();
+        conn.query_drop("START TRANSACTION").unwrap();
+        let row: Option<(Vec<u8>, i64)> = conn
+            .exec_first(
+                format!("SELECT `key`, epoch FROM `{leases}` WHERE `key` = ? FOR UPDATE"),
+                (key,),
+            )
+            .unwrap();
+        assert!(row.is_some(), "no row {key} to lock");
+        RowLock { conn }
+    }
+
+    fn release(mut self) {
+        self.conn.query_drop("ROLLBACK").unwrap();
+    }
+}
+
+#[test]
+fn locked_rows_are_unavailable_within_the_bound_and_service_resumes() {
+    let Some(mut fx) = Fixture::new("locked_rows_are_unavailable_within_the_bound_and_service_resumes")
+    else {
+        return;
+    };
+    let url = fx.url.clone();
+    let store = fx.open_at(&url, &server::fresh_prefix(), 1_000);
+    store.acquire("locked", "o", 60_000).unwrap();
+    store.acquire("free", "o", 60_000).unwrap();
+    let (leases, _) = store.table_names();
+    let lock = RowLock::take(&fx, leases, "locked");
+
+    // The lock is held for as long as this test likes: an answer at all proves the wait
+    // was bounded, and the kind proves it was the lock.
+    let started = Instant::now();
+    let error = store
+        .renew("locked", "o", 1, 60_000)
+        .expect_err("the row is locked");
+    println!("locked row: {error} after {:?}", started.elapsed());
+    assert!(matches!(error, Error::LeaseStoreUnavailable { .. }), "{error:?}");
+    assert!(matches!(
+        store.acquire("locked", "other", 1_000),
+        Err(Error::LeaseStoreUnavailable { .. })
+    ));
+    // Other rows are not held up, and neither is a batch that leaves the locked row out.
+    store.renew("free", "o", 1, 60_000).unwrap();
+    // A batch that names the locked row fails whole: nothing of it was renewed.
+    let renews_before = store.history(None).unwrap().len();
+    let batch = store.renew_batch("o", 60_000, &[("free", 1), ("locked", 1)]);
+    assert!(
+        matches!(batch, Err(Error::LeaseStoreUnavailable { .. })),
+        "{batch:?}"
+    );
+    assert_eq!(store.history(None).unwrap().len(), renews_before);
+
+    lock.release();
+    let answers = store
+        .renew_batch("o", 60_000, &[("free", 1), ("locked", 1)])
+        .unwrap();
+    assert!(answers.iter().all(Result::is_ok), "{answers:?}");
+    assert_eq!(store.history(None).unwrap().len(), renews_before + 2);
+}
+
+#[test]
+fn killed_and_cut_connections_are_replaced_on_the_next_call() {
+    let Some(mut fx) = Fixture::new("killed_and_cut_connections_are_replaced_on_the_next_call") else {
+        return;
+    };
+    let proxy = Proxy::start(&fx.url);
+    let proxied = proxy.url(&fx.url);
+    let store = Arc::new(fx.open_at(&proxied, &server::fresh_prefix(), 2_000));
+    // Several connections in the pool: calls at once from four threads.
+    std::thread::scope(|scope| {
+        for i in 0..4 {
+            let store = Arc::clone(&store);
+            scope.spawn(move || store.acquire(&format!("k{i}"), "o", 60_000).unwrap());
+        }
+    });
+
+    let mut admin = fx.scratch.connect();
+    let mut killed = 0;
+    for port in proxy.upstream_ports() {
+        let ids: Vec<u64> = admin
+            .exec(
+                "SELECT ID FROM information_schema.PROCESSLIST WHERE HOST LIKE ?",
+                (format!("%:{port}"),),
+            )
+            .unwrap();
+        for id in ids {
+            admin.query_drop(format!("KILL CONNECTION {id}")).unwrap();
+            killed += 1;
+        }
+    }
+    assert!(killed >= 1, "found none of the store's sessions to kill");
+    println!("killed {killed} session(s) of the store");
+    for i in 0..4 {
+        store.renew(&format!("k{i}"), "o", 1, 60_000).unwrap();
+    }
+
+    // The server "stops": every connection is cut and new ones fail; it comes back.
+    proxy.set(Mode::Down);
+    let error = store.renew("k0", "o", 1, 60_000).expect_err("the server is down");
+    assert!(matches!(error, Error::LeaseStoreUnavailable { .. }), "{error:?}");
+    assert!(matches!(
+        store.read("k0"),
+        Err(Error::LeaseStoreUnavailable { .. })
+    ));
+    proxy.set(Mode::Forward);
+    store.renew("k0", "o", 1, 60_000).unwrap();
+    assert_eq!(store.list("k").unwrap().len(), 4);
+}
+
+#[test]
+fn a_commit_without_an_answer_is_never_reported_as_success() {
+    let Some(mut fx) = Fixture::new("a_commit_without_an_answer_is_never_reported_as_success") else {
+        return;
+    };
+    let proxy = Proxy::start(&fx.url);
+    let prefix = server::fresh_prefix();
+    let store = fx.open_at(&proxy.url(&fx.url), &prefix, 2_000);
+    let direct = fx.open(&prefix);
+
+    // The server committed, the answer was lost: unavailable, and the row is there.
+    proxy.set(Mode::CutAfterCommit);
+    let error = store
+        .acquire("applied", "o", 60_000)
+        .expect_err("the answer was cut");
+    assert!(
+        matches!(&error, Error::LeaseStoreUnavailable { message } if message.contains("may or may not")),
+        "{error:?}"
+    );
+    let row = direct.read("applied").unwrap().expect("the commit went through");
+    assert_eq!((row.owner.as_str(), row.epoch), ("o", 1));
+    // The client that was not told holds nothing: its own retry is refused until expiry.
+    assert!(matches!(
+        store.acquire("applied", "o", 60_000),
+        Err(Error::LeaseHeld { .. })
+    ));
+
+    // The COMMIT never arrived: unavailable, and nothing was applied.
+    proxy.set(Mode::CutBeforeCommit);
+    let error = store
+        .acquire("lost", "o", 60_000)
+        .expect_err("the commit was cut");
+    assert!(matches!(error, Error::LeaseStoreUnavailable { .. }), "{error:?}");
+    assert_eq!(direct.read("lost").unwrap(), None);
+    assert_eq!(store.acquire("lost", "o", 60_000).unwrap().record.epoch, 1);
+}
+
+enum Outage {
+    ServerDown,
+    RowLocked,
+}
+
+/// A holder whose store goes away keeps failing its renewals, closes its own gate at its
+/// fence, and nobody else is granted the tenant before the lease ran out on the server's
+/// clock; once the store is back, the holder learns it lost the lease.
+fn holder_fails_closed(outage: Outage, test: &str) {
+    let Some(mut fx) = Fixture::new(test) else {
+        return;
+    };
+    let proxy = Proxy::start(&fx.url);
+    let prefix = server::fresh_prefix();
+    let through: Arc<dyn LeaseStore> = Arc::new(fx.open_at(&proxy.url(&fx.url), &prefix, 300));
+    let direct = fx.open_at(&fx.url.clone(), &prefix, 300);
+    let holder = TenantLease::acquire(LeaseOptions {
+        key: "tenant".into(),
+        replica_id: "replica-1".into(),
+        store: Arc::clone(&through),
+        ttl_ms: 1_500,
+        margin_ms: 200,
+        clock: Arc::new(SystemMonotonicClock),
+    })
+    .unwrap();
+    holder.renew().unwrap();
+    let last_grant = direct.read("tenant").unwrap().unwrap();
+
+    let lock = match outage {
+        Outage::ServerDown => {
+            proxy.set(Mode::Down);
+            None
+        }
+        Outage::RowLocked => Some(RowLock::take(&fx, direct.table_names().0, "tenant")),
+    };
+    let (mut refused_renewals, mut refused_rivals, mut acknowledged_writes) = (0, 0, 0);
+    // Runs until the holder's own fence closes its gate; the fence does not move, so this
+    // ends by itself.
+    while holder.assert_held().is_ok() {
+        match holder.renew() {
+            Err(Error::LeaseStoreUnavailable { .. }) => refused_renewals += 1,
+            other => panic!("a renewal during the outage answered {other:?}"),
+        }
+        match direct.acquire("tenant", "replica-2", 1_500) {
+            Err(Error::LeaseHeld { .. } | Error::LeaseStoreUnavailable { .. }) => refused_rivals += 1,
+            other => panic!("a rival was answered {other:?} while the holder's gate was open"),
+        }
+        // A write is acknowledged only when the gate passes before and after it.
+        if holder.assert_held().is_ok() {
+            acknowledged_writes += 1;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    match holder.assert_held() {
+        Err(Error::Fenced { reason, epoch, .. }) => {
+            assert_eq!((reason, epoch), (FenceReason::LeaseExpiredLocally, 1))
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(refused_renewals >= 1 && refused_rivals >= 1);
+    println!(
+        "outage: {refused_renewals} failed renewals, {refused_rivals} refused rivals, \
+         {acknowledged_writes} writes acknowledged before the fence"
+    );
+
+    if let Some(lock) = lock {
+        lock.release();
+    }
+    // The rival gets the tenant, but only once the lease ran out on the server's clock.
+    let rival = loop {
+        match direct.acquire("tenant", "replica-2", 1_500) {
+            Ok(grant) => break grant,
+            Err(Error::LeaseHeld { record }) => {
+                assert_eq!(record, last_grant);
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(other) => panic!("{other:?}"),
+        }
+    };
+    assert_eq!(rival.record.epoch, 2);
+    let granted_at = rival.record.lease_until_ms - 1_500;
+    assert!(
+        granted_at >= last_grant.lease_until_ms,
+        "granted at {granted_at}, before the holder's lease ran out at {}",
+        last_grant.lease_until_ms
+    );
+    assert!(holder.assert_held().is_err());
+
+    // The store is back: the holder is told it lost the lease, and that is final.
+    proxy.set(Mode::Forward);
+    assert!(matches!(holder.renew(), Err(Error::LeaseLost { .. })));
+    match holder.assert_held() {
+        Err(Error::Fenced { reason, .. }) => assert_eq!(reason, FenceReason::LeaseLost),
+        other => panic!("{other:?}"),
+    }
+    direct.release("tenant", "replica-2", 2).unwrap();
+    let next = through.acquire("tenant", "replica-1", 1_500).unwrap();
+    assert_eq!(next.record.epoch, 3);
+}
+
+#[test]
+fn holders_fail_closed_while_the_server_is_down() {
+    holder_fails_closed(Outage::ServerDown, "holders_fail_closed_while_the_server_is_down");
+}
+
+#[test]
+fn holders_fail_closed_while_their_row_is_locked() {
+    holder_fails_closed(Outage::RowLocked, "holders_fail_closed_while_their_row_is_locked");
+}
+
+#[test]
+fn credentials_appear_in_no_error_and_no_debug_output() {
+    let Some(mut fx) = Fixture::new("credentials_appear_in_no_error_and_no_debug_output") else {
+        return;
+    };
+    let server = options_at(&fx.url);
+    let host = if server.host.contains(':') {
+        format!("[{}]", server.host)
+    } else {
+        server.host.clone()
+    };
+    let wrong = format!(
+        "mysql://gotry_nobody_x:hunter2%40secret@{host}:{}/{}",
+        server.port, server.database
+    );
+    let error = open_lease_store(&wrong).map(|_| ()).expect_err("no such user");
+    let shown = format!("{error} {error:?} {}", error.code_str());
+    assert!(matches!(error, Error::Storage { .. }), "{shown}");
+    assert!(!shown.contains("gotry_nobody_x"), "{shown}");
+    assert!(!shown.contains("hunter2"), "{shown}");
+
+    let store = fx.open(&server::fresh_prefix());
+    let shown = format!("{store:?}");
+    assert!(
+        shown.contains(&format!("{}:{}", server.host, server.port)),
+        "{shown}"
+    );
+    for secret in [
+        server.user.unwrap_or_default(),
+        server.password.unwrap_or_default(),
+    ] {
+        assert!(secret.is_empty() || !shown.contains(&secret), "{shown}");
+    }
+}
+
+#[test]
+fn open_lease_store_takes_mysql_urls_with_options() {
+    let Some(mut fx) = Fixture::new("open_lease_store_takes_mysql_urls_with_options") else {
+        return;
+    };
+    let prefix = server::fresh_prefix();
+    let url = server::with_option(
+        &server::with_option(&fx.url, "prefix", &prefix),
+        "timeout_ms",
+        "1500",
+    );
+    let store = open_lease_store(&url).unwrap_or_else(|e| server::no_server(&url, &e));
+    let typed = fx.open(&prefix);
+    store.acquire("k", "o", 60_000).unwrap();
+    assert_eq!(
+        typed.read("k").unwrap().unwrap().owner,
+        "o",
+        "both opened the same tables"
+    );
+    store.close().unwrap();
+    assert!(matches!(
+        store.read("k"),
+        Err(Error::LeaseStoreUnavailable { .. })
+    ));
+    assert!(matches!(
+        open_lease_store(&server::with_option(&fx.url, "prefix", "Bad-Prefix")).map(|_| ()),
+        Err(Error::InvalidArgument { .. })
+    ));
+}
