@@ -187,6 +187,50 @@ typedef enum GotryFenceReason {
 } GotryFenceReason;
 
 /**
+ * What a keeper reports without being asked.
+ */
+typedef enum GotryKeeperEventKind {
+    /**
+     * `lost`: the store refused a renewal; another replica may hold the tenant now. The
+     * keeper dropped the lease, whose gate answers FENCED(lease_lost).
+     */
+    GOTRY_KEEPER_EVENT_KIND_LOST = 1,
+    /**
+     * `fenced_locally`: the fence passed before a renewal was granted; the gate answers
+     * FENCED(lease_expired_locally). Told once until the lease resumes.
+     */
+    GOTRY_KEEPER_EVENT_KIND_FENCED_LOCALLY = 2,
+    /**
+     * `resumed`: a renewal moved the fence of a locally fenced lease ahead again.
+     */
+    GOTRY_KEEPER_EVENT_KIND_RESUMED = 3,
+    /**
+     * `renew_failed`: renewals could not be made (the store failed); the leases will be
+     * tried again.
+     */
+    GOTRY_KEEPER_EVENT_KIND_RENEW_FAILED = 4,
+} GotryKeeperEventKind;
+
+/**
+ * What became of a kept lease at shutdown.
+ */
+typedef enum GotryShutdownOutcome {
+    /**
+     * Released in the store: the next owner may start at once.
+     */
+    GOTRY_SHUTDOWN_OUTCOME_RELEASED = 1,
+    /**
+     * The gate is closed but the store could not be told: the lease runs out at its TTL.
+     */
+    GOTRY_SHUTDOWN_OUTCOME_FAILED = 2,
+    /**
+     * Not reached before the deadline: no longer renewed, so its gate closes at its fence
+     * and the store lets it run out. Its handles can still release it.
+     */
+    GOTRY_SHUTDOWN_OUTCOME_TIMED_OUT = 3,
+} GotryShutdownOutcome;
+
+/**
  * The kind of a granted operation in a store's history.
  */
 typedef enum GotryLeaseOp {
@@ -220,6 +264,13 @@ typedef struct GotryError GotryError;
  * it at once; free it once with `gotry_history_free`.
  */
 typedef struct GotryHistory GotryHistory;
+
+/**
+ * Keeps many leases of one owner on one store renewed, a batch per store call. Thread-safe:
+ * any function may be called from several threads at once. `gotry_keeper_free` must be the
+ * last call on the handle.
+ */
+typedef struct GotryKeeper GotryKeeper;
 
 /**
  * A held tenant lease. Thread-safe: the write gate (`gotry_lease_assert_held`) may be
@@ -256,6 +307,13 @@ typedef struct GotryRecordList GotryRecordList;
  * `gotry_renew_batch_free`.
  */
 typedef struct GotryRenewBatch GotryRenewBatch;
+
+/**
+ * What `gotry_keeper_shutdown` did: the released leases, then the failed ones, then those
+ * timed out, each group ordered by key. Immutable: any number of threads may read it at
+ * once; free it once with `gotry_shutdown_report_free`.
+ */
+typedef struct GotryShutdownReport GotryShutdownReport;
 
 /**
  * An open lease store. Thread-safe: any function may be called on one store from several
@@ -318,6 +376,120 @@ typedef struct GotryRecordView {
      */
     int64_t forgotten_at_epoch;
 } GotryRecordView;
+
+/**
+ * How a keeper renews; `gotry_keeper_options_default` fills in the defaults.
+ */
+typedef struct GotryKeeperOptions {
+    /**
+     * The part of the TTL between two renewals of a lease (default 1/3: two more tries fit
+     * before the lease runs out). Must leave at least 1 ms and renew before the fence.
+     */
+    double renew_fraction;
+    /**
+     * The most leases per store transaction (default 1000); at least 1.
+     */
+    size_t max_batch;
+    /**
+     * false: the keeper renews on its own thread. true: rounds run only when the host calls
+     * `gotry_keeper_tick` (its own timer, or a test with a manual clock).
+     */
+    bool without_thread;
+} GotryKeeperOptions;
+
+/**
+ * One event, lent to the callback for the duration of the call only: copy what you keep.
+ */
+typedef struct GotryKeeperEvent {
+    /**
+     * What happened.
+     */
+    enum GotryKeeperEventKind kind;
+    /**
+     * The lease's key (lost, fenced_locally, resumed); NULL for renew_failed. Its length is
+     * the authority.
+     */
+    const char *key;
+    /**
+     * Bytes in `key`.
+     */
+    size_t key_len;
+    /**
+     * The lease's epoch; 0 for renew_failed.
+     */
+    int64_t epoch;
+    /**
+     * Why (lost: the refusal; renew_failed: the store's failure); NULL otherwise. Read it
+     * with the `gotry_error_*` accessors; never free it.
+     */
+    const struct GotryError *error;
+    /**
+     * renew_failed: how many leases will be tried again; 0 otherwise.
+     */
+    size_t leases;
+} GotryKeeperEvent;
+
+/**
+ * A keeper's event callback. It runs on the keeper's thread (or on the caller of
+ * `gotry_keeper_tick`), one event at a time, after the round's state is in place: when
+ * `lost` arrives, the keeper no longer holds the key and its gate already says so. Keep it
+ * short (it delays the renewals) and never let a C++ exception escape it. It may shut down
+ * its own keeper, but neither tick nor free it. Once `gotry_keeper_shutdown` or
+ * `gotry_keeper_free` returned it is never called again, so `user_data` may be freed then.
+ */
+typedef void (*GotryKeeperEventFn)(void *user_data, const struct GotryKeeperEvent *event);
+
+/**
+ * What one round did.
+ */
+typedef struct GotryTickReport {
+    /**
+     * Store calls made (batches sent).
+     */
+    size_t batches;
+    /**
+     * Leases renewed.
+     */
+    size_t renewed;
+    /**
+     * Leases the store refused: lost.
+     */
+    size_t lost;
+    /**
+     * Due leases not renewed, to be tried again.
+     */
+    size_t failed;
+    /**
+     * Whether any lease is kept, and so whether `next_due_ms` means anything.
+     */
+    bool has_next_due;
+    /**
+     * When the next round is due, on the keeper's clock, in milliseconds.
+     */
+    double next_due_ms;
+} GotryTickReport;
+
+/**
+ * One kept lease at shutdown, lent by the report.
+ */
+typedef struct GotryShutdownEntry {
+    /**
+     * The lease's key; its length is the authority.
+     */
+    const char *key;
+    /**
+     * Bytes in `key`.
+     */
+    size_t key_len;
+    /**
+     * What became of it.
+     */
+    enum GotryShutdownOutcome outcome;
+    /**
+     * For `GOTRY_SHUTDOWN_OUTCOME_FAILED`, why (never free it); NULL otherwise.
+     */
+    const struct GotryError *error;
+} GotryShutdownEntry;
 
 /**
  * One granted operation of a store's log, as C reads it. The strings are borrowed from
@@ -804,6 +976,196 @@ enum GotryStatus gotry_tenant_root_for(const char *state_root,
                                        size_t out_path_capacity,
                                        size_t *out_path_len,
                                        struct GotryError **out_error);
+
+/**
+ * The core's stable name of a `GotryKeeperEventKind` value (`"lost"`, `"fenced_locally"`,
+ * `"resumed"`, `"renew_failed"`); NULL for any other value. Static; thread-safe.
+ */
+const char *gotry_keeper_event_kind_name(int kind);
+
+/**
+ * Writes the default options.
+ *
+ * Returns `GOTRY_STATUS_NULL_ARGUMENT` when `out_options` is NULL.
+ *
+ * # Safety
+ * `out_options` must be NULL or writable.
+ */
+enum GotryStatus gotry_keeper_options_default(struct GotryKeeperOptions *out_options);
+
+/**
+ * Starts a keeper for `replica_id` on `store`, every lease with `ttl_ms` and `margin_ms`.
+ *
+ * `options` may be NULL for the defaults; `clock` is the holders' monotonic clock (NULL:
+ * the system's; a manual clock makes every rule deterministic with `without_thread`);
+ * `on_event` may be NULL for no events, and is called with `user_data`.
+ *
+ * Returns `GOTRY_STATUS_INVALID_ARGUMENT` for an owner, TTL, margin, renew fraction or batch
+ * size out of range, `GOTRY_STATUS_LEASE_STORE_UNAVAILABLE` when the thread cannot start,
+ * and `GOTRY_STATUS_NULL_ARGUMENT` when `store`, `replica_id` or `out_keeper` is NULL.
+ *
+ * # Safety
+ * `store` must be NULL or a live `GotryStore`; `replica_id` must be NULL or point to
+ * `replica_id_len` readable bytes; `options` must be NULL or readable; `clock` must be NULL
+ * or a live `GotryManualClock`; `on_event` must be NULL or a function as
+ * `GotryKeeperEventFn` describes; the out-parameters must be NULL or writable.
+ */
+enum GotryStatus gotry_keeper_start(const struct GotryStore *store,
+                                    const char *replica_id,
+                                    size_t replica_id_len,
+                                    int64_t ttl_ms,
+                                    int64_t margin_ms,
+                                    const struct GotryKeeperOptions *options,
+                                    const struct GotryManualClock *clock,
+                                    GotryKeeperEventFn on_event,
+                                    void *user_data,
+                                    struct GotryKeeper **out_keeper,
+                                    struct GotryError **out_error);
+
+/**
+ * Acquires `key` for the keeper's owner and keeps it renewed until it is removed, lost or
+ * the keeper shuts down. `*out_lease` receives a handle on the kept lease (its write gate,
+ * epoch, key...; free it with `gotry_lease_free`, which does not stop the keeping).
+ *
+ * Returns as `gotry_lease_acquire` does (`GOTRY_STATUS_LEASE_HELD`, `GOTRY_STATUS_LEASE_LOST`,
+ * `GOTRY_STATUS_LEASE_STORE_UNAVAILABLE`, `GOTRY_STATUS_INVALID_ARGUMENT`), with
+ * `GOTRY_STATUS_LEASE_STORE_UNAVAILABLE` once the keeper is shut down, and
+ * `GOTRY_STATUS_NULL_ARGUMENT` when a pointer other than `out_error` is NULL.
+ *
+ * # Safety
+ * `keeper` must be NULL or a live `GotryKeeper`; `key` must be NULL or point to `key_len`
+ * readable bytes; the out-parameters must be NULL or writable.
+ */
+enum GotryStatus gotry_keeper_acquire(const struct GotryKeeper *keeper,
+                                      const char *key,
+                                      size_t key_len,
+                                      struct GotryLease **out_lease,
+                                      struct GotryError **out_error);
+
+/**
+ * Writes a new handle on the kept lease of `key` into `*out_lease` (free it with
+ * `gotry_lease_free`), or NULL when the key is not kept.
+ *
+ * Returns `GOTRY_STATUS_INVALID_ARGUMENT` for a key that is not UTF-8, and
+ * `GOTRY_STATUS_NULL_ARGUMENT` when a pointer other than `out_error` is NULL.
+ *
+ * # Safety
+ * `keeper` must be NULL or a live `GotryKeeper`; `key` must be NULL or point to `key_len`
+ * readable bytes; the out-parameters must be NULL or writable.
+ */
+enum GotryStatus gotry_keeper_get(const struct GotryKeeper *keeper,
+                                  const char *key,
+                                  size_t key_len,
+                                  struct GotryLease **out_lease,
+                                  struct GotryError **out_error);
+
+/**
+ * Stops keeping `key` and releases it (the gate closes first, then the store is told).
+ * `*out_removed` is false when the key was not kept.
+ *
+ * Returns `GOTRY_STATUS_LEASE_STORE_UNAVAILABLE` when the store could not be told (the gate
+ * is closed anyway and the lease runs out), `GOTRY_STATUS_INVALID_ARGUMENT` for a key that
+ * is not UTF-8, and `GOTRY_STATUS_NULL_ARGUMENT` when a pointer other than `out_error` is
+ * NULL.
+ *
+ * # Safety
+ * `keeper` must be NULL or a live `GotryKeeper`; `key` must be NULL or point to `key_len`
+ * readable bytes; the out-parameters must be NULL or writable.
+ */
+enum GotryStatus gotry_keeper_remove(const struct GotryKeeper *keeper,
+                                     const char *key,
+                                     size_t key_len,
+                                     bool *out_removed,
+                                     struct GotryError **out_error);
+
+/**
+ * Counts the kept leases (including any closed through their own handle since the last
+ * round, which the next round drops).
+ *
+ * Returns `GOTRY_STATUS_NULL_ARGUMENT` when an argument is NULL.
+ *
+ * # Safety
+ * `keeper` must be NULL or a live `GotryKeeper`; `out_len` must be NULL or writable.
+ */
+enum GotryStatus gotry_keeper_len(const struct GotryKeeper *keeper, size_t *out_len);
+
+/**
+ * Runs one round if a lease is due on the keeper's clock (what the keeper's thread does;
+ * a keeper started `without_thread` needs it called), and writes what it did. Events of the
+ * round reach the callback on the calling thread before this returns. Blocks on the store.
+ *
+ * Returns `GOTRY_STATUS_LEASE_STORE_UNAVAILABLE` once the keeper is shut down,
+ * `GOTRY_STATUS_INVALID_ARGUMENT` when called from the keeper's own callback, and
+ * `GOTRY_STATUS_NULL_ARGUMENT` when `keeper` or `out_report` is NULL. A store failure is not
+ * a failure of the call: it is in the report (`failed`) and a renew_failed event.
+ *
+ * # Safety
+ * `keeper` must be NULL or a live `GotryKeeper`; the out-parameters must be NULL or writable.
+ */
+enum GotryStatus gotry_keeper_tick(const struct GotryKeeper *keeper,
+                                   struct GotryTickReport *out_report,
+                                   struct GotryError **out_error);
+
+/**
+ * Stops renewing and releases every kept lease, starting no release after `timeout_ms` (on
+ * the keeper's clock); waits for a batch in flight for at most as long. The callback is
+ * never called after this returns. `*out_report` receives what became of each lease (free
+ * it with `gotry_shutdown_report_free`); calling it again reports nothing. The handle stays
+ * valid until `gotry_keeper_free`, and every later acquire or tick returns
+ * `GOTRY_STATUS_LEASE_STORE_UNAVAILABLE`.
+ *
+ * Returns `GOTRY_STATUS_NULL_ARGUMENT` when an argument is NULL.
+ *
+ * # Safety
+ * `keeper` must be NULL or a live `GotryKeeper`; `out_report` must be NULL or writable.
+ */
+enum GotryStatus gotry_keeper_shutdown(const struct GotryKeeper *keeper,
+                                       uint64_t timeout_ms,
+                                       struct GotryShutdownReport **out_report);
+
+/**
+ * Counts the entries of a shutdown report.
+ *
+ * Returns `GOTRY_STATUS_NULL_ARGUMENT` when an argument is NULL.
+ *
+ * # Safety
+ * `report` must be NULL or a live `GotryShutdownReport`; `out_len` must be NULL or writable.
+ */
+enum GotryStatus gotry_shutdown_report_len(const struct GotryShutdownReport *report, size_t *out_len);
+
+/**
+ * Reads entry `index` of a shutdown report; its key and error are borrowed from `report`.
+ *
+ * Returns `GOTRY_STATUS_INVALID_ARGUMENT` when `index` is not below the length, and
+ * `GOTRY_STATUS_NULL_ARGUMENT` when an argument is NULL.
+ *
+ * # Safety
+ * `report` must be NULL or a live `GotryShutdownReport`; `out_entry` must be NULL or writable.
+ */
+enum GotryStatus gotry_shutdown_report_get(const struct GotryShutdownReport *report,
+                                           size_t index,
+                                           struct GotryShutdownEntry *out_entry);
+
+/**
+ * Frees a shutdown report and the errors it lent; NULL does nothing.
+ *
+ * # Safety
+ * `report` must be NULL or a `GotryShutdownReport` not yet freed, used by no other thread.
+ */
+void gotry_shutdown_report_free(struct GotryShutdownReport *report);
+
+/**
+ * Stops the keeper without waiting for the store and frees it; NULL does nothing. A batch
+ * in flight finishes on its own thread, but the callback is never called after this
+ * returns. Kept leases are not released: their gates close at their fences and the store
+ * lets them run out (`gotry_keeper_shutdown` first hands them back at once). Lease handles
+ * stay valid.
+ *
+ * # Safety
+ * `keeper` must be NULL or a `GotryKeeper` not yet freed, used by no other thread and not
+ * by the call its own callback runs in.
+ */
+void gotry_keeper_free(struct GotryKeeper *keeper);
 
 /**
  * Acquires the lease of `key` for `replica_id` in `store` and starts holding it. The local

@@ -87,7 +87,7 @@ impl GotryError {
         }
     }
 
-    fn from_core(error: &Error) -> GotryError {
+    pub(crate) fn from_core(error: &Error) -> GotryError {
         let detail = match error {
             Error::LeaseHeld { record } => Detail::LeaseHeld(OwnedRecord::from(record)),
             Error::Fenced { reason, key, epoch } => Detail::Fenced {

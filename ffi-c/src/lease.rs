@@ -17,9 +17,20 @@ use crate::store::GotryStore;
 /// threads run one at a time, in the order they were called. `gotry_lease_free` must be the
 /// last call on the handle.
 pub struct GotryLease {
-    lease: TenantLease,
+    lease: Arc<TenantLease>,
     key: Text,
     replica_id: Text,
+}
+
+impl GotryLease {
+    /// A handle on a lease that something else (a keeper) may hold too.
+    pub(crate) fn new(lease: Arc<TenantLease>) -> GotryLease {
+        GotryLease {
+            key: Text::new(lease.key()),
+            replica_id: Text::new(lease.replica_id()),
+            lease,
+        }
+    }
 }
 
 /// Acquires the lease of `key` for `replica_id` in `store` and starts holding it. The local
@@ -70,11 +81,7 @@ pub unsafe extern "C" fn gotry_lease_acquire(
             margin_ms,
             clock,
         })?;
-        out_lease.write(into_handle(GotryLease {
-            key: Text::new(lease.key()),
-            replica_id: Text::new(lease.replica_id()),
-            lease,
-        }));
+        out_lease.write(into_handle(GotryLease::new(Arc::new(lease))));
         Ok(())
     })
 }

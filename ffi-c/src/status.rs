@@ -125,7 +125,7 @@ impl GotryStatus {
 }
 
 /// NUL-terminated copies of names the core keeps as `&'static str`, made once.
-fn static_cstr(
+pub(crate) fn static_cstr(
     table: &'static OnceLock<Vec<CString>>,
     names: impl FnOnce() -> Vec<String>,
     index: usize,
@@ -140,7 +140,7 @@ fn static_cstr(
 }
 
 /// Runs a name lookup inside the panic boundary; NULL when it found nothing or failed.
-fn name_or_null(lookup: impl FnOnce() -> *const c_char) -> *const c_char {
+pub(crate) fn name_or_null(lookup: impl FnOnce() -> *const c_char) -> *const c_char {
     let mut name = std::ptr::null();
     let _ = ffi_boundary!(std::ptr::null_mut(), {
         name = lookup();

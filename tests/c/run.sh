@@ -113,7 +113,8 @@ compile() {
 require "compile the C and C++ programs (-Wall -Wextra -Werror)" compile
 
 valgrind_run() { # valgrind_run PROGRAM ARGS...: no leak, no invalid access
-    valgrind -q --leak-check=full --errors-for-leak-kinds=definite,possible --error-exitcode=99 "$@"
+    valgrind -q --leak-check=full --errors-for-leak-kinds=definite,possible \
+        --suppressions=tests/c/valgrind.supp --error-exitcode=99 "$@"
 }
 scratch() { mkdir -p "$build/scratch/$1" && echo "$build/scratch/$1"; }
 
