@@ -69,7 +69,8 @@ fn derivations() {
 #[test]
 fn validators() {
     let all = vectors();
-    let checks: [(&str, fn(&str) -> Result<&str, Error>); 3] = [
+    type Validator = fn(&str) -> Result<&str, Error>;
+    let checks: [(&str, Validator); 3] = [
         ("organization_ids", assert_organization_id),
         ("ledger_tenant_ids", assert_ledger_tenant_id),
         ("prompt_cache_partitions", assert_prompt_cache_partition),
