@@ -860,3 +860,41 @@ fn open_lease_store_takes_mysql_urls_with_options() {
         Err(Error::InvalidArgument { .. })
     ));
 }
+
+#[test]
+fn batches_of_any_size_renew_each_lease_once_per_mention() {
+    let Some(mut fx) = Fixture::new("batches_of_any_size_renew_each_lease_once_per_mention") else {
+        return;
+    };
+    let store = fx.open(&server::fresh_prefix());
+    // More leases than one statement locks or writes, and one of them named twice.
+    let keys: Vec<String> = (0..250).map(|i| format!("k{i:03}")).collect();
+    for key in &keys {
+        store.acquire(key, "o", 60_000).unwrap();
+    }
+    let mut leases: Vec<(&str, i64)> = keys.iter().map(|key| (key.as_str(), 1)).collect();
+    leases.push(("k007", 1));
+    leases.push(("k007", 2));
+    let answers = store.renew_batch("o", 90_000, &leases).unwrap();
+    assert_eq!(answers.len(), 252);
+    assert!(answers[..251].iter().all(Result::is_ok), "{:?}", &answers[..3]);
+    assert!(matches!(answers[251], Err(Error::LeaseLost { .. })));
+    let renewed_at = store.history(Some("k249")).unwrap()[1].at_ms;
+    for record in store.list("k").unwrap() {
+        assert_eq!(
+            (record.epoch, record.lease_until_ms),
+            (1, renewed_at + 90_000),
+            "{record:?}"
+        );
+    }
+    let renews = |key: &str| {
+        store
+            .history(Some(key))
+            .unwrap()
+            .iter()
+            .filter(|e| e.op == LeaseOp::Renew)
+            .count()
+    };
+    assert_eq!((renews("k007"), renews("k008")), (2, 1));
+    assert_eq!(store.history(None).unwrap().len(), 250 + 251);
+}

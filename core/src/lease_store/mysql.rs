@@ -97,6 +97,8 @@ const MAX_IDLE_CONNECTIONS: usize = 8;
 const MAX_ATTEMPTS: u32 = 4;
 /// Keys locked by one statement of a batch.
 const LOCK_CHUNK: usize = 100;
+/// Rows written by one statement of a batch.
+const WRITE_CHUNK: usize = 100;
 
 /// Where and how to reach the server. `Debug` leaves the credentials out.
 #[derive(Clone)]
@@ -273,8 +275,7 @@ struct Sql {
     /// trigger needs its table.
     schema: Vec<(String, String)>,
     select_row: String,
-    insert_row: String,
-    update_row: String,
+    insert_rows: String,
     insert_log: String,
     history_all: String,
     history_of_key: String,
@@ -332,14 +333,8 @@ impl Sql {
         ];
         Sql {
             select_row: format!("SELECT {ROW_COLUMNS} FROM `{leases}` WHERE `key` = ?"),
-            insert_row: format!("INSERT INTO `{leases}` ({ROW_COLUMNS}) VALUES (?, ?, ?, ?, ?)"),
-            update_row: format!(
-                "UPDATE `{leases}` SET owner = ?, epoch = ?, lease_until_ms = ?, forgotten_at_epoch = ?
-                 WHERE `key` = ?"
-            ),
-            insert_log: format!(
-                "INSERT INTO `{log}` (`key`, op, owner, epoch, at_ms) VALUES (?, ?, ?, ?, ?)"
-            ),
+            insert_rows: format!("INSERT INTO `{leases}` ({ROW_COLUMNS}) VALUES "),
+            insert_log: format!("INSERT INTO `{log}` (`key`, op, owner, epoch, at_ms) VALUES "),
             history_all: format!("SELECT `key`, op, owner, epoch, at_ms FROM `{log}` ORDER BY id"),
             history_of_key: format!(
                 "SELECT `key`, op, owner, epoch, at_ms FROM `{log}` WHERE `key` = ? ORDER BY id"
@@ -392,6 +387,29 @@ impl Sql {
             self.leases
         )
     }
+
+    /// `count` new rows. A plain INSERT: when another transaction inserted the key since
+    /// this one found it missing, it fails on the duplicate and the race is retried.
+    fn insert_rows(&self, count: usize) -> String {
+        self.insert_rows.clone() + &values(count)
+    }
+
+    /// New values for `count` rows this transaction holds locked, in one statement (the
+    /// update triggers still see each row).
+    fn update_rows(&self, count: usize) -> String {
+        self.insert_rows(count)
+            + " ON DUPLICATE KEY UPDATE owner = VALUES(owner), epoch = VALUES(epoch),
+                lease_until_ms = VALUES(lease_until_ms), forgotten_at_epoch = VALUES(forgotten_at_epoch)"
+    }
+
+    fn insert_log(&self, count: usize) -> String {
+        self.insert_log.clone() + &values(count)
+    }
+}
+
+/// `count` rows of five placeholders.
+fn values(count: usize) -> String {
+    vec!["(?, ?, ?, ?, ?)"; count].join(", ")
 }
 
 /// Why a call on one connection failed, kept apart until the end because the kind decides
@@ -499,6 +517,15 @@ const SERVER_ERRORS: &[(u16, &str, bool)] = &[
     (4025, "ER_CONSTRAINT_FAILED", false),
     (4031, "ER_CLIENT_INTERACTION_TIMEOUT", true),
 ];
+
+/// One granted operation of a transaction, waiting to be written.
+struct Grant<'a> {
+    /// Whether its row was there before the transaction.
+    existed: bool,
+    op: LeaseOp,
+    owner: &'a str,
+    next: LeaseRecord,
+}
 
 /// The server as errors name it: its address, and the user name to mask.
 struct Endpoint {
@@ -822,52 +849,51 @@ impl MysqlLeaseStore {
         Ok(rows)
     }
 
-    fn write(
-        &self,
-        conn: &mut Conn,
-        existed: bool,
-        next: &LeaseRecord,
-        request: &Request<'_>,
-        now: i64,
-    ) -> Result<(), Failure> {
-        if existed {
-            conn.exec_drop(
-                &self.sql.update_row,
-                (
-                    next.owner.as_str(),
-                    next.epoch,
-                    next.lease_until_ms,
-                    next.forgotten_at_epoch,
-                    next.key.as_str(),
-                ),
-            )?;
-        } else {
-            conn.exec_drop(
-                &self.sql.insert_row,
-                (
-                    next.key.as_str(),
-                    next.owner.as_str(),
-                    next.epoch,
-                    next.lease_until_ms,
-                    next.forgotten_at_epoch,
-                ),
-            )?;
+    /// Writes the rows and log entries of one transaction's grants, in order, a few
+    /// statements for any number of them.
+    fn write(&self, conn: &mut Conn, grants: &[Grant<'_>], now: i64) -> Result<(), Failure> {
+        let row = |next: &LeaseRecord| {
+            [
+                Value::from(next.key.as_str()),
+                Value::from(next.owner.as_str()),
+                Value::from(next.epoch),
+                Value::from(next.lease_until_ms),
+                Value::from(next.forgotten_at_epoch),
+            ]
+        };
+        // New rows first: a later grant in the same transaction may update one of them.
+        for existed in [false, true] {
+            let rows: Vec<&Grant<'_>> = grants.iter().filter(|g| g.existed == existed).collect();
+            for chunk in rows.chunks(WRITE_CHUNK) {
+                let sql = if existed {
+                    self.sql.update_rows(chunk.len())
+                } else {
+                    self.sql.insert_rows(chunk.len())
+                };
+                let params = chunk.iter().flat_map(|g| row(&g.next)).collect();
+                conn.exec_drop(sql, Params::Positional(params))?;
+            }
         }
-        conn.exec_drop(
-            &self.sql.insert_log,
-            (
-                next.key.as_str(),
-                request.op().as_str(),
-                request.owner(),
-                next.epoch,
-                now,
-            ),
-        )?;
+        for chunk in grants.chunks(WRITE_CHUNK) {
+            let params = chunk
+                .iter()
+                .flat_map(|g| {
+                    [
+                        Value::from(g.next.key.as_str()),
+                        Value::from(g.op.as_str()),
+                        Value::from(g.owner),
+                        Value::from(g.next.epoch),
+                        Value::from(now),
+                    ]
+                })
+                .collect();
+            conn.exec_drop(self.sql.insert_log(chunk.len()), Params::Positional(params))?;
+        }
         Ok(())
     }
 
-    /// Operations in one transaction: lock every row named, read the clock once, then for
-    /// each in order decide, write the row and its log entry. A refusal answers that
+    /// Operations in one transaction: lock every row named, read the clock once, decide
+    /// each in order, then write the rows and log entries of the grants. A refusal answers that
     /// operation alone; a failure of the store fails them all.
     fn apply_all(&self, requests: &[(&str, Request<'_>)]) -> Result<Vec<Result<LeaseRecord>>> {
         let mut keys: Vec<&str> = requests.iter().map(|(key, _)| *key).collect();
@@ -879,17 +905,24 @@ impl MysqlLeaseStore {
                 let mut rows = self.lock_rows(conn, &keys)?;
                 let now = self.decision_time(conn)?;
                 let mut outcomes = Vec::with_capacity(requests.len());
+                let mut grants = Vec::new();
                 for (key, request) in requests {
                     let current = rows.get(*key);
                     match decide(key, current, request, now) {
                         Err(refusal) => outcomes.push(Err(refusal)),
                         Ok(next) => {
-                            self.write(conn, current.is_some(), &next, request, now)?;
+                            grants.push(Grant {
+                                existed: current.is_some(),
+                                op: request.op(),
+                                owner: request.owner(),
+                                next: next.clone(),
+                            });
                             rows.insert(next.key.clone(), next.clone());
                             outcomes.push(Ok(next));
                         }
                     }
                 }
+                self.write(conn, &grants, now)?;
                 Ok(outcomes)
             })
         })
