@@ -6,7 +6,10 @@
  * that holds every handle in a std::unique_ptr with its _free function. run.sh runs both
  * under valgrind, so a leaked error or record, or a read past a lent string, fails the run.
  *
- * Usage: api_test SCRATCH_DIR   (an existing, empty, writable directory); link with -pthread
+ * Usage: api_test SCRATCH_DIR             (an existing, empty, writable directory)
+ *        api_test SCRATCH_DIR MYSQL_URL   (only the checks of a store on a MySQL/MariaDB server,
+ *                                          with a table prefix no one else uses)
+ * Link with -pthread.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -1377,10 +1380,105 @@ static void test_cpp_ownership(const char *dir) {
 }
 #endif
 
+/* The same store calls on a MySQL/MariaDB server, reached by URL. */
+static void test_mysql(const char *url) {
+    GotryError *err = NULL;
+    GotryStore *store = NULL;
+    GotryRecord *record = NULL;
+    int64_t ttl = 0;
+    STATUS(gotry_store_open_url(url, strlen(url), &store, &err), GOTRY_STATUS_OK);
+    if (store == NULL) {
+        gotry_error_free(err);
+        return;
+    }
+    STATUS(gotry_store_acquire(store, S("k"), S("a"), 10000, &record, &ttl, &err), GOTRY_STATUS_OK);
+    CHECK(view_of(record).epoch == 1 && ttl == 10000);
+    gotry_record_free(record);
+    STATUS(gotry_store_acquire(store, S("k"), S("b"), 10000, &record, &ttl, &err), GOTRY_STATUS_LEASE_HELD);
+    GotryRecordView view;
+    STATUS(gotry_error_record(err, &view), GOTRY_STATUS_OK);
+    CHECK(LENT_IS(view.owner, view.owner_len, "a") && view.epoch == 1);
+    ERROR_IS(GOTRY_STATUS_LEASE_HELD, "GOTRY_TENANT_LEASE_HELD");
+    STATUS(gotry_store_renew(store, S("k"), S("a"), 1, 10000, &record, &ttl, &err), GOTRY_STATUS_OK);
+    gotry_record_free(record);
+    GotryLeaseRef leases[2];
+    leases[0] = lease_ref(S("k"), 1);
+    leases[1] = lease_ref(S("never"), 1);
+    GotryRenewBatch *batch = NULL;
+    GotryStatus answers[2] = {GOTRY_STATUS_INTERNAL_ERROR, GOTRY_STATUS_INTERNAL_ERROR};
+    STATUS(gotry_store_renew_batch(store, S("a"), 10000, leases, 2, &batch, &err), GOTRY_STATUS_OK);
+    STATUS(gotry_renew_batch_status(batch, 0, &answers[0]), GOTRY_STATUS_OK);
+    STATUS(gotry_renew_batch_status(batch, 1, &answers[1]), GOTRY_STATUS_OK);
+    CHECK(answers[0] == GOTRY_STATUS_OK && answers[1] == GOTRY_STATUS_LEASE_LOST);
+    gotry_renew_batch_free(batch);
+    STATUS(gotry_store_mark_forgotten(store, S("k"), S("a"), 1, &record, &err), GOTRY_STATUS_OK);
+    CHECK(view_of(record).forgotten_at_epoch == 1);
+    gotry_record_free(record);
+    STATUS(gotry_store_release(store, S("k"), S("a"), 1, &record, &err), GOTRY_STATUS_OK);
+    gotry_record_free(record);
+    STATUS(gotry_store_acquire(store, S("k"), S("b"), 10000, &record, &ttl, &err), GOTRY_STATUS_OK);
+    CHECK(view_of(record).epoch == 2 && view_of(record).forgotten_at_epoch == 1);
+    gotry_record_free(record);
+    GotryHistory *history = NULL;
+    size_t count = 0;
+    STATUS(gotry_store_history(store, S("k"), &history, &err), GOTRY_STATUS_OK);
+    STATUS(gotry_history_len(history, &count), GOTRY_STATUS_OK);
+    static const GotryLeaseOp ops[6] = {GOTRY_LEASE_OP_ACQUIRE, GOTRY_LEASE_OP_RENEW,   GOTRY_LEASE_OP_RENEW,
+                                        GOTRY_LEASE_OP_FORGET,  GOTRY_LEASE_OP_RELEASE, GOTRY_LEASE_OP_ACQUIRE};
+    CHECK(count == 6);
+    for (size_t i = 0; i < 6 && i < count; i++) {
+        GotryHistoryEntry entry;
+        CHECK(gotry_history_get(history, i, &entry) == GOTRY_STATUS_OK && entry.op == ops[i]);
+    }
+    gotry_history_free(history);
+    GotryRecordList *list = NULL;
+    STATUS(gotry_store_list(store, S(""), &list, &err), GOTRY_STATUS_OK);
+    STATUS(gotry_record_list_len(list, &count), GOTRY_STATUS_OK);
+    CHECK(count == 1);
+    gotry_record_list_free(list);
+
+    /* A holder and a keeper on the server's clock. */
+    GotryLease *lease = NULL;
+    STATUS(gotry_lease_acquire(store, S("t"), S("r"), 10000, 1000, NULL, &lease, &err), GOTRY_STATUS_OK);
+    STATUS(gotry_lease_assert_held(lease, &err), GOTRY_STATUS_OK);
+    STATUS(gotry_lease_renew(lease, &err), GOTRY_STATUS_OK);
+    STATUS(gotry_lease_release(lease, &err), GOTRY_STATUS_OK);
+    FENCED(gotry_lease_assert_held(lease, &err), GOTRY_FENCE_REASON_LEASE_RELEASED, "t", 1);
+    gotry_lease_free(lease);
+    GotryKeeperOptions options;
+    STATUS(gotry_keeper_options_default(&options), GOTRY_STATUS_OK);
+    options.without_thread = true;
+    GotryKeeper *keeper = NULL;
+    STATUS(gotry_keeper_start(store, S("r"), 10000, 1000, &options, NULL, NULL, NULL, &keeper, &err),
+           GOTRY_STATUS_OK);
+    STATUS(gotry_keeper_acquire(keeper, S("kk"), &lease, &err), GOTRY_STATUS_OK);
+    GotryShutdownReport *shutdown = NULL;
+    STATUS(gotry_keeper_shutdown(keeper, 5000, &shutdown), GOTRY_STATUS_OK);
+    static const char *const released[1] = {"kk"};
+    check_shutdown(shutdown, released, 1, GOTRY_SHUTDOWN_OUTCOME_RELEASED, GOTRY_STATUS_OK, __LINE__);
+    gotry_keeper_free(keeper);
+    gotry_lease_free(lease);
+
+    STATUS(gotry_store_close(store, &err), GOTRY_STATUS_OK);
+    FAILS(gotry_store_read(store, S("k"), &record, &err), GOTRY_STATUS_LEASE_STORE_UNAVAILABLE,
+          "GOTRY_TENANT_LEASE_STORE_UNAVAILABLE");
+    gotry_store_free(store);
+    store = NULL;
+    FAILS_RANGE(gotry_store_open_url(S("mysql://root@127.0.0.1:3306/test?bogus=1"), &store, &err));
+    FAILS(gotry_store_open_url(S("mysql://root@127.0.0.1:1/test?timeout_ms=200"), &store, &err),
+          GOTRY_STATUS_LEASE_STORE_UNAVAILABLE, "GOTRY_TENANT_LEASE_STORE_UNAVAILABLE");
+    CHECK(store == NULL);
+}
+
 int main(int argc, char **argv) {
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s SCRATCH_DIR\n", argv[0]);
+    if (argc != 2 && argc != 3) {
+        fprintf(stderr, "usage: %s SCRATCH_DIR [MYSQL_URL]\n", argv[0]);
         return 2;
+    }
+    if (argc == 3) {
+        test_mysql(argv[2]);
+        printf("api_test (%s, MySQL): %d checks, %d failed\n", LANGUAGE, checks, failures);
+        return failures == 0 ? 0 : 1;
     }
     test_status_table();
     test_derivation();

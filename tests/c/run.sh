@@ -12,6 +12,9 @@
 #                          GOTRY_FUZZ_SECONDS=600 tests/c/run.sh
 #   GOTRY_FUZZ_SEED        seed of the fuzz run (default: from the clock; printed)
 #   GOTRY_CONTEND_SECONDS  length of the contention run (default 4)
+#   GOTRY_MYSQL_URL        the MySQL/MariaDB server of the store checks (default: the local
+#                          one that scripts/mariadb.sh starts, mysql://root@127.0.0.1:3306/test)
+#   GOTRY_SKIP_MYSQL=1     skip them, saying so; otherwise a missing server fails the run
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 root=$PWD
@@ -150,6 +153,23 @@ pkg_config_file() {
         "$build/api_test_pkgconfig" "$(scratch pkgconfig)"
 }
 check "pkg-config file: link line and native libraries" pkg_config_file
+
+mysql_store() {
+    local base=${GOTRY_MYSQL_URL:-mysql://root@127.0.0.1:3306/test} prefix="gttc$$_" separator='?' status=0
+    [[ $base == *\?* ]] && separator='&'
+    "$build/api_test_c" "$(scratch mysql)" "$base${separator}prefix=$prefix" || status=$?
+    # Best effort: the store itself never deletes, so its tables are dropped beside it.
+    if [ -z "${GOTRY_MYSQL_URL:-}" ] && command -v mysql >/dev/null; then
+        mysql --protocol=tcp -h127.0.0.1 -uroot test -e "DROP TABLE IF EXISTS ${prefix}leases, ${prefix}lease_log" ||
+            echo "left tables ${prefix}leases and ${prefix}lease_log behind"
+    fi
+    return "$status"
+}
+if [ "${GOTRY_SKIP_MYSQL:-}" = 1 ]; then
+    printf '\n---- SKIPPED: the store on MySQL/MariaDB (GOTRY_SKIP_MYSQL=1)\n'
+else
+    check "the store on MySQL/MariaDB by URL (GOTRY_MYSQL_URL, or the local server)" mysql_store
+fi
 
 fuzz_seed=${GOTRY_FUZZ_SEED:-$(date +%s)}
 check "fuzz the id entry points for ${GOTRY_FUZZ_SECONDS:-15} s (seed $fuzz_seed)" \
