@@ -13,8 +13,8 @@
 //! * Each lease is due `ttl * renew_fraction` after its last renewal was sent. A round starts
 //!   when at least one lease is due and takes, with it, every lease that would fall due
 //!   within the next half interval: renewing those a little early costs nothing, while
-//!   renewing them on their own would cost one more durable write each. Rounds are
-//!   therefore at least half an interval apart, wherever the acquisitions fell.
+//!   renewing them on their own would cost one more durable write each. Outside outages,
+//!   rounds are therefore more than half an interval apart, wherever the acquisitions fell.
 //! * Each answer moves the lease's fence exactly as [`TenantLease::renew`] does (the same
 //!   code applies it): `fence = monotonic time read before the batch was sent + granted TTL -
 //!   margin`, and the fence never moves back.
@@ -53,7 +53,8 @@
 //! Events go to one `Fn(KeeperEvent)` handler, called on the keeper's thread (or on the
 //! caller of `tick`), one event at a time, after the round's state is in place: when `Lost`
 //! arrives, the keeper no longer holds the key and its gate already says lease_lost. A
-//! handler that panics is caught and the keeper carries on; a handler that blocks delays
+//! handler that panics is caught (under the default `panic = "unwind"`) and the keeper
+//! carries on; a handler that blocks delays
 //! the renewals, so a binding forwards events rather than running host code inline (a Node
 //! threadsafe function, a C callback with its user data that the host keeps short). Once
 //! [`LeaseKeeper::shutdown`] or `drop` returned, the handler is never called again: both
@@ -75,7 +76,8 @@ use crate::errors::{Error, Result};
 use crate::lease_store::{assert_lease_ttl, assert_text, LeaseStore};
 use crate::tenant_lease::{assert_lease_margin, LeaseOptions, TenantLease};
 
-/// Renew a lease after a third of its TTL: two more tries fit before it runs out.
+/// Renew a lease after a third of its TTL: a round that fails still leaves the better part
+/// of the lease for retries before it runs out.
 pub const DEFAULT_RENEW_FRACTION: f64 = 1.0 / 3.0;
 
 /// Leases per store transaction. SQLite keeps its connection (and its file's write lock)
@@ -101,6 +103,7 @@ pub struct KeeperOptions {
     pub renew_fraction: f64,
     /// The most leases per store call; [`DEFAULT_MAX_BATCH`].
     pub max_batch: usize,
+    /// Told what happens to the leases without the host asking, on the keeper's thread.
     pub on_event: Option<EventHandler>,
 }
 
@@ -832,7 +835,14 @@ impl Shared {
             match outcome {
                 Outcome::Renewed { sent_at_ms } => {
                     entry.next_at_ms = sent_at_ms + self.interval_ms;
-                    entry.fence_at_ms = lease.gate_state().1;
+                    // The gate's own fence is needed only to tell a resumption; otherwise
+                    // what this grant guarantees is enough to plan the next wake-up (it is
+                    // later than the next renewal either way) and spares a lock per lease.
+                    entry.fence_at_ms = if entry.fenced_reported {
+                        lease.gate_state().1
+                    } else {
+                        sent_at_ms + (self.ttl_ms - self.margin_ms) as f64
+                    };
                     if entry.fenced_reported && entry.fence_at_ms > now {
                         entry.fenced_reported = false;
                         events.push(KeeperEvent::Resumed {
