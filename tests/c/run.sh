@@ -101,6 +101,18 @@ header_documented() {
 }
 check "header: a doc comment on every item" header_documented
 
+every_function_called() {
+    local name missing=0 total=0
+    for name in $(grep -oE '^[a-z].*gotry_[a-z_]+\(' include/gotry_tenant_state.h | grep -oE 'gotry_[a-z_]+'); do
+        total=$((total + 1))
+        grep -qw "$name" tests/c/api_test.c tests/c/vectors_test.c tests/c/fuzz_ids.c ||
+            { echo "no C program calls $name"; missing=$((missing + 1)); }
+    done
+    echo "$total functions, $missing never called"
+    [ "$missing" -eq 0 ] && [ "$total" -gt 0 ]
+}
+check "header: every function is called by a C program" every_function_called
+
 # shellcheck disable=SC2086 # $native_libs is a list of flags, split on purpose
 compile() {
     python3 tests/c/vectors_to_c.py "$build/vectors.inc" &&
