@@ -80,8 +80,8 @@ enum Mode {
     Down,
     /// Like a hung server or a partition: connections stay open and nothing flows.
     Silent,
-    /// The next COMMIT is delivered to the server, and then the client's connection is cut
-    /// before the answer can reach it.
+    /// The next COMMIT is delivered to the server, and the client's connection is cut when
+    /// the server's answer comes back, instead of passing it on.
     CutAfterCommit,
     /// The next COMMIT is never delivered: the connection is cut instead.
     CutBeforeCommit,
@@ -201,21 +201,29 @@ fn accept_loop(listener: &TcpListener, shared: &Arc<ProxyShared>) {
                 }
                 shared.track(&client);
                 shared.track(&upstream);
+                let answer_cut = Arc::new(AtomicBool::new(false));
                 for (from, to, to_server) in [
                     (client.try_clone(), upstream.try_clone(), true),
                     (upstream.try_clone(), client.try_clone(), false),
                 ] {
                     let (Ok(from), Ok(to)) = (from, to) else { continue };
-                    let shared = Arc::clone(shared);
-                    std::thread::spawn(move || pump(from, to, to_server, &shared));
+                    let (shared, answer_cut) = (Arc::clone(shared), Arc::clone(&answer_cut));
+                    std::thread::spawn(move || pump(from, to, to_server, &answer_cut, &shared));
                 }
             }
         }
     }
 }
 
-/// Copies one direction of one connection, as the mode says.
-fn pump(mut from: TcpStream, mut to: TcpStream, to_server: bool, shared: &ProxyShared) {
+/// Copies one direction of one connection, as the mode says. `answer_cut` tells the
+/// server-to-client side that the COMMIT went through and its answer must not.
+fn pump(
+    mut from: TcpStream,
+    mut to: TcpStream,
+    to_server: bool,
+    answer_cut: &AtomicBool,
+    shared: &ProxyShared,
+) {
     let _ = from.set_read_timeout(Some(PUMP_TICK));
     let mut buffer = [0u8; 16 * 1024];
     while !shared.stop.load(Ordering::SeqCst) {
@@ -237,19 +245,19 @@ fn pump(mut from: TcpStream, mut to: TcpStream, to_server: bool, shared: &ProxyS
             std::thread::sleep(PUMP_TICK);
         }
         let chunk = &buffer[..n];
+        if !to_server && answer_cut.load(Ordering::SeqCst) {
+            // The server answered the COMMIT, so it ran it; the client never hears.
+            break;
+        }
         let mode = shared.mode();
         // A COM_QUERY packet: command byte 0x03, then the statement text.
         let commit = to_server && chunk.windows(7).any(|w| w == b"\x03COMMIT");
         if commit && matches!(mode, Mode::CutAfterCommit | Mode::CutBeforeCommit) {
             *shared.mode.lock().unwrap() = Mode::Forward;
-            // The client's side goes first, so that no answer can reach it.
-            let _ = from.shutdown(Shutdown::Both);
-            if mode == Mode::CutAfterCommit {
-                let _ = to.write_all(chunk);
-                // Give the server the moment it needs to run the COMMIT it has.
-                std::thread::sleep(Duration::from_millis(200));
+            if mode == Mode::CutBeforeCommit {
+                break;
             }
-            break;
+            answer_cut.store(true, Ordering::SeqCst);
         }
         if to.write_all(chunk).is_err() {
             break;
@@ -695,6 +703,8 @@ enum Outage {
 /// fence, and nobody else is granted the tenant before the lease ran out on the server's
 /// clock; once the store is back, the holder learns it lost the lease.
 fn holder_fails_closed(outage: Outage, test: &str) {
+    // Long enough that a loaded machine still reaches the outage loop before the fence.
+    const TTL_MS: i64 = 3_000;
     let Some(mut fx) = Fixture::new(test) else {
         return;
     };
@@ -706,8 +716,8 @@ fn holder_fails_closed(outage: Outage, test: &str) {
         key: "tenant".into(),
         replica_id: "replica-1".into(),
         store: Arc::clone(&through),
-        ttl_ms: 1_500,
-        margin_ms: 200,
+        ttl_ms: TTL_MS,
+        margin_ms: 500,
         clock: Arc::new(SystemMonotonicClock),
     })
     .unwrap();
@@ -729,7 +739,7 @@ fn holder_fails_closed(outage: Outage, test: &str) {
             Err(Error::LeaseStoreUnavailable { .. }) => refused_renewals += 1,
             other => panic!("a renewal during the outage answered {other:?}"),
         }
-        match direct.acquire("tenant", "replica-2", 1_500) {
+        match direct.acquire("tenant", "replica-2", TTL_MS) {
             Err(Error::LeaseHeld { .. } | Error::LeaseStoreUnavailable { .. }) => refused_rivals += 1,
             other => panic!("a rival was answered {other:?} while the holder's gate was open"),
         }
@@ -756,7 +766,7 @@ fn holder_fails_closed(outage: Outage, test: &str) {
     }
     // The rival gets the tenant, but only once the lease ran out on the server's clock.
     let rival = loop {
-        match direct.acquire("tenant", "replica-2", 1_500) {
+        match direct.acquire("tenant", "replica-2", TTL_MS) {
             Ok(grant) => break grant,
             Err(Error::LeaseHeld { record }) => {
                 assert_eq!(record, last_grant);
@@ -766,7 +776,7 @@ fn holder_fails_closed(outage: Outage, test: &str) {
         }
     };
     assert_eq!(rival.record.epoch, 2);
-    let granted_at = rival.record.lease_until_ms - 1_500;
+    let granted_at = rival.record.lease_until_ms - TTL_MS;
     assert!(
         granted_at >= last_grant.lease_until_ms,
         "granted at {granted_at}, before the holder's lease ran out at {}",
@@ -782,7 +792,7 @@ fn holder_fails_closed(outage: Outage, test: &str) {
         other => panic!("{other:?}"),
     }
     direct.release("tenant", "replica-2", 2).unwrap();
-    let next = through.acquire("tenant", "replica-1", 1_500).unwrap();
+    let next = through.acquire("tenant", "replica-1", TTL_MS).unwrap();
     assert_eq!(next.record.epoch, 3);
 }
 
@@ -836,7 +846,9 @@ fn open_lease_store_takes_mysql_urls_with_options() {
     let Some(mut fx) = Fixture::new("open_lease_store_takes_mysql_urls_with_options") else {
         return;
     };
-    let prefix = server::fresh_prefix();
+    // The longest prefix: every table and trigger name still fits MySQL's 64 characters.
+    let prefix = format!("{:x<32}", server::fresh_prefix());
+    assert_eq!(prefix.len(), 32);
     let url = server::with_option(
         &server::with_option(&fx.url, "prefix", &prefix),
         "timeout_ms",

@@ -520,7 +520,8 @@ const SERVER_ERRORS: &[(u16, &str, bool)] = &[
 
 /// One granted operation of a transaction, waiting to be written.
 struct Grant<'a> {
-    /// Whether its row was there before the transaction.
+    /// Whether its row existed before this grant: in the table, or written by an earlier
+    /// grant of the same transaction.
     existed: bool,
     op: LeaseOp,
     owner: &'a str,
@@ -604,7 +605,6 @@ pub struct MysqlLeaseStore {
     opts: mysql::Opts,
     endpoint: Endpoint,
     sql: Sql,
-    timeout: Duration,
     clock: Option<Arc<dyn WallClock>>,
     idle: Mutex<Vec<Conn>>,
     closed: AtomicBool,
@@ -615,7 +615,7 @@ impl fmt::Debug for MysqlLeaseStore {
         f.debug_struct("MysqlLeaseStore")
             .field("endpoint", &self.endpoint.shown)
             .field("tables", &[&self.sql.leases, &self.sql.log])
-            .field("timeout", &self.timeout)
+            .field("timeout", &self.endpoint.timeout)
             .finish_non_exhaustive()
     }
 }
@@ -674,7 +674,6 @@ impl MysqlLeaseStore {
                 timeout: options.timeout,
             },
             sql: Sql::new(prefix),
-            timeout: options.timeout,
             clock: options.clock,
             idle: Mutex::new(Vec::new()),
             closed: AtomicBool::new(false),
@@ -694,8 +693,9 @@ impl MysqlLeaseStore {
         if self.missing_objects(conn)?.is_empty() {
             return Ok(());
         }
-        let lock = format!("gotry_tenant_state_migrate:{}", self.sql.leases);
-        let wait_s = self.timeout.as_secs().max(1);
+        // MySQL refuses lock names over 64 characters: this one has at most 52.
+        let lock = format!("gotry_migrate:{}", self.sql.leases);
+        let wait_s = self.endpoint.timeout.as_secs().max(1);
         let granted = conn.exec_first_opt::<Option<i64>, _, _>("SELECT GET_LOCK(?, ?)", (&lock, wait_s))?;
         if !matches!(granted, Some(Ok(Some(1)))) {
             return Err(Failure::Core(Error::unavailable(format!(
