@@ -121,13 +121,11 @@ fn claim_bytes<'a>(name: &str, value: &'a str) -> Result<&'a [u8]> {
 /// Decodes a host's UTF-16 claim strictly: a lone surrogate is refused, never replaced,
 /// because a replacement would let two different subjects share one tenant.
 pub fn claim_from_utf16(name: &str, units: &[u16]) -> Result<String> {
-    char::decode_utf16(units.iter().copied())
-        .collect::<std::result::Result<String, _>>()
-        .map_err(|_| {
-            Error::id_invalid(format!(
-                "{name} must be well-formed Unicode (it holds a lone surrogate)"
-            ))
-        })
+    String::from_utf16(units).map_err(|_| {
+        Error::id_invalid(format!(
+            "{name} must be well-formed Unicode (it holds a lone surrogate)"
+        ))
+    })
 }
 
 /// Decodes a host's UTF-8 claim strictly: bytes that are not UTF-8 are refused.

@@ -199,3 +199,16 @@ fn views_with_another_clock_share_the_file() {
         "one connection, one close"
     );
 }
+
+#[test]
+fn opening_an_existing_store_does_not_wait_for_the_write_lock() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("leases.db");
+    SqliteLeaseStore::open(&path).unwrap().close().unwrap();
+    let other = Connection::open(&path).unwrap();
+    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    // With a 100 ms busy timeout, an open that needed the lock would fail as unavailable.
+    let store = store_at(&path, Arc::new(ManualClock::new(0)), 100);
+    assert_eq!(store.read("k").unwrap(), None);
+    other.execute_batch("COMMIT").unwrap();
+}

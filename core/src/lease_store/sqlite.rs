@@ -115,9 +115,13 @@ impl SqliteLeaseStore {
             .busy_timeout(options.busy_timeout)
             .map_err(storage_error)?;
         configure_durability(&connection)?;
-        immediate(&mut connection, |tx| {
-            tx.execute_batch(SCHEMA).map_err(storage_error)
-        })?;
+        // An existing store is opened without taking the write lock, so that opening never
+        // waits behind another process's transaction; a new one is created in a transaction.
+        if !schema_is_complete(&connection)? {
+            immediate(&mut connection, |tx| {
+                tx.execute_batch(SCHEMA).map_err(storage_error)
+            })?;
+        }
         if created {
             sync_parent_directory(path)?;
         }
@@ -244,6 +248,19 @@ fn configure_durability(connection: &Connection) -> Result<()> {
     connection
         .pragma_update(None, "synchronous", "FULL")
         .map_err(storage_error)
+}
+
+/// Whether every table and trigger of the schema is already in the file.
+fn schema_is_complete(connection: &Connection) -> Result<bool> {
+    let found: i64 = connection
+        .query_row(
+            "SELECT count(*) FROM sqlite_master WHERE name IN ('leases', 'lease_log',
+               'leases_epoch_forward_only', 'leases_forgotten_floor_forward_only', 'leases_never_deleted')",
+            [],
+            |row| row.get(0),
+        )
+        .map_err(storage_error)?;
+    Ok(found == 5)
 }
 
 /// SQLite syncs the folder when it creates its journal or WAL, not when it creates the
