@@ -910,3 +910,84 @@ fn batches_of_any_size_renew_each_lease_once_per_mention() {
     assert_eq!((renews("k007"), renews("k008")), (2, 1));
     assert_eq!(store.history(None).unwrap().len(), 250 + 251);
 }
+
+/// A database user of the test's own, dropped at the end.
+struct ScratchUser<'a> {
+    fx: &'a Fixture,
+    name: String,
+}
+
+impl Drop for ScratchUser<'_> {
+    fn drop(&mut self) {
+        let _ = self
+            .fx
+            .scratch
+            .connect()
+            .query_drop(format!("DROP USER IF EXISTS '{}'@'%'", self.name));
+    }
+}
+
+#[test]
+fn a_user_without_ddl_rights_runs_on_tables_made_for_it() {
+    let Some(mut fx) = Fixture::new("a_user_without_ddl_rights_runs_on_tables_made_for_it") else {
+        return;
+    };
+    let prefix = server::fresh_prefix();
+    let admin_store = fx.open(&prefix);
+    admin_store.acquire("k", "admin", 60_000).unwrap();
+    let server = options_at(&fx.url);
+    let name = format!("{}u", prefix.trim_end_matches('_'));
+    let password = "pw-Limited-7";
+    let mut admin = fx.scratch.connect();
+    admin
+        .query_drop(format!("CREATE USER '{name}'@'%' IDENTIFIED BY '{password}'"))
+        .unwrap();
+    let _user = ScratchUser {
+        fx: &fx,
+        name: name.clone(),
+    };
+    admin
+        .query_drop(format!(
+            "GRANT SELECT, INSERT, UPDATE ON `{}`.* TO '{name}'@'%'",
+            server.database
+        ))
+        .unwrap();
+
+    let mut limited = server.clone();
+    limited.user = Some(name.clone());
+    limited.password = Some(password.into());
+    limited.table_prefix = prefix.clone();
+    let store = MysqlLeaseStore::open(limited.clone()).unwrap();
+    assert!(matches!(
+        store.acquire("k", "limited", 1_000),
+        Err(Error::LeaseHeld { .. })
+    ));
+    store.acquire("k2", "limited", 60_000).unwrap();
+    store.renew("k2", "limited", 1, 60_000).unwrap();
+    // The triggers still guard what this user writes.
+    let (leases, _) = store.table_names();
+    let mut conn = mysql::Conn::new(
+        mysql::OptsBuilder::new()
+            .ip_or_hostname(Some(server.host.clone()))
+            .tcp_port(server.port)
+            .user(Some(name.clone()))
+            .pass(Some(password))
+            .db_name(Some(server.database.clone()))
+            .prefer_socket(false),
+    )
+    .unwrap();
+    match conn.query_drop(format!("UPDATE `{leases}` SET epoch = epoch + 5")) {
+        Err(mysql::Error::MySqlError(e)) => assert_eq!(e.code, 1644, "{e:?}"),
+        other => panic!("{other:?}"),
+    }
+
+    // Without the tables, the store says it may not create them, and does not say who.
+    limited.table_prefix = server::fresh_prefix();
+    let error = MysqlLeaseStore::open(limited).expect_err("no CREATE right");
+    let shown = format!("{error} {error:?}");
+    assert!(
+        matches!(&error, Error::Storage { code, .. } if code == "ER_TABLEACCESS_DENIED_ERROR"),
+        "{shown}"
+    );
+    assert!(!shown.contains(&name) && !shown.contains(password), "{shown}");
+}

@@ -54,6 +54,14 @@
 //! `timeout_ms` (100 to 60000). Unknown options are refused, so a typo cannot silently
 //! leave a default in place. The credentials appear in no error, log or `Debug` output.
 //!
+//! # Errors
+//!
+//! LEASE_STORE_UNAVAILABLE: the server cannot be reached or does not answer in time, a row
+//! lock was not granted in time, the session was killed, the server is shutting down or
+//! read-only, or the answer to a COMMIT was lost. Every other server failure is a storage
+//! error named as the server names it (`ER_ACCESS_DENIED_ERROR`, `ER_SIGNAL_EXCEPTION` for a
+//! trigger's refusal, ...; `MYSQL_ERROR_<number>` for the rest).
+//!
 //! # What the server must provide
 //!
 //! InnoDB with `innodb_flush_log_at_trx_commit = 1` (the default; anything else loses
