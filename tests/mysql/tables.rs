@@ -21,8 +21,14 @@ impl ScratchTables {
         }
     }
 
+    /// Adds a store's tables; several stores of one test may share them (a table named
+    /// twice would fail the whole DROP).
     pub fn add(&mut self, leases: &str, log: &str) {
-        self.tables.extend([leases.to_owned(), log.to_owned()]);
+        for table in [leases, log] {
+            if !self.tables.iter().any(|t| t == table) {
+                self.tables.push(table.to_owned());
+            }
+        }
     }
 
     /// A connection of the test's own, beside the store's.
