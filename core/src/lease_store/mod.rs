@@ -218,6 +218,40 @@ impl<'a> Request<'a> {
     }
 }
 
+/// The part of `renew_batch` that every store shares: each lease's arguments are checked on
+/// their own, the valid renewals go to `apply_all` (the store's one transaction), and every
+/// lease is answered in the order it was given.
+pub(crate) fn renew_batch_with<'a>(
+    owner: &'a str,
+    ttl_ms: i64,
+    leases: &[(&'a str, i64)],
+    apply_all: impl FnOnce(&[(&'a str, Request<'a>)]) -> Result<Vec<Result<LeaseRecord>>>,
+) -> Result<Vec<Result<LeaseGrant>>> {
+    assert_text("owner", owner)?;
+    assert_lease_ttl(ttl_ms)?;
+    let checked: Vec<Result<(&str, Request<'_>)>> = leases
+        .iter()
+        .map(|&(key, epoch)| Request::renew(key, owner, epoch, ttl_ms).map(|request| (key, request)))
+        .collect();
+    let valid: Vec<(&str, Request<'_>)> = checked.iter().filter_map(|c| c.as_ref().ok().copied()).collect();
+    let mut applied = if valid.is_empty() {
+        Vec::new()
+    } else {
+        apply_all(&valid)?
+    }
+    .into_iter();
+    Ok(checked
+        .into_iter()
+        .map(|request| {
+            request?;
+            let record = applied
+                .next()
+                .unwrap_or_else(|| Err(Error::unavailable("the store answered no outcome")))?;
+            Ok(LeaseGrant { record, ttl_ms })
+        })
+        .collect())
+}
+
 /// The lease rules, in one place: given the record as the store holds it inside its
 /// transaction and the store's clock, either the record to write (and log) or the refusal.
 pub fn decide(

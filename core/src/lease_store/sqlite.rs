@@ -13,7 +13,7 @@ use std::time::Duration;
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
 use super::{
-    assert_lease_ttl, assert_text, decide, HistoryEntry, LeaseGrant, LeaseOp, LeaseRecord, LeaseStore,
+    assert_text, decide, renew_batch_with, HistoryEntry, LeaseGrant, LeaseOp, LeaseRecord, LeaseStore,
     Request,
 };
 use crate::clock::{SystemWallClock, WallClock};
@@ -418,33 +418,7 @@ impl LeaseStore for SqliteLeaseStore {
         ttl_ms: i64,
         leases: &[(&str, i64)],
     ) -> Result<Vec<Result<LeaseGrant>>> {
-        assert_text("owner", owner)?;
-        assert_lease_ttl(ttl_ms)?;
-        let checked: Vec<Result<Request<'_>>> = leases
-            .iter()
-            .map(|&(key, epoch)| Request::renew(key, owner, epoch, ttl_ms))
-            .collect();
-        let valid: Vec<(&str, Request<'_>)> = leases
-            .iter()
-            .zip(&checked)
-            .filter_map(|(&(key, _), request)| request.as_ref().ok().map(|r| (key, *r)))
-            .collect();
-        let mut applied = if valid.is_empty() {
-            Vec::new()
-        } else {
-            self.apply_all(&valid)?
-        }
-        .into_iter();
-        Ok(checked
-            .into_iter()
-            .map(|request| {
-                request?;
-                let record = applied
-                    .next()
-                    .unwrap_or_else(|| Err(Error::unavailable("missing outcome")))?;
-                Ok(LeaseGrant { record, ttl_ms })
-            })
-            .collect())
+        renew_batch_with(owner, ttl_ms, leases, |valid| self.apply_all(valid))
     }
 
     fn release(&self, key: &str, owner: &str, epoch: i64) -> Result<LeaseRecord> {
