@@ -809,28 +809,6 @@ impl MysqlLeaseStore {
         }
     }
 
-    /// `body` inside one transaction. A failure rolls back and keeps the connection when
-    /// the session survived it; a failed COMMIT is reported as such, never retried.
-    fn transaction<T>(
-        &self,
-        conn: &mut Conn,
-        body: impl FnOnce(&mut Conn) -> Result<T, Failure>,
-    ) -> Result<T, Failure> {
-        conn.query_drop("START TRANSACTION")?;
-        match body(conn) {
-            Ok(value) => {
-                conn.query_drop("COMMIT").map_err(Failure::Commit)?;
-                Ok(value)
-            }
-            Err(failure) => {
-                if !failure.breaks_connection() {
-                    conn.query_drop("ROLLBACK")?;
-                }
-                Err(failure)
-            }
-        }
-    }
-
     /// The time every decision of one transaction uses: the server's, read after the row
     /// locks are held, so that later lock holders always read a later time.
     fn decision_time(&self, conn: &mut Conn) -> Result<i64, Failure> {
@@ -909,7 +887,7 @@ impl MysqlLeaseStore {
         keys.sort_unstable();
         keys.dedup();
         self.run(|conn| {
-            self.transaction(conn, |conn| {
+            transaction(conn, |conn| {
                 let mut rows = self.lock_rows(conn, &keys)?;
                 let now = self.decision_time(conn)?;
                 let mut outcomes = Vec::with_capacity(requests.len());
@@ -941,6 +919,24 @@ impl MysqlLeaseStore {
         outcomes
             .pop()
             .unwrap_or_else(|| Err(Error::unavailable("the store answered no outcome")))
+    }
+}
+
+/// `body` inside one transaction. A failure rolls back and keeps the connection when
+/// the session survived it; a failed COMMIT is reported as such, never retried.
+fn transaction<T>(conn: &mut Conn, body: impl FnOnce(&mut Conn) -> Result<T, Failure>) -> Result<T, Failure> {
+    conn.query_drop("START TRANSACTION")?;
+    match body(conn) {
+        Ok(value) => {
+            conn.query_drop("COMMIT").map_err(Failure::Commit)?;
+            Ok(value)
+        }
+        Err(failure) => {
+            if !failure.breaks_connection() {
+                conn.query_drop("ROLLBACK")?;
+            }
+            Err(failure)
+        }
     }
 }
 
