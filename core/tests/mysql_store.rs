@@ -394,6 +394,7 @@ fn the_database_refuses_what_the_rules_forbid() {
         format!("UPDATE `{leases}` SET epoch = epoch - 1"),
         format!("UPDATE `{leases}` SET forgotten_at_epoch = 0"),
         format!("UPDATE `{leases}` SET `key` = 'other'"),
+        format!("UPDATE `{leases}` SET owner = 'thief'"),
         format!("DELETE FROM `{leases}`"),
         format!("UPDATE `{log}` SET owner = 'someone else'"),
         format!("DELETE FROM `{log}`"),
@@ -990,4 +991,61 @@ fn a_user_without_ddl_rights_runs_on_tables_made_for_it() {
         "{shown}"
     );
     assert!(!shown.contains(&name) && !shown.contains(password), "{shown}");
+}
+
+/// A wall clock that holds its first `parties` readers until all of them arrived: every
+/// transaction reads the clock after its row locks, so this lines up racers exactly there.
+struct RendezvousClock {
+    parties: usize,
+    calls: std::sync::atomic::AtomicUsize,
+    barrier: Barrier,
+}
+
+impl WallClock for RendezvousClock {
+    fn now_ms(&self) -> gotry_tenant_state::Result<i64> {
+        if self.calls.fetch_add(1, Ordering::SeqCst) < self.parties {
+            self.barrier.wait();
+        }
+        Ok(1_000_000)
+    }
+}
+
+#[test]
+fn racers_that_all_found_a_key_missing_grant_it_once() {
+    let Some(mut fx) = Fixture::new("racers_that_all_found_a_key_missing_grant_it_once") else {
+        return;
+    };
+    const RACERS: usize = 3;
+    let mut options = options_at(&fx.url);
+    options.table_prefix = server::fresh_prefix();
+    options.clock = Some(Arc::new(RendezvousClock {
+        parties: RACERS,
+        calls: Default::default(),
+        barrier: Barrier::new(RACERS),
+    }));
+    let store = MysqlLeaseStore::open(options).unwrap_or_else(|e| server::no_server(&fx.url, &e));
+    let (leases, log) = store.table_names();
+    fx.scratch.add(leases, log);
+    // Each racer locked nothing (the row is missing) and then waits at the clock for the
+    // others, so all of them go on to insert the same new row.
+    let results: Vec<_> = std::thread::scope(|scope| {
+        let racers: Vec<_> = (0..RACERS)
+            .map(|i| {
+                let store = &store;
+                scope.spawn(move || store.acquire("new", &format!("r{i}"), 1_000))
+            })
+            .collect();
+        racers.into_iter().map(|r| r.join().unwrap()).collect()
+    });
+    let winners: Vec<_> = results.iter().filter_map(|r| r.as_ref().ok()).collect();
+    assert_eq!(winners.len(), 1, "{results:?}");
+    for result in &results {
+        match result {
+            Ok(_) => {}
+            Err(Error::LeaseHeld { record }) => assert_eq!(record, &winners[0].record),
+            Err(other) => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(store.read("new").unwrap().as_ref(), Some(&winners[0].record));
+    assert_eq!(store.history(Some("new")).unwrap().len(), 1);
 }

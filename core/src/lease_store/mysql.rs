@@ -34,15 +34,15 @@
 //!
 //! Two tables per prefix (default [`DEFAULT_TABLE_PREFIX`]): `<prefix>leases` and
 //! `<prefix>lease_log`, with the SQLite store's columns and four triggers that hold the
-//! invariants whatever client writes (epochs move by exactly one, the forgotten floor never
-//! moves back, a row keeps its key and is never deleted, the log is append-only). Keys and
-//! owners are `VARBINARY` holding UTF-8: bytes compare exactly as SQLite compares text
-//! ('A' and 'a', and 'a' and 'a ', are different keys; MySQL's `utf8mb4_bin` would pad
-//! trailing spaces away), and 600 bytes hold the longest accepted text (200 UTF-16 units
-//! of at most 3 bytes each) well inside InnoDB's 3072-byte index limit. The schema is
-//! created on open when missing, under `GET_LOCK` so that processes starting together do
-//! not race; when it already exists nothing is created, so a user without DDL rights can
-//! run against tables that an administrator made.
+//! invariants whatever client writes (epochs move by exactly one, an epoch has one owner,
+//! the forgotten floor never moves back, a row keeps its key and is never deleted, the log
+//! is append-only). Keys and owners are `VARBINARY` holding UTF-8: bytes compare exactly
+//! as SQLite compares text ('A' and 'a', and 'a' and 'a ', are different keys; MySQL's
+//! `utf8mb4_bin` would pad trailing spaces away), and 600 bytes hold the longest accepted
+//! text (200 UTF-16 units of at most 3 bytes each) well inside InnoDB's 3072-byte index
+//! limit. The schema is created on open when missing, under `GET_LOCK` so that processes
+//! starting together do not race; when it already exists nothing is created, so a user
+//! without DDL rights can run against tables that an administrator made.
 //!
 //! # URL
 //!
@@ -313,10 +313,12 @@ impl Sql {
                     "BEGIN
                        IF NEW.`key` <> OLD.`key` THEN {}; END IF;
                        IF NEW.epoch <> OLD.epoch AND NEW.epoch <> OLD.epoch + 1 THEN {}; END IF;
+                       IF NEW.epoch = OLD.epoch AND NEW.owner <> OLD.owner THEN {}; END IF;
                        IF NEW.forgotten_at_epoch < OLD.forgotten_at_epoch THEN {}; END IF;
                      END",
                     refuse("a lease row keeps its key"),
                     refuse("lease epoch moves forward by exactly one"),
+                    refuse("an epoch has one owner: a new owner takes the next epoch"),
                     refuse("the forgotten floor never moves back"),
                 ),
             ),
