@@ -81,7 +81,7 @@ use mysql::prelude::Queryable;
 use mysql::{Conn, OptsBuilder, Params, Value};
 
 use super::{
-    assert_lease_ttl, assert_text, decide, HistoryEntry, LeaseGrant, LeaseOp, LeaseRecord, LeaseStore,
+    assert_text, decide, renew_batch_with, HistoryEntry, LeaseGrant, LeaseOp, LeaseRecord, LeaseStore,
     Request,
 };
 use crate::clock::WallClock;
@@ -1002,30 +1002,7 @@ impl LeaseStore for MysqlLeaseStore {
         ttl_ms: i64,
         leases: &[(&str, i64)],
     ) -> Result<Vec<Result<LeaseGrant>>> {
-        assert_text("owner", owner)?;
-        assert_lease_ttl(ttl_ms)?;
-        let checked: Vec<Result<(&str, Request<'_>)>> = leases
-            .iter()
-            .map(|&(key, epoch)| Request::renew(key, owner, epoch, ttl_ms).map(|request| (key, request)))
-            .collect();
-        let valid: Vec<(&str, Request<'_>)> =
-            checked.iter().filter_map(|c| c.as_ref().ok().copied()).collect();
-        let mut applied = if valid.is_empty() {
-            Vec::new()
-        } else {
-            self.apply_all(&valid)?
-        }
-        .into_iter();
-        Ok(checked
-            .into_iter()
-            .map(|request| {
-                request?;
-                let record = applied
-                    .next()
-                    .unwrap_or_else(|| Err(Error::unavailable("the store answered no outcome")))?;
-                Ok(LeaseGrant { record, ttl_ms })
-            })
-            .collect())
+        renew_batch_with(owner, ttl_ms, leases, |valid| self.apply_all(valid))
     }
 
     fn release(&self, key: &str, owner: &str, epoch: i64) -> Result<LeaseRecord> {
