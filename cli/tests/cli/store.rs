@@ -38,7 +38,7 @@ fn a_store_path_under_a_file_is_unreachable() {
     assert!(line.contains("plain-file/leases.db"), "{line}");
     // The demo creates its store, and the core refuses the folder it cannot create.
     let demo = sandbox.run(["demo", "--store", "plain-file/leases.db"]);
-    let line = demo.failed(7, "ENOENT");
+    let line = demo.failed(7, "ENOTDIR");
     assert!(
         line.contains("cannot open the lease store plain-file/leases.db"),
         "{line}"
@@ -95,8 +95,9 @@ fn a_file_that_is_not_a_lease_store_is_a_storage_error() {
     assert_eq!(std::fs::read(sandbox.path("random.bin")).unwrap(), bytes);
 }
 
-/// Another process holds the store's write lock past the busy timeout (5 s): the store is
-/// unavailable, which tells a script to retry rather than to repair anything.
+/// Another process holds the store's write lock past the busy timeout (5 s): a repair that
+/// must write finds the store unavailable, which tells a script to retry rather than to
+/// repair anything. (Reads still answer: the store runs in WAL mode.)
 #[test]
 fn a_locked_store_is_unavailable() {
     let sandbox = Sandbox::new();
@@ -104,7 +105,17 @@ fn a_locked_store_is_unavailable() {
     drop(gotry_tenant_state::SqliteLeaseStore::open(&path).unwrap());
     let locker = rusqlite::Connection::open(&path).unwrap();
     locker.execute_batch("BEGIN EXCLUSIVE").unwrap();
-    let command = sandbox.command(["lease", "list", "--store", "locked.db"]);
+    let command = sandbox.command([
+        "lease",
+        "release",
+        "k",
+        "--owner",
+        "o",
+        "--epoch",
+        "1",
+        "--store",
+        "locked.db",
+    ]);
     let started = std::time::Instant::now();
     let run = crate::run(command);
     let line = run.failed(6, "GOTRY_TENANT_LEASE_STORE_UNAVAILABLE");

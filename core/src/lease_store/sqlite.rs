@@ -102,6 +102,11 @@ impl SqliteLeaseStore {
         let path = path.as_ref();
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent).map_err(|e| {
+                // "Exists" here means a file stands where the folder should be.
+                let e = match e.kind() {
+                    std::io::ErrorKind::AlreadyExists => std::io::Error::from_raw_os_error(20),
+                    _ => e,
+                };
                 Error::io(
                     format_args!("cannot create the folder of the lease store {}", parent.display()),
                     &e,
