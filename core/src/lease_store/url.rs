@@ -23,9 +23,11 @@ pub fn open_lease_store(url: &str) -> Result<Arc<dyn LeaseStore>> {
             Ok(Arc::new(SqliteLeaseStore::open(path)?))
         }
         "mysql" => Ok(Arc::new(MysqlLeaseStore::open_url(url)?)),
-        _ => Err(Error::invalid_argument(format!(
-            "unknown lease store scheme {scheme:?}; expected sqlite: or mysql:"
-        ))),
+        // The text before the first ':' is not quoted: in `user:password@host` it is a
+        // user name, and credentials never appear in errors.
+        _ => Err(Error::invalid_argument(
+            "a lease store URL starts with sqlite: or mysql://",
+        )),
     }
 }
 
@@ -52,5 +54,8 @@ mod tests {
             open_lease_store("redis://x"),
             Err(Error::InvalidArgument { .. })
         ));
+        let error = open_lease_store("alice:s3cret@db.example/leases").err().unwrap();
+        let shown = error.to_string();
+        assert!(!shown.contains("alice") && !shown.contains("s3cret"), "{shown}");
     }
 }

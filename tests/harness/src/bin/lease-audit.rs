@@ -1,14 +1,17 @@
 //! Audits a SQLite lease store after a contention or crash run.
 //!
-//! `lease-audit --store FILE --ttl-ms TTL [ACKFILE...]`: replays the store's log with the
-//! run's one TTL, checks every rule, checks that each acknowledged operation is in the
-//! log, and runs SQLite's integrity check. Prints one summary line (and one line per
+//! `lease-audit --store FILE_OR_URL --ttl-ms TTL [ACKFILE...]`: replays the store's log
+//! with the run's one TTL, checks every rule, checks that each acknowledged operation is in
+//! the log, and (for a SQLite file) runs SQLite's integrity check. A URL (`mysql://...`)
+//! audits any store that `open_lease_store` opens. Prints one summary line (and one line per
 //! violation); exits 0 when clean, 1 on a violation, 2 on bad arguments or I/O.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use gotry_tenant_state::{audit, LeaseStore, SqliteLeaseStore};
+use std::sync::Arc;
+
+use gotry_tenant_state::{audit, open_lease_store, LeaseStore, SqliteLeaseStore};
 
 fn main() -> ExitCode {
     match run() {
@@ -26,7 +29,7 @@ fn run() -> Result<bool, String> {
     let (mut store, mut ttl_ms, mut ack_files) = (None, None, Vec::new());
     while let Some(arg) = args.next() {
         match arg.as_str() {
-            "--store" => store = Some(PathBuf::from(args.next().ok_or("--store needs a file")?)),
+            "--store" => store = Some(args.next().ok_or("--store needs a file or a URL")?),
             "--ttl-ms" => {
                 let value = args.next().ok_or("--ttl-ms needs a number")?;
                 ttl_ms = Some(
@@ -38,24 +41,35 @@ fn run() -> Result<bool, String> {
             _ => ack_files.push(PathBuf::from(arg)),
         }
     }
-    let store_path = store.ok_or("usage: lease-audit --store FILE --ttl-ms TTL [ACKFILE...]")?;
+    let store_name = store.ok_or("usage: lease-audit --store FILE_OR_URL --ttl-ms TTL [ACKFILE...]")?;
     let ttl_ms = ttl_ms.ok_or("--ttl-ms is required")?;
-    if !store_path.is_file() {
-        return Err(format!("{} is not a file", store_path.display()));
-    }
     let mut acks = Vec::new();
     for file in &ack_files {
         acks.extend(gotry_tenant_harness::read_acks(file)?);
     }
-    let integrity: String = rusqlite::Connection::open(&store_path)
-        .and_then(|c| c.query_row("PRAGMA integrity_check", [], |row| row.get(0)))
-        .map_err(|e| format!("integrity check: {e}"))?;
-    let store = SqliteLeaseStore::open(&store_path).map_err(|e| e.to_string())?;
+    let (store, integrity): (Arc<dyn LeaseStore>, String) = if store_name.contains("://") {
+        (
+            open_lease_store(&store_name).map_err(|e| e.to_string())?,
+            "n/a".into(),
+        )
+    } else {
+        let path = PathBuf::from(&store_name);
+        if !path.is_file() {
+            return Err(format!("{} is not a file", path.display()));
+        }
+        let integrity = rusqlite::Connection::open(&path)
+            .and_then(|c| c.query_row("PRAGMA integrity_check", [], |row| row.get(0)))
+            .map_err(|e| format!("integrity check: {e}"))?;
+        (
+            Arc::new(SqliteLeaseStore::open(&path).map_err(|e| e.to_string())?),
+            integrity,
+        )
+    };
     let history = store.history(None).map_err(|e| e.to_string())?;
     let records = store.list("").map_err(|e| e.to_string())?;
     store.close().map_err(|e| e.to_string())?;
     let mut report = audit::audit(&history, ttl_ms, &acks, &records);
-    if integrity != "ok" {
+    if integrity != "ok" && integrity != "n/a" {
         report
             .violations
             .push(format!("PRAGMA integrity_check answered {integrity:?}"));
