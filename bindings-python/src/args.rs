@@ -6,10 +6,12 @@
 //! string with a lone surrogate has no UTF-8 form, and replacing it would let two
 //! different subjects share one tenant.
 
+use std::time::Duration;
+
 use gotry_tenant_state::Error;
 use pyo3::buffer::PyBuffer;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyBytes, PyInt, PyString};
+use pyo3::types::{PyBool, PyBytes, PyFloat, PyInt, PyString};
 use zeroize::Zeroizing;
 
 use crate::errors::CoreError;
@@ -76,6 +78,37 @@ pub fn integer(name: &str, value: &Bound<'_, PyAny>) -> Result<i64, CoreError> {
     }
     value
         .extract::<i64>()
+        .map_err(|_| invalid(format!("{name} is out of range, got {value}")))
+}
+
+/// A duration in whole milliseconds (a timeout): an `integer` that is not negative.
+pub fn milliseconds(name: &str, value: &Bound<'_, PyAny>) -> Result<Duration, CoreError> {
+    let ms = integer(name, value)?;
+    u64::try_from(ms)
+        .map(Duration::from_millis)
+        .map_err(|_| invalid(format!("{name} must not be negative, got {ms}")))
+}
+
+/// A count of things (a batch size): an `integer` that is not negative. Whether zero makes
+/// sense is the core's call.
+pub fn count(name: &str, value: &Bound<'_, PyAny>) -> Result<usize, CoreError> {
+    let n = integer(name, value)?;
+    usize::try_from(n).map_err(|_| invalid(format!("{name} must not be negative, got {n}")))
+}
+
+/// A real number (a fraction): an `int` or a `float`, not a `bool`. NaN and the infinities
+/// pass through to the core, whose range check refuses them by name.
+pub fn real(name: &str, value: &Bound<'_, PyAny>) -> Result<f64, CoreError> {
+    let numeric = !value.is_instance_of::<PyBool>()
+        && (value.is_instance_of::<PyInt>() || value.is_instance_of::<PyFloat>());
+    if !numeric {
+        return Err(invalid(format!(
+            "{name} must be a float, got {}",
+            type_name(value)
+        )));
+    }
+    value
+        .extract::<f64>()
         .map_err(|_| invalid(format!("{name} is out of range, got {value}")))
 }
 

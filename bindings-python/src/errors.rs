@@ -33,6 +33,15 @@ impl From<CoreError> for PyErr {
     }
 }
 
+/// The exception a core failure becomes, as an object to hand over rather than raise: a
+/// refusal among a batch's answers, the cause in a keeper's event or shutdown report.
+pub fn exception_object(py: Python<'_>, error: Error) -> Bound<'_, PyAny> {
+    PyErr::from(CoreError(error))
+        .into_value(py)
+        .into_bound(py)
+        .into_any()
+}
+
 /// The exception classes of `_errors.py`, resolved once per interpreter.
 struct ErrorClasses {
     /// One class per core code, in the order of [`ErrorCode::ALL`].
@@ -151,13 +160,6 @@ mod tests {
             .unwrap();
     }
 
-    fn raised<'py>(py: Python<'py>, error: Error) -> Bound<'py, PyAny> {
-        PyErr::from(CoreError(error))
-            .into_value(py)
-            .into_bound(py)
-            .into_any()
-    }
-
     fn class_name(value: &Bound<'_, PyAny>) -> String {
         value.get_type().name().unwrap().to_string()
     }
@@ -251,7 +253,7 @@ mod tests {
             for ((error, expected_class), code) in cases.into_iter().zip(ErrorCode::ALL) {
                 let message = error.to_string();
                 assert_eq!(error.code(), Some(code));
-                let exception = raised(py, error);
+                let exception = exception_object(py, error);
                 assert_eq!(class_name(&exception), expected_class, "{exception}");
                 assert_eq!(field::<String>(&exception, "code"), code.as_str());
                 assert_eq!(exception.str().unwrap().to_string(), message);
@@ -275,7 +277,7 @@ mod tests {
                 }
             }
 
-            let storage = raised(
+            let storage = exception_object(
                 py,
                 Error::Storage {
                     code: "SQLITE_NOTADB".into(),
@@ -285,7 +287,7 @@ mod tests {
             assert_eq!(class_name(&storage), STORAGE_CLASS);
             assert_eq!(field::<String>(&storage, "code"), "SQLITE_NOTADB");
 
-            let invalid = raised(
+            let invalid = exception_object(
                 py,
                 Error::InvalidArgument {
                     message: "ttl".into(),
@@ -296,7 +298,7 @@ mod tests {
             // A host failure comes back as the very exception object the callback raised.
             let original = pyo3::exceptions::PyKeyError::new_err("clock broke");
             let original_value = original.value(py).clone().into_any();
-            let host = raised(py, Error::Host(Box::new(original)));
+            let host = exception_object(py, Error::Host(Box::new(original)));
             assert!(host.is(&original_value));
         });
     }

@@ -6,6 +6,8 @@
 //! the store. Two threads that call `release()` and then `renew()` therefore get "released"
 //! and then FENCED(lease_released), whichever of them the operating system wakes first.
 
+use std::sync::Arc;
+
 use gotry_tenant_state::{LeaseOptions, TenantLease};
 use pyo3::prelude::*;
 use pyo3::types::PyString;
@@ -17,10 +19,17 @@ use crate::store::PyLeaseStore;
 use crate::values::PyLeaseRecord;
 
 /// A held lease; safe to share between threads (the write gate may be checked from any
-/// thread while another renews).
+/// thread while another renews). The core lease is shared because a keeper holds the same
+/// one: the host's handle and the keeper's renewals then act on one gate.
 #[pyclass(frozen, module = "gotry_tenant_state", name = "TenantLease")]
 pub struct PyTenantLease {
-    lease: TenantLease,
+    lease: Arc<TenantLease>,
+}
+
+impl From<Arc<TenantLease>> for PyTenantLease {
+    fn from(lease: Arc<TenantLease>) -> PyTenantLease {
+        PyTenantLease { lease }
+    }
 }
 
 #[pymethods]
@@ -47,7 +56,7 @@ impl PyTenantLease {
             clock: monotonic_clock(clock)?,
         };
         let lease = py.detach(|| TenantLease::acquire(options)).map_err(CoreError)?;
-        Ok(PyTenantLease { lease })
+        Ok(PyTenantLease::from(Arc::new(lease)))
     }
 
     #[getter]

@@ -9,6 +9,7 @@ mod args;
 mod clocks;
 mod errors;
 mod ids;
+mod keeper;
 mod lease;
 mod store;
 mod values;
@@ -41,6 +42,12 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<store::PyLeaseStore>()?;
     m.add_class::<store::PySqliteLeaseStore>()?;
     m.add_class::<lease::PyTenantLease>()?;
+    m.add_class::<keeper::PyLeaseKeeper>()?;
+    m.add_class::<keeper::PyKeeperEvent>()?;
+    m.add_class::<keeper::PyTickReport>()?;
+    m.add_class::<keeper::PyShutdownReport>()?;
+    let at_exit = wrap_pyfunction!(keeper::_shutdown_keepers_at_exit, m)?;
+    m.py().import("atexit")?.call_method1("register", (at_exit,))?;
     Ok(())
 }
 

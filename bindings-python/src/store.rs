@@ -10,9 +10,9 @@ use std::time::Duration;
 use gotry_tenant_state::{open_lease_store as open_store_url, LeaseStore, SqliteLeaseStore, SqliteOptions};
 use pyo3::prelude::*;
 
-use crate::args::{integer, store_text};
+use crate::args::{integer, milliseconds, store_text};
 use crate::clocks::wall_clock;
-use crate::errors::CoreError;
+use crate::errors::{exception_object, CoreError};
 use crate::values::{PyHistoryEntry, PyLeaseGrant, PyLeaseRecord};
 
 /// Any lease store of the core. Instances come from `open_lease_store(url)` or from a
@@ -98,10 +98,7 @@ impl PyLeaseStore {
             .into_iter()
             .map(|answer| match answer {
                 Ok(grant) => Ok(Bound::new(py, PyLeaseGrant(grant))?.into_any()),
-                Err(refusal) => Ok(PyErr::from(CoreError(refusal))
-                    .into_value(py)
-                    .into_bound(py)
-                    .into_any()),
+                Err(refusal) => Ok(exception_object(py, refusal)),
             })
             .collect()
     }
@@ -190,7 +187,7 @@ pub struct PySqliteLeaseStore {
 }
 
 /// How long a call waits for another process's write lock unless told otherwise.
-const DEFAULT_BUSY_TIMEOUT_MS: i64 = 5_000;
+const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_millis(5_000);
 
 #[pymethods]
 impl PySqliteLeaseStore {
@@ -205,15 +202,10 @@ impl PySqliteLeaseStore {
         busy_timeout_ms: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<PyClassInitializer<PySqliteLeaseStore>> {
         let clock = wall_clock(now_ms)?;
-        let busy_ms = busy_timeout_ms
-            .map(|value| integer("busy_timeout_ms", value))
+        let busy_timeout = busy_timeout_ms
+            .map(|value| milliseconds("busy_timeout_ms", value))
             .transpose()?
-            .unwrap_or(DEFAULT_BUSY_TIMEOUT_MS);
-        let busy_timeout = u64::try_from(busy_ms).map(Duration::from_millis).map_err(|_| {
-            CoreError(gotry_tenant_state::Error::InvalidArgument {
-                message: format!("busy_timeout_ms must not be negative, got {busy_ms}"),
-            })
-        })?;
+            .unwrap_or(DEFAULT_BUSY_TIMEOUT);
         let options = SqliteOptions { clock, busy_timeout };
         // Opening may wait for another process's lock to create the schema.
         let store = py

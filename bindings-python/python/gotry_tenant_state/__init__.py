@@ -6,8 +6,8 @@ the Rust core that the Node.js and C hosts call too, so they behave the same eve
 package is the Python face of it.
 
 Every call that reaches a lease store runs without the GIL, so other threads keep running
-while one waits for another process's write lock. Stores and leases are safe to share
-between threads.
+while one waits for another process's write lock. Stores, leases and keepers are safe to
+share between threads.
 """
 
 from ._errors import (
@@ -31,13 +31,17 @@ from ._native import (
     MAX_LEASE_TTL_MS,
     MIN_LEASE_TTL_MS,
     HistoryEntry,
+    KeeperEvent,
     LeaseGrant,
+    LeaseKeeper,
     LeaseRecord,
     LeaseStore,
     ManualClock,
     OrganizationKey,
+    ShutdownReport,
     SqliteLeaseStore,
     TenantLease,
+    TickReport,
     assert_lease_ttl,
     assert_ledger_tenant_id,
     assert_organization_id,
@@ -59,8 +63,10 @@ __all__ = [
     "FencedError",
     "HistoryEntry",
     "InvalidTenantIdError",
+    "KeeperEvent",
     "LeaseGrant",
     "LeaseHeldError",
+    "LeaseKeeper",
     "LeaseLostError",
     "LeaseRecord",
     "LeaseStore",
@@ -70,11 +76,13 @@ __all__ = [
     "ReplicaAtCapacityError",
     "RestoreVerificationError",
     "RouterClosedError",
+    "ShutdownReport",
     "SqliteLeaseStore",
     "TenantDrainingError",
     "TenantLease",
     "TenantStateError",
     "TenantStateStorageError",
+    "TickReport",
     "assert_lease_ttl",
     "assert_ledger_tenant_id",
     "assert_organization_id",

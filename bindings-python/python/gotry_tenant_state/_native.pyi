@@ -14,6 +14,7 @@ MAX_LEASE_TTL_MS: Final[int]
 
 _KeyBytes = bytes | bytearray | memoryview
 _LeaseOpName = Literal["acquire", "renew", "release", "forget"]
+_KeeperEventKind = Literal["lost", "fenced_locally", "resumed", "renew_failed"]
 
 class _SupportsNowMs(Protocol):
     """A holder's clock: milliseconds on a clock that only moves forward."""
@@ -50,7 +51,8 @@ def tenant_root_for(state_root: str | os.PathLike[str], organization_id: str, le
     resolved lexically as Node's ``path.resolve`` does (no symlinks followed)."""
 
 def open_lease_store(url: str) -> LeaseStore:
-    """Opens the store a URL names: ``sqlite:///abs/path.db`` or ``sqlite:rel/path.db``."""
+    """Opens the store a URL names: ``sqlite:///abs/path.db``, ``sqlite:rel/path.db``, or
+    ``mysql://user:password@host:3306/database?prefix=gotry_&timeout_ms=2000``."""
 
 @final
 class OrganizationKey:
@@ -188,3 +190,119 @@ class TenantLease:
         exc_value: BaseException | None,
         traceback: TracebackType | None,
     ) -> None: ...
+
+@final
+class KeeperEvent:
+    """Something that happened to a keeper's leases without the host asking. ``kind``:
+
+    - ``"lost"``: the store refused a renewal (``error`` is the LeaseLostError); the keeper
+      dropped the lease and its gate answers FencedError(lease_lost).
+    - ``"fenced_locally"``: the fence passed before a renewal was granted; the gate answers
+      FencedError(lease_expired_locally). Told once, until the lease resumes.
+    - ``"resumed"``: a renewal moved a locally fenced lease's fence ahead again.
+    - ``"renew_failed"``: renewals could not be made (``error`` is why; ``key`` and
+      ``epoch`` are None and ``leases`` counts the leases to be tried again).
+    """
+
+    __match_args__ = ("kind", "key", "epoch", "error")
+    @property
+    def kind(self) -> _KeeperEventKind: ...
+    @property
+    def key(self) -> str | None: ...
+    @property
+    def epoch(self) -> int | None: ...
+    @property
+    def error(self) -> BaseException | None: ...
+    @property
+    def leases(self) -> int | None: ...
+
+@final
+class TickReport:
+    """What one ``LeaseKeeper.tick()`` did."""
+
+    @property
+    def batches(self) -> int:
+        """Store calls made."""
+    @property
+    def renewed(self) -> int: ...
+    @property
+    def lost(self) -> int: ...
+    @property
+    def failed(self) -> int:
+        """Due leases not renewed, to be tried again."""
+    @property
+    def next_due_ms(self) -> float | None:
+        """When the next round is due on the keeper's clock; None when nothing is kept."""
+
+@final
+class ShutdownReport:
+    """What ``LeaseKeeper.shutdown()`` did with each kept lease, each group ordered by key."""
+
+    @property
+    def released(self) -> tuple[str, ...]:
+        """Released in the store: the next owner may start at once."""
+    @property
+    def failed(self) -> tuple[tuple[str, BaseException], ...]:
+        """Gate closed, but the store could not be told: the lease runs out at its TTL."""
+    @property
+    def timed_out(self) -> tuple[str, ...]:
+        """Not reached before the timeout: no longer renewed, the lease runs out."""
+
+@final
+class LeaseKeeper:
+    """Keeps many leases of one owner on one store renewed, all that are due in one store
+    transaction per ``max_batch`` leases. Each lease is renewed ``ttl_ms * renew_fraction``
+    after its last renewal was sent; its fence moves exactly as ``TenantLease.renew()``
+    moves it. Rounds run on a thread of the keeper's own, or only when ``tick()`` is called
+    (``start_thread=False``). ``on_event`` is called with the GIL held, on that thread; an
+    exception it raises goes to ``sys.unraisablehook`` and the keeper carries on. Every
+    call that waits for the store releases the GIL. A keeper still alive when the
+    interpreter exits is shut down (its leases released) by an ``atexit`` hook."""
+
+    DEFAULT_RENEW_FRACTION: Final[float]
+    DEFAULT_MAX_BATCH: Final[int]
+    def __init__(
+        self,
+        *,
+        store: LeaseStore,
+        replica_id: str,
+        ttl_ms: int,
+        margin_ms: int,
+        renew_fraction: float | None = None,
+        max_batch: int | None = None,
+        on_event: Callable[[KeeperEvent], object] | None = None,
+        clock: _SupportsNowMs | None = None,
+        start_thread: bool = True,
+    ) -> None: ...
+    @property
+    def replica_id(self) -> str: ...
+    @property
+    def ttl_ms(self) -> int: ...
+    @property
+    def margin_ms(self) -> int: ...
+    def acquire(self, key: str) -> TenantLease:
+        """Acquires ``key`` and keeps it renewed until it is removed, lost, or the keeper
+        shuts down. Raises as ``TenantLease.acquire`` does, and LeaseStoreUnavailableError
+        once the keeper is shut down."""
+    def remove(self, key: str) -> bool:
+        """Stops keeping ``key`` and releases it (gate first, then the store); False when
+        it was not kept."""
+    def get(self, key: str) -> TenantLease | None: ...
+    def __len__(self) -> int:
+        """Kept leases, counting those closed through their own handle since the last round."""
+    def tick(self) -> TickReport:
+        """Runs one round if a lease is due; its events reach ``on_event`` before it returns.
+        Raises LeaseStoreUnavailableError once shut down, ValueError from ``on_event``."""
+    def shutdown(self, timeout_ms: int | None = None) -> ShutdownReport:
+        """Stops renewing and releases every kept lease, starting no release after
+        ``timeout_ms`` (default: one TTL). ``on_event`` is never called after it returns;
+        calling it again reports nothing."""
+    def __enter__(self) -> Self: ...
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        """Shuts down. Releases that failed are raised as an exception group after a clean
+        block, and noted on the block's exception otherwise."""
