@@ -1,5 +1,6 @@
 // Type declarations of @gotry/tenant-state: the exports of gotry's tenant-state modules
-// (errors, ids, lease-store, tenant-lease) plus ManualClock, openLeaseStore and ERROR_CODES.
+// (errors, ids, lease-store, tenant-lease) plus LeaseKeeper, ManualClock, openLeaseStore and
+// ERROR_CODES.
 
 // ---- errors ----------------------------------------------------------------------------
 
@@ -112,13 +113,30 @@ export interface LeaseHistoryEntry {
     atMs: number;
 }
 
-/** What every store of this package offers; TenantLease holds leases in any of them. */
+/**
+ * One lease's answer in `renewBatch`: the grant, or the refusal of that lease alone
+ * (LeaseLostError; RangeError for a key of the wrong length or an epoch below 1).
+ */
+export type RenewAnswer =
+    | { ok: true; grant: LeaseGrant }
+    | { ok: false; error: TenantStateError | RangeError };
+
+/** What every store of this package offers; TenantLease and LeaseKeeper hold leases in any of them. */
 export interface LeaseStore {
-    /** The store's clock, in integer milliseconds. */
+    /**
+     * The store's clock, in integer milliseconds. For a store opened by URL it is the clock the
+     * store decides on (a MySQL server's, read in one round trip).
+     */
     nowMs: () => number;
     read(key: string): Promise<LeaseRecord | null>;
     acquire(key: string, owner: string, ttlMs: number): Promise<LeaseGrant>;
     renew(key: string, owner: string, epoch: number, ttlMs: number): Promise<LeaseGrant>;
+    /**
+     * Renews many leases of `owner` in one store transaction (one durable write). One answer
+     * per `[key, epoch]` pair, in order. Rejects as a whole when the store fails, or when the
+     * call is malformed (owner, TTL, a pair that is not `[string, safe integer]`).
+     */
+    renewBatch(owner: string, ttlMs: number, leases: ReadonlyArray<readonly [key: string, epoch: number]>): Promise<RenewAnswer[]>;
     release(key: string, owner: string, epoch: number): Promise<LeaseRecord>;
     markForgotten(key: string, owner: string, epoch: number): Promise<LeaseRecord>;
     /** Every granted operation in order, of one key or of all. */
@@ -142,13 +160,22 @@ export declare class SqliteLeaseStore implements LeaseStore {
     read(key: string): Promise<LeaseRecord | null>;
     acquire(key: string, owner: string, ttlMs: number): Promise<LeaseGrant>;
     renew(key: string, owner: string, epoch: number, ttlMs: number): Promise<LeaseGrant>;
+    /**
+     * Renews many leases of `owner` in one store transaction (one durable write). One answer
+     * per `[key, epoch]` pair, in order. Rejects as a whole when the store fails, or when the
+     * call is malformed (owner, TTL, a pair that is not `[string, safe integer]`).
+     */
+    renewBatch(owner: string, ttlMs: number, leases: ReadonlyArray<readonly [key: string, epoch: number]>): Promise<RenewAnswer[]>;
     release(key: string, owner: string, epoch: number): Promise<LeaseRecord>;
     markForgotten(key: string, owner: string, epoch: number): Promise<LeaseRecord>;
     history(key?: string): LeaseHistoryEntry[];
     close(): void;
 }
 
-/** Opens the store a URL names, such as `sqlite:///var/lib/gotry/leases.db`. */
+/**
+ * Opens the store a URL names: `sqlite:///var/lib/gotry/leases.db`, or
+ * `mysql://user:password@host:3306/database?prefix=gotry_&timeout_ms=2000` (connects at once).
+ */
 export declare function openLeaseStore(url: string): LeaseStore;
 
 // ---- clocks and the tenant lease -------------------------------------------------------
@@ -196,4 +223,97 @@ export declare class TenantLease {
     renew(): Promise<void>;
     release(): Promise<void>;
     markForgotten(): Promise<LeaseRecord>;
+}
+
+// ---- the lease keeper ------------------------------------------------------------------
+
+/**
+ * What happened to a kept lease without the host asking, told on the event loop:
+ * - `lost`: the store refused a renewal (another replica may hold the tenant now); the keeper
+ *   dropped the lease and its gate answers FencedError(lease_lost).
+ * - `fenced_locally`: the fence passed before a renewal was granted (the store could not be
+ *   reached); the gate answers FencedError(lease_expired_locally). Told once until it resumes.
+ * - `resumed`: a renewal at the same epoch moved the fence ahead again; the gate is open.
+ * - `renew_failed`: a round could not renew `leases` leases (the store failed); they are tried
+ *   again.
+ */
+export type KeeperEvent =
+    | { kind: 'lost'; key: string; epoch: number; error: LeaseLostError }
+    | { kind: 'fenced_locally'; key: string; epoch: number }
+    | { kind: 'resumed'; key: string; epoch: number }
+    | { kind: 'renew_failed'; error: Error; leases: number };
+
+export interface LeaseKeeperOptions {
+    /** A store of this package whose clock is native (not a `nowMs` function). */
+    store: LeaseStore;
+    /** The owner of every kept lease. */
+    replicaId: string;
+    ttlMs: number;
+    marginMs: number;
+    /** The part of the TTL between two renewals of a lease; 1/3 by default. */
+    renewFraction?: number;
+    /** The most leases per store transaction; 1000 by default. */
+    maxBatch?: number;
+    /** `systemMonotonicClock` (the default) or a ManualClock: the keeper's thread reads it. */
+    clock?: MonotonicClock;
+    /**
+     * Told each event on the event loop. If it throws, or returns a promise that rejects, the
+     * failure is emitted as a process warning (name LeaseKeeperWarning, code
+     * GOTRY_KEEPER_ON_EVENT_FAILED, the failure as its `cause`) and the keeper carries on.
+     */
+    onEvent?: (event: KeeperEvent) => unknown;
+    /** When true, rounds run only when `tick()` is called (tests, or a host's own timer). */
+    withoutThread?: boolean;
+}
+
+/** What one round did. */
+export interface TickReport {
+    /** Store calls made. */
+    batches: number;
+    renewed: number;
+    lost: number;
+    /** Due leases not renewed, to be tried again. */
+    failed: number;
+    /** When the next round is due on the keeper's clock; null when no lease is kept. */
+    nextDueMs: number | null;
+}
+
+/** What shutdown did with each kept lease; each list is ordered by key. */
+export interface ShutdownReport {
+    /** Released in the store: the next owner may start at once. */
+    released: string[];
+    /** Gate closed, but the store could not be told: the lease runs out at its TTL. */
+    failed: Array<{ key: string; error: Error }>;
+    /** Not reached before the deadline: no longer renewed, it runs out on its own. */
+    timedOut: string[];
+}
+
+/**
+ * Keeps many leases of one owner on one store alive with batched renewals, on a thread of
+ * its own. It never keeps the process alive, and it is not garbage collected before
+ * `shutdown()`.
+ */
+export declare class LeaseKeeper {
+    readonly store: LeaseStore;
+    readonly replicaId: string;
+    readonly ttlMs: number;
+    readonly marginMs: number;
+    readonly clock: MonotonicClock;
+    private constructor();
+    static start(options: LeaseKeeperOptions): LeaseKeeper;
+    /** Acquires `key` and keeps it renewed; rejects as TenantLease.acquire does. */
+    acquire(key: string): Promise<TenantLease>;
+    /** Stops keeping `key` and releases it; false when it was not kept. */
+    remove(key: string): Promise<boolean>;
+    /** A TenantLease on the kept lease of `key` (the same gate as acquire's), if any. */
+    get(key: string): TenantLease | undefined;
+    /** Kept leases, counting any closed through their own handle since the last round. */
+    readonly size: number;
+    /** Runs one round if a lease is due; its events reach onEvent before this settles. */
+    tick(): Promise<TickReport>;
+    /**
+     * Releases every kept lease, starting none after `timeoutMs` (default: the TTL); every
+     * event reaches onEvent before this settles, and none after.
+     */
+    shutdown(timeoutMs?: number): Promise<ShutdownReport>;
 }

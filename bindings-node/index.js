@@ -2,13 +2,15 @@
 /**
  * @gotry/tenant-state: the per-tenant state layer (tenant ids, the lease store, the tenant
  * lease) on the shared Rust core, with the exports of gotry's JavaScript modules errors.js,
- * ids.js, lease-store.js and tenant-lease.js, plus ManualClock, openLeaseStore and ERROR_CODES.
+ * ids.js, lease-store.js and tenant-lease.js, plus LeaseKeeper, ManualClock, openLeaseStore and
+ * ERROR_CODES.
  */
 const native = require('./lib/native');
 const errors = require('./lib/errors');
 const ids = require('./lib/ids');
 const { MIN_LEASE_TTL_MS, MAX_LEASE_TTL_MS, assertLeaseTtl, SqliteLeaseStore, openLeaseStore } = require('./lib/lease-store');
 const { systemMonotonicClock, TenantLease } = require('./lib/tenant-lease');
+const { LeaseKeeper } = require('./lib/keeper');
 
 module.exports = {
     ...errors,
@@ -20,6 +22,7 @@ module.exports = {
     openLeaseStore,
     systemMonotonicClock,
     TenantLease,
+    LeaseKeeper,
     ManualClock: native.ManualClock,
     /** The stable error codes, in the core's order. */
     ERROR_CODES: Object.freeze(native.errorCodes()),

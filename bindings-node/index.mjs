@@ -29,6 +29,7 @@ export const {
     openLeaseStore,
     systemMonotonicClock,
     TenantLease,
+    LeaseKeeper,
     ManualClock,
     ERROR_CODES,
 } = pkg;

@@ -17,6 +17,33 @@ export declare class ManualClock {
   advance(deltaMs: unknown): number
 }
 
+/** Keeps many leases of one owner on one store renewed; made by `NativeKeeper.start`. */
+export declare class NativeKeeper {
+  /**
+   * Starts a keeper for `replicaId` on `store`. Its clock is `manualClock`, or the system's
+   * monotonic clock; `onWake` (called with no argument on the JS thread) says that events
+   * wait in `takeEvents`. With `withoutThread`, rounds run only when `tick` is called.
+   */
+  static start(store: NativeStore, replicaId: unknown, ttlMs: unknown, marginMs: unknown, renewFraction: unknown | undefined | null, maxBatch: unknown | undefined | null, manualClock: ManualClock | undefined | null, onWake: (() => unknown) | undefined | null, withoutThread: boolean): NativeKeeper
+  /** Acquires `key` and keeps it renewed; resolves to the kept lease. */
+  acquire(key: unknown): Promise<NativeLease>
+  /** Stops keeping `key` and releases it; resolves to false when it was not kept. */
+  remove(key: unknown): Promise<boolean>
+  /** The kept lease of `key`, if any. */
+  get(key: unknown): NativeLease | null
+  /**
+   * How many leases are kept, counting any closed through their own handle since the last
+   * round.
+   */
+  get size(): number
+  /** Runs one round if a lease is due on the keeper's clock. */
+  tick(): Promise<TickReport>
+  /** Stops renewing and releases every kept lease, starting no release after `timeoutMs`. */
+  shutdown(timeoutMs: unknown): Promise<ShutdownReportValue>
+  /** The events told since the last call, oldest first. */
+  takeEvents(): Array<KeeperEventValue>
+}
+
 /** A held lease; made by `acquireLease`. */
 export declare class NativeLease {
   get key(): string
@@ -53,6 +80,12 @@ export declare class NativeStore {
   read(key: unknown): Promise<LeaseRecord | null>
   acquire(key: unknown, owner: unknown, ttlMs: unknown, wallNowMs?: unknown | undefined | null): Promise<unknown>
   renew(key: unknown, owner: unknown, epoch: unknown, ttlMs: unknown, wallNowMs?: unknown | undefined | null): Promise<unknown>
+  /**
+   * Renews many leases of `owner` in one store transaction. A malformed call (owner, TTL, a
+   * key that is not a string, an epoch that is not a safe integer) rejects as a whole before
+   * the store is asked; otherwise each lease is answered on its own.
+   */
+  renewBatch(owner: unknown, ttlMs: unknown, leases: unknown[], wallNowMs?: unknown | undefined | null): Promise<Array<RenewAnswer>>
   release(key: unknown, owner: unknown, epoch: unknown, wallNowMs?: unknown | undefined | null): Promise<unknown>
   markForgotten(key: unknown, owner: unknown, epoch: unknown, wallNowMs?: unknown | undefined | null): Promise<unknown>
   /**
@@ -60,6 +93,11 @@ export declare class NativeStore {
    * it waits for a store call that is running on the pool, never for another process.
    */
   history(key?: unknown | undefined | null): Array<HistoryEntry>
+  /**
+   * The clock the store decides on, read synchronously: the system clock, a manual clock, or
+   * for a MySQL store the database server's clock (one round trip, bounded by its timeout).
+   */
+  nowMs(): number
   /** Closes the store; later calls fail with LEASE_STORE_UNAVAILABLE. */
   close(): void
 }
@@ -133,3 +171,12 @@ export declare const MIN_LEASE_TTL_MS: number
  * `path.resolve` does.
  */
 export declare function tenantRootFor(stateRoot: unknown, organizationId: unknown, ledgerTenantId: unknown): string
+
+/** What one round did; `nextDueMs` is null when no lease is kept. */
+export interface TickReport {
+  batches: number
+  renewed: number
+  lost: number
+  failed: number
+  nextDueMs: number | null
+}

@@ -3,8 +3,14 @@
 # packages, builds the addon (debug, in the workspace's shared target folder) and runs the
 # node:test suites. Needs node >= 20, cargo and python3 (its sqlite3 module holds a write
 # lock from another process in one test). Exits non-zero on any failure.
+#
+# test/mysql.test.js needs a MySQL/MariaDB server: GOTRY_MYSQL_URL, or the local one, which
+# scripts/mariadb.sh starts when it is installed but stopped. GOTRY_SKIP_MYSQL=1 skips those
+# tests (they are reported as skipped); otherwise a missing server fails the run.
 set -euo pipefail
 cd "$(dirname "$0")"
+
+../scripts/mariadb.sh
 
 npm ci --no-audit --no-fund
 npm test

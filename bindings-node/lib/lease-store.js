@@ -61,6 +61,21 @@ class NativeLeaseStore {
         return settle(() => handles.get(this).native.renew(key, owner, epoch, ttlMs, wallReading(this)));
     }
 
+    /**
+     * Renews many leases of `owner` in one store transaction (one durable write for the lot).
+     * Resolves to one answer per `[key, epoch]` pair, in order: `{ ok: true, grant }`, or
+     * `{ ok: false, error }` for a lease refused on its own (LeaseLostError; RangeError for a
+     * key of the wrong length or an epoch below 1). Rejects as a whole when the store fails or
+     * the call itself is malformed.
+     */
+    renewBatch(owner, ttlMs, leases) {
+        return settle(async () => {
+            if (!Array.isArray(leases)) throw new TypeError('leases must be an array of [key, epoch] pairs');
+            const answers = await handles.get(this).native.renewBatch(owner, ttlMs, leases, wallReading(this));
+            return answers.map(answer => (answer.ok ? answer : { ok: false, error: translate(answer.error) }));
+        });
+    }
+
     release(key, owner, epoch) {
         return settle(() => handles.get(this).native.release(key, owner, epoch, wallReading(this)));
     }
@@ -119,7 +134,11 @@ class SqliteLeaseStore extends NativeLeaseStore {
     }
 }
 
-/** Opens the store that a URL names, such as `sqlite:///var/lib/gotry/leases.db`. */
+/**
+ * Opens the store that a URL names: `sqlite:///var/lib/gotry/leases.db`, or
+ * `mysql://user:password@host:3306/database?prefix=gotry_`. Its `nowMs()` reads the clock the
+ * store decides on, synchronously (for MySQL, the server's, in one round trip).
+ */
 function openLeaseStore(url) {
     let handle;
     try {
@@ -127,7 +146,16 @@ function openLeaseStore(url) {
     } catch (error) {
         throw translate(error);
     }
-    return new NativeLeaseStore(INTERNAL, handle, Date.now);
+    // The clock of the store's decisions: for MySQL the server's, which a client's clock may
+    // disagree with by seconds.
+    const nowMs = () => {
+        try {
+            return handle.nowMs();
+        } catch (error) {
+            throw translate(error);
+        }
+    };
+    return new NativeLeaseStore(INTERNAL, handle, nowMs);
 }
 
 module.exports = {

@@ -140,4 +140,17 @@ class TenantLease {
     }
 }
 
-module.exports = { systemMonotonicClock, TenantLease };
+/**
+ * The TenantLease of a lease that a LeaseKeeper holds: `held` is its native handle, `keeper`
+ * gives the store, TTL and margin, `clock` the keeper's clock.
+ */
+function keptLease(held, keeper, clock) {
+    return new TenantLease(INTERNAL, keeper, clock, held);
+}
+
+module.exports = {
+    systemMonotonicClock,
+    TenantLease,
+    // Internal to this package (not re-exported by index.js).
+    keptLease,
+};

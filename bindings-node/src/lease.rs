@@ -138,6 +138,15 @@ impl NativeLease {
 }
 
 impl NativeLease {
+    /// A handle on a lease that a keeper holds. A keeper's store never has a JS clock (the
+    /// keeper's own thread could not read one), so no call carries a reading.
+    pub(crate) fn kept(lease: Arc<TenantLease>) -> NativeLease {
+        NativeLease {
+            lease,
+            host_wall_clock: false,
+        }
+    }
+
     fn wall_reading(&self, value: Option<&Unknown<'_>>) -> Result<Option<i64>> {
         crate::store::wall_reading(self.host_wall_clock, value)
     }

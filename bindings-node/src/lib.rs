@@ -15,6 +15,7 @@ mod args;
 mod clock;
 mod errors;
 mod ids;
+mod keeper;
 mod lease;
 mod store;
 mod tasks;

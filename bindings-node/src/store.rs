@@ -7,14 +7,16 @@ use gotry_tenant_state::errors::{Error, Result};
 use gotry_tenant_state::{
     HistoryEntry, LeaseGrant, LeaseRecord, LeaseStore, SqliteLeaseStore, SqliteOptions, WallClock,
 };
-use napi::bindgen_prelude::{AsyncTask, Unknown};
-use napi::Env;
+use napi::bindgen_prelude::{
+    Array, AsyncTask, FromNapiValue, JsValue, Object, ToNapiValue, TypeName, Unknown,
+};
+use napi::{sys, Env, ValueType};
 use napi_derive::napi;
 
 use crate::args::{self, safe_number};
 use crate::clock::{HostWallClock, ManualClock};
-use crate::errors::OrThrow;
-use crate::tasks::{GrantTask, Job, ReadTask, RecordTask};
+use crate::errors::{to_js_error, OrThrow};
+use crate::tasks::{GrantTask, Job, ReadTask, RecordTask, RenewBatchTask};
 
 /// The state of one tenant's lease.
 #[napi(object, js_name = "LeaseRecord")]
@@ -51,6 +53,39 @@ impl JsLeaseGrant {
             record: JsLeaseRecord::from_core(&grant.record)?,
             ttl_ms: safe_number("ttlMs", grant.ttl_ms)?,
         })
+    }
+}
+
+/// One lease's answer in a batched renewal: `{ ok: true, grant }` or `{ ok: false, error }`.
+/// A refusal is a value, not a rejection, so one lost tenant does not hide the others.
+pub struct RenewAnswer(pub Result<LeaseGrant>);
+
+impl TypeName for RenewAnswer {
+    fn type_name() -> &'static str {
+        "RenewAnswer"
+    }
+
+    fn value_type() -> ValueType {
+        ValueType::Object
+    }
+}
+
+impl ToNapiValue for RenewAnswer {
+    unsafe fn to_napi_value(raw_env: sys::napi_env, answer: RenewAnswer) -> napi::Result<sys::napi_value> {
+        let env = Env::from_raw(raw_env);
+        let mut object = Object::new(&env)?;
+        match answer.0.and_then(|grant| JsLeaseGrant::from_core(&grant)) {
+            Ok(grant) => {
+                object.set("ok", true)?;
+                object.set("grant", grant)?;
+            }
+            Err(error) => {
+                object.set("ok", false)?;
+                object.set("error", to_js_error(&env, error))?;
+            }
+        }
+        // SAFETY: the object was made on this env, on its thread, just above.
+        unsafe { Object::to_napi_value(raw_env, object) }
     }
 }
 
@@ -183,6 +218,35 @@ impl NativeStore {
         prepare().map(|job| AsyncTask::new(GrantTask(job))).or_throw(&env)
     }
 
+    /// Renews many leases of `owner` in one store transaction. A malformed call (owner, TTL, a
+    /// key that is not a string, an epoch that is not a safe integer) rejects as a whole before
+    /// the store is asked; otherwise each lease is answered on its own.
+    #[napi(ts_return_type = "Promise<Array<RenewAnswer>>")]
+    pub fn renew_batch(
+        &self,
+        env: Env,
+        owner: Unknown<'_>,
+        ttl_ms: Unknown<'_>,
+        leases: Array<'_>,
+        wall_now_ms: Option<Unknown<'_>>,
+    ) -> napi::Result<AsyncTask<RenewBatchTask>> {
+        let prepare = || -> Result<Job<Vec<Result<LeaseGrant>>>> {
+            let owner = args::text("owner", &owner)?;
+            let ttl_ms = args::integer("ttlMs", &ttl_ms)?;
+            let pairs = lease_pairs(&leases)?;
+            let store = self.store.clone();
+            let now = self.wall_reading(wall_now_ms.as_ref())?;
+            Ok(Job::new(now, move || {
+                let borrowed: Vec<(&str, i64)> =
+                    pairs.iter().map(|(key, epoch)| (key.as_str(), *epoch)).collect();
+                store.renew_batch(&owner, ttl_ms, &borrowed)
+            }))
+        };
+        prepare()
+            .map(|job| AsyncTask::new(RenewBatchTask(job)))
+            .or_throw(&env)
+    }
+
     #[napi]
     pub fn release(
         &self,
@@ -232,6 +296,14 @@ impl NativeStore {
         history().or_throw(&env)
     }
 
+    /// The clock the store decides on, read synchronously: the system clock, a manual clock, or
+    /// for a MySQL store the database server's clock (one round trip, bounded by its timeout).
+    #[napi]
+    pub fn now_ms(&self, env: Env) -> napi::Result<f64> {
+        let now = || safe_number("the store's clock reading", self.store.now_ms()?);
+        now().or_throw(&env)
+    }
+
     /// Closes the store; later calls fail with LEASE_STORE_UNAVAILABLE.
     #[napi]
     pub fn close(&self, env: Env) -> napi::Result<()> {
@@ -262,6 +334,36 @@ impl NativeStore {
         };
         prepare().map(|job| AsyncTask::new(RecordTask(job))).or_throw(env)
     }
+}
+
+/// The `[key, epoch]` pairs of a batch. A key's length is left to the store, which refuses
+/// it for that lease alone; a value that cannot even be handed to the store (not a pair, a
+/// key that is not a well-formed string, an epoch that is not a safe integer) refuses the
+/// whole call.
+fn lease_pairs(leases: &Array<'_>) -> Result<Vec<(String, i64)>> {
+    (0..leases.len())
+        .map(|index| {
+            let not_a_pair = || Error::InvalidArgument {
+                message: format!("lease {index} of the batch must be a [key, epoch] pair"),
+            };
+            let pair = element(leases, index)?.ok_or_else(not_a_pair)?;
+            // SAFETY: a value of the current call, read on its own thread; napi checks the type.
+            let pair =
+                unsafe { Array::from_napi_value(pair.value().env, pair.raw()) }.map_err(|_| not_a_pair())?;
+            match (pair.len(), element(&pair, 0)?, element(&pair, 1)?) {
+                (2, Some(key), Some(epoch)) => {
+                    Ok((args::string("key", &key)?, args::integer("epoch", &epoch)?))
+                }
+                _ => Err(not_a_pair()),
+            }
+        })
+        .collect()
+}
+
+fn element<'env>(array: &Array<'env>, index: u32) -> Result<Option<Unknown<'env>>> {
+    array
+        .get::<Unknown<'env>>(index)
+        .map_err(|error| Error::Host(Box::new(error)))
 }
 
 /// Key, owner and epoch, checked in the reference's order.

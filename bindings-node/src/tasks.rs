@@ -5,15 +5,16 @@
 //! `resolve`, where a core error also becomes its JS error, so the promise rejects with it.
 
 use gotry_tenant_state::errors::{Error, Result};
-use gotry_tenant_state::{LeaseGrant, LeaseRecord};
+use gotry_tenant_state::{LeaseGrant, LeaseRecord, ShutdownReport, TickReport};
 use napi::bindgen_prelude::Task;
 use napi::Env;
 use napi_derive::napi;
 
 use crate::clock::with_wall_reading;
 use crate::errors::OrThrow;
+use crate::keeper::{JsTickReport, ShutdownReportValue};
 use crate::lease::NativeLease;
-use crate::store::{JsLeaseGrant, JsLeaseRecord};
+use crate::store::{JsLeaseGrant, JsLeaseRecord, RenewAnswer};
 
 type Work<T> = Box<dyn FnOnce() -> Result<T> + Send>;
 
@@ -76,6 +77,12 @@ blocking_task!(
 );
 
 blocking_task!(
+    /// `renewBatch`: one answer per lease, in the order asked.
+    RenewBatchTask: Vec<Result<LeaseGrant>> => Vec<RenewAnswer>,
+    |answers: Vec<Result<LeaseGrant>>| Ok(answers.into_iter().map(RenewAnswer).collect())
+);
+
+blocking_task!(
     /// `release` and `markForgotten`: the record after the operation.
     RecordTask: LeaseRecord => JsLeaseRecord,
     |record: LeaseRecord| JsLeaseRecord::from_core(&record)
@@ -88,7 +95,25 @@ blocking_task!(
 );
 
 blocking_task!(
-    /// `TenantLease.acquire`: the native holder.
+    /// `TenantLease.acquire` and a keeper's `acquire`: the native holder.
     LeaseTask: NativeLease => NativeLease,
     Ok
+);
+
+blocking_task!(
+    /// A keeper's `remove`: whether the key was kept.
+    RemovedTask: bool => bool,
+    Ok
+);
+
+blocking_task!(
+    /// A keeper's `tick`: what the round did.
+    KeeperTickTask: TickReport => JsTickReport,
+    |report: TickReport| Ok(JsTickReport::from(report))
+);
+
+blocking_task!(
+    /// A keeper's `shutdown`: what became of each lease.
+    ShutdownTask: ShutdownReport => ShutdownReportValue,
+    |report: ShutdownReport| Ok(ShutdownReportValue(report))
 );

@@ -3,10 +3,16 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 
+/** The temporary folders made here, removed when the process exits (one listener for all). */
+const tempDirs = [];
+process.on('exit', () => {
+    for (const dir of tempDirs) fs.rmSync(dir, { recursive: true, force: true });
+});
+
 /** A fresh store file path in its own temporary folder, removed when the process exits. */
 function tempDbPath(name = 'leases.db') {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gotry-node-'));
-    process.on('exit', () => fs.rmSync(dir, { recursive: true, force: true }));
+    tempDirs.push(dir);
     return path.join(dir, name);
 }
 

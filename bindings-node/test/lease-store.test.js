@@ -125,6 +125,68 @@ test('a TTL or epoch that is not an integer is a RangeError, never truncated', a
     store.close();
 });
 
+test('renewBatch answers each lease on its own: a grant, or the refusal of that lease alone', async () => {
+    const clock = new ManualClock(10_000);
+    const store = new SqliteLeaseStore({ path: tempDbPath(), nowMs: clock });
+    await store.acquire('k1', 'a', 1_000);
+    await store.acquire('k2', 'a', 100);
+    await store.acquire('k3', 'b', 1_000);
+    clock.advance(200);
+    const answers = await store.renewBatch('a', 2_000, [['k1', 1], ['k2', 1], ['k3', 1], ['k1', 0], ['', 1], ['never', 1], ['k1', 1]]);
+    const kinds = answers.map(answer => (answer.ok ? 'grant' : answer.error.constructor.name));
+    assert.deepEqual(kinds, ['grant', 'LeaseLostError', 'LeaseLostError', 'RangeError', 'RangeError', 'LeaseLostError', 'grant']);
+    const grant = { record: { key: 'k1', owner: 'a', epoch: 1, leaseUntilMs: 12_200, forgottenAtEpoch: 0 }, ttlMs: 2_000 };
+    assert.deepEqual(answers[0], { ok: true, grant });
+    assert.deepEqual(answers[6], { ok: true, grant });
+    assert.equal(answers[1].error.code, 'GOTRY_TENANT_LEASE_LOST');
+    assert.ok(answers[1].error instanceof pkg.TenantStateError);
+    assert.equal(answers[3].error.code, 'ERR_OUT_OF_RANGE');
+    assert.deepEqual(Object.keys(answers[1]).sort(), ['error', 'ok']);
+    // Both renewals of k1 were logged, and nothing for the refused leases.
+    assert.deepEqual(store.history().map(e => [e.op, e.key, e.owner]), [
+        ['acquire', 'k1', 'a'], ['acquire', 'k2', 'a'], ['acquire', 'k3', 'b'], ['renew', 'k1', 'a'], ['renew', 'k1', 'a'],
+    ]);
+    assert.deepEqual(await store.read('k2'), { key: 'k2', owner: 'a', epoch: 1, leaseUntilMs: 10_100, forgottenAtEpoch: 0 });
+    assert.deepEqual(await store.renewBatch('a', 1_000, []), []);
+    store.close();
+});
+
+test('renewBatch refuses a malformed call as a whole before the store is asked', async () => {
+    const { store, clock } = jsClockStore(1_000);
+    await store.acquire('k1', 'a', 1_000);
+    const malformed = [
+        ['a', 99, [['k1', 1]]],
+        ['a', 1_000.5, [['k1', 1]]],
+        ['', 1_000, [['k1', 1]]],
+        ['a\uD800', 1_000, [['k1', 1]]],
+        ['a', 1_000, [[42, 1]]],
+        ['a', 1_000, [['k1\uDC00', 1]]],
+        ['a', 1_000, [['k1', 1.5]]],
+        ['a', 1_000, [['k1', 2 ** 53]]],
+        ['a', 1_000, [['k1', '1']]],
+        ['a', 1_000, [['k1']]],
+        ['a', 1_000, [['k1', 1, 'extra']]],
+        ['a', 1_000, [['k1', 1], 'k1']],
+        ['a', 1_000, [{ 0: 'k1', 1: 1, length: 2 }]],
+    ];
+    for (const [owner, ttlMs, leases] of malformed) {
+        const error = await rejection(store.renewBatch(owner, ttlMs, leases));
+        assert.ok(error instanceof RangeError, `${JSON.stringify([owner, ttlMs, leases])}: ${error}`);
+    }
+    for (const notArray of [undefined, 'k1', { length: 0 }, new Set()]) {
+        const error = await rejection(store.renewBatch('a', 1_000, notArray));
+        assert.ok(error instanceof TypeError, String(notArray));
+    }
+    assert.deepEqual(store.history().map(e => e.op), ['acquire']);
+    // The batch carries the JS clock's reading taken when it was called.
+    clock.now = 1_400;
+    const [answer] = await store.renewBatch('a', 1_000, [['k1', 1]]);
+    assert.equal(answer.grant.record.leaseUntilMs, 2_400);
+    store.close();
+    const closed = await rejection(store.renewBatch('a', 1_000, [['k1', 1]]));
+    assert.ok(closed instanceof pkg.LeaseStoreUnavailableError);
+});
+
 test('store methods reject and never throw synchronously; history and close are synchronous', async () => {
     const { store } = jsClockStore();
     const calls = [
@@ -134,6 +196,7 @@ test('store methods reject and never throw synchronously; history and close are 
         () => store.release(undefined, 'o', 1),
         () => store.markForgotten('k', 'o', NaN),
         () => store.renew('k', 'o', 1, 1_000),
+        () => store.renewBatch('o', 1_000, null),
     ];
     for (const call of calls) {
         let promise;

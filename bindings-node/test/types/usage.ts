@@ -3,7 +3,9 @@ import {
     deriveLedgerTenantId, derivePromptCachePartition, leaseKeyFor, tenantRootFor, assertOrganizationId,
     SqliteLeaseStore, TenantLease, ManualClock, systemMonotonicClock, openLeaseStore, assertLeaseTtl,
     MIN_LEASE_TTL_MS, MAX_LEASE_TTL_MS, ERROR_CODES, LeaseHeldError, FencedError, TenantStateError,
+    LeaseKeeper, LeaseLostError,
     type LeaseRecord, type LeaseGrant, type LeaseStore, type TenantStateErrorCode, type FenceReason,
+    type KeeperEvent, type TickReport, type ShutdownReport, type RenewAnswer,
 } from '@gotry/tenant-state';
 
 declare function use(...values: unknown[]): void;
@@ -42,6 +44,28 @@ async function usage(): Promise<void> {
         if (error instanceof FencedError) { const reason: FenceReason = error.reason; use(reason); }
         if (error instanceof TenantStateError) use(error.code, error.name);
     }
+
+    const answers: RenewAnswer[] = await store.renewBatch('replica', 1_000, [[leaseKey, 1], ['other', 2]]);
+    for (const answer of answers) {
+        if (answer.ok) use(answer.grant.record.leaseUntilMs);
+        else use(answer.error.message);
+    }
+    const keeper = LeaseKeeper.start({
+        store, replicaId: 'r', ttlMs: 30_000, marginMs: 1_000, renewFraction: 0.25, maxBatch: 500, clock, withoutThread: true,
+        onEvent: (event: KeeperEvent) => {
+            if (event.kind === 'lost') { const lost: LeaseLostError = event.error; use(lost, event.key, event.epoch); }
+            if (event.kind === 'renew_failed') use(event.leases, event.error.message);
+        },
+    });
+    const kept: TenantLease = await keeper.acquire(leaseKey);
+    kept.assertHeld();
+    const again: TenantLease | undefined = keeper.get(leaseKey);
+    const removed: boolean = await keeper.remove(leaseKey);
+    const tick: TickReport = await keeper.tick();
+    const next: number | null = tick.nextDueMs;
+    const report: ShutdownReport = await keeper.shutdown();
+    use(again?.epoch, removed, next, keeper.size, report.released, report.failed[0]?.error, report.timedOut);
+
     store.close();
     use(tenant, partition, root, codes, grant.ttlMs, record?.epoch, held, remaining, forgotten.epoch, clock.advance(5));
 }

@@ -1,0 +1,353 @@
+//! The lease keeper for JavaScript: one native thread per keeper renews its leases in
+//! batches, and tells the host on its event loop what happened to them.
+//!
+//! Events cross threads through a queue, not as arguments of a threadsafe call: the core
+//! calls its handler on the keeper's thread (or on the pool thread of a `tick`), the handler
+//! only queues the event and wakes the JS thread, and the JS thread drains the queue
+//! (`takeEvents`). Draining is also what the JS layer does right after a `tick` or a
+//! `shutdown` settles, so the events of a round reach the host before the round's promise
+//! settles, and every event told before `shutdown` returned reaches it before its promise
+//! does. The wake-up is weak: a keeper never keeps the process alive.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use gotry_tenant_state::clock::MonotonicClock;
+use gotry_tenant_state::errors::{Error, Result};
+use gotry_tenant_state::keeper::{DEFAULT_MAX_BATCH, DEFAULT_RENEW_FRACTION};
+use gotry_tenant_state::{
+    KeeperEvent, KeeperOptions, LeaseKeeper, ShutdownReport, SystemMonotonicClock, TickReport,
+};
+use napi::bindgen_prelude::{
+    AsyncTask, Either, Function, JsValue, Null, Object, ToNapiValue, TypeName, Unknown,
+};
+use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
+use napi::{sys, Env, Status, ValueType};
+use napi_derive::napi;
+
+use crate::args::{self, safe_number};
+use crate::clock::ManualClock;
+use crate::errors::{to_js_error, OrThrow};
+use crate::lease::NativeLease;
+use crate::store::NativeStore;
+use crate::tasks::{Job, KeeperTickTask, LeaseTask, RemovedTask, ShutdownTask};
+
+/// The events told since the JS thread last looked.
+#[derive(Default)]
+struct EventQueue {
+    pending: Mutex<VecDeque<KeeperEvent>>,
+    /// Set while a wake-up is on its way, so a burst of events costs one crossing.
+    scheduled: AtomicBool,
+}
+
+impl EventQueue {
+    fn pending(&self) -> MutexGuard<'_, VecDeque<KeeperEvent>> {
+        // Pushing and draining cannot leave the queue half-changed: a poisoned lock is usable.
+        self.pending
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn drain(&self) -> Vec<KeeperEvent> {
+        // Cleared before taking: an event queued after this line schedules a new wake-up.
+        self.scheduled.store(false, Ordering::SeqCst);
+        self.pending().drain(..).collect()
+    }
+}
+
+/// The core's handler: queues the event and wakes the JS thread, never waiting for the event
+/// loop, so the renewals never do either. It alone holds the wake-up, which holds the host's
+/// function: once the keeper drops its handler (at shutdown), nothing native keeps the
+/// keeper's JS object alive any more.
+struct Forwarder {
+    queue: Arc<EventQueue>,
+    /// Weak: a waiting wake-up does not keep the event loop alive.
+    wake: ThreadsafeFunction<(), Unknown<'static>, (), Status, false, true>,
+}
+
+impl Forwarder {
+    fn forward(&self, event: KeeperEvent) {
+        self.queue.pending().push_back(event);
+        if !self.queue.scheduled.swap(true, Ordering::SeqCst) {
+            // Fails only while the JS environment is shutting down: nobody is left to tell.
+            let _ = self.wake.call((), ThreadsafeFunctionCallMode::NonBlocking);
+        }
+    }
+}
+
+/// Keeps many leases of one owner on one store renewed; made by `NativeKeeper.start`.
+#[napi]
+pub struct NativeKeeper {
+    keeper: Arc<LeaseKeeper>,
+    events: Option<Arc<EventQueue>>,
+}
+
+#[napi]
+impl NativeKeeper {
+    /// Starts a keeper for `replicaId` on `store`. Its clock is `manualClock`, or the system's
+    /// monotonic clock; `onWake` (called with no argument on the JS thread) says that events
+    /// wait in `takeEvents`. With `withoutThread`, rounds run only when `tick` is called.
+    #[napi(factory)]
+    #[allow(clippy::too_many_arguments)]
+    pub fn start(
+        env: Env,
+        store: &NativeStore,
+        replica_id: Unknown<'_>,
+        ttl_ms: Unknown<'_>,
+        margin_ms: Unknown<'_>,
+        renew_fraction: Option<Unknown<'_>>,
+        max_batch: Option<Unknown<'_>>,
+        manual_clock: Option<&ManualClock>,
+        on_wake: Option<Function<'_, (), Unknown<'static>>>,
+        without_thread: bool,
+    ) -> napi::Result<NativeKeeper> {
+        let options = || -> Result<KeeperOptions> {
+            let replica_id = args::text("replicaId", &replica_id)?;
+            let ttl_ms = args::integer("ttlMs", &ttl_ms)?;
+            let margin_ms = args::integer("marginMs", &margin_ms)?;
+            let mut options = KeeperOptions::new(store.store.clone(), replica_id, ttl_ms, margin_ms);
+            options.renew_fraction = optional_fraction(renew_fraction.as_ref())?;
+            options.max_batch = optional_batch(max_batch.as_ref())?;
+            options.clock = match manual_clock {
+                Some(manual) => manual.inner.clone() as Arc<dyn MonotonicClock>,
+                None => Arc::new(SystemMonotonicClock),
+            };
+            Ok(options)
+        };
+        let mut options = options().or_throw(&env)?;
+        let events = match on_wake {
+            Some(function) => {
+                let queue = Arc::new(EventQueue::default());
+                let forwarder = Forwarder {
+                    queue: Arc::clone(&queue),
+                    wake: function
+                        .build_threadsafe_function::<()>()
+                        .callee_handled::<false>()
+                        .weak::<true>()
+                        .build()?,
+                };
+                options.on_event = Some(Box::new(move |event| forwarder.forward(event)));
+                Some(queue)
+            }
+            None => None,
+        };
+        let keeper = if without_thread {
+            LeaseKeeper::without_thread(options)
+        } else {
+            LeaseKeeper::start(options)
+        };
+        Ok(NativeKeeper {
+            keeper: Arc::new(keeper.or_throw(&env)?),
+            events,
+        })
+    }
+
+    /// Acquires `key` and keeps it renewed; resolves to the kept lease.
+    #[napi(ts_return_type = "Promise<NativeLease>")]
+    pub fn acquire(&self, env: Env, key: Unknown<'_>) -> napi::Result<AsyncTask<LeaseTask>> {
+        let key = args::text("key", &key).or_throw(&env)?;
+        let keeper = Arc::clone(&self.keeper);
+        Ok(AsyncTask::new(LeaseTask(Job::new(None, move || {
+            keeper.acquire(&key).map(NativeLease::kept)
+        }))))
+    }
+
+    /// Stops keeping `key` and releases it; resolves to false when it was not kept.
+    #[napi(ts_return_type = "Promise<boolean>")]
+    pub fn remove(&self, env: Env, key: Unknown<'_>) -> napi::Result<AsyncTask<RemovedTask>> {
+        let key = args::string("key", &key).or_throw(&env)?;
+        let keeper = Arc::clone(&self.keeper);
+        Ok(AsyncTask::new(RemovedTask(Job::new(None, move || {
+            keeper.remove(&key)
+        }))))
+    }
+
+    /// The kept lease of `key`, if any.
+    #[napi]
+    pub fn get(&self, env: Env, key: Unknown<'_>) -> napi::Result<Option<NativeLease>> {
+        let key = args::string("key", &key).or_throw(&env)?;
+        Ok(self.keeper.get(&key).map(NativeLease::kept))
+    }
+
+    /// How many leases are kept, counting any closed through their own handle since the last
+    /// round.
+    #[napi(getter)]
+    pub fn size(&self) -> f64 {
+        // Exact: no process keeps 2**53 leases.
+        self.keeper.len() as f64
+    }
+
+    /// Runs one round if a lease is due on the keeper's clock.
+    #[napi(ts_return_type = "Promise<TickReport>")]
+    pub fn tick(&self) -> AsyncTask<KeeperTickTask> {
+        let keeper = Arc::clone(&self.keeper);
+        AsyncTask::new(KeeperTickTask(Job::new(None, move || keeper.tick())))
+    }
+
+    /// Stops renewing and releases every kept lease, starting no release after `timeoutMs`.
+    #[napi(ts_return_type = "Promise<ShutdownReportValue>")]
+    pub fn shutdown(&self, env: Env, timeout_ms: Unknown<'_>) -> napi::Result<AsyncTask<ShutdownTask>> {
+        let timeout = || -> Result<Duration> {
+            let timeout_ms = args::integer("timeoutMs", &timeout_ms)?;
+            u64::try_from(timeout_ms)
+                .map(Duration::from_millis)
+                .map_err(|_| Error::InvalidArgument {
+                    message: format!("timeoutMs must not be negative, got {timeout_ms}"),
+                })
+        };
+        let timeout = timeout().or_throw(&env)?;
+        let keeper = Arc::clone(&self.keeper);
+        Ok(AsyncTask::new(ShutdownTask(Job::new(None, move || {
+            Ok(keeper.shutdown(timeout))
+        }))))
+    }
+
+    /// The events told since the last call, oldest first.
+    #[napi(ts_return_type = "Array<KeeperEventValue>")]
+    pub fn take_events(&self) -> Vec<EventValue> {
+        self.events.as_ref().map_or_else(Vec::new, |queue| {
+            queue.drain().into_iter().map(EventValue).collect()
+        })
+    }
+}
+
+/// A renew fraction: any JS number, which the core checks (it must leave at least 1 ms between
+/// renewals and renew before the fence); the default when omitted.
+fn optional_fraction(value: Option<&Unknown<'_>>) -> Result<f64> {
+    match value {
+        Some(value) if !args::is_nullish(value)? => {
+            args::number(value)?.ok_or_else(|| Error::InvalidArgument {
+                message: "renewFraction must be a number".to_owned(),
+            })
+        }
+        _ => Ok(DEFAULT_RENEW_FRACTION),
+    }
+}
+
+/// A batch size: a safe integer of at least 1 (the core refuses 0); the default when omitted.
+fn optional_batch(value: Option<&Unknown<'_>>) -> Result<usize> {
+    match args::optional_integer("maxBatch", value)? {
+        None => Ok(DEFAULT_MAX_BATCH),
+        Some(batch) => usize::try_from(batch).map_err(|_| Error::InvalidArgument {
+            message: format!("maxBatch must be at least 1, got {batch}"),
+        }),
+    }
+}
+
+/// Sets `name` to a JS number that must be exact.
+fn set_number(object: &mut Object<'_>, name: &str, value: i64) -> napi::Result<()> {
+    let env = Env::from_raw(object.value().env);
+    object.set(name, safe_number(name, value).or_throw(&env)?)
+}
+
+/// A count as a JS number; exact for any count a process can hold.
+fn count(value: usize) -> f64 {
+    value as f64
+}
+
+/// One keeper event as a JS object: `{ kind, key, epoch }` for a lease, plus `error` for
+/// `lost`; `{ kind, error, leases }` for `renew_failed`.
+pub struct EventValue(KeeperEvent);
+
+impl TypeName for EventValue {
+    fn type_name() -> &'static str {
+        "KeeperEventValue"
+    }
+
+    fn value_type() -> ValueType {
+        ValueType::Object
+    }
+}
+
+impl ToNapiValue for EventValue {
+    unsafe fn to_napi_value(raw_env: sys::napi_env, event: EventValue) -> napi::Result<sys::napi_value> {
+        let env = Env::from_raw(raw_env);
+        let event = event.0;
+        let mut object = Object::new(&env)?;
+        object.set("kind", event.kind().as_str())?;
+        if let Some(key) = event.key() {
+            object.set("key", key)?;
+        }
+        if let Some(epoch) = event.epoch() {
+            set_number(&mut object, "epoch", epoch)?;
+        }
+        let (error, leases) = match event {
+            KeeperEvent::Lost { error, .. } => (Some(error), None),
+            KeeperEvent::RenewFailed { error, leases } => (Some(error), Some(leases)),
+            _ => (None, None),
+        };
+        if let Some(error) = error {
+            object.set("error", to_js_error(&env, error))?;
+        }
+        if let Some(leases) = leases {
+            object.set("leases", count(leases))?;
+        }
+        // SAFETY: the object was made on this env, on its thread, just above.
+        unsafe { Object::to_napi_value(raw_env, object) }
+    }
+}
+
+/// What one round did; `nextDueMs` is null when no lease is kept.
+#[napi(object, js_name = "TickReport")]
+pub struct JsTickReport {
+    pub batches: f64,
+    pub renewed: f64,
+    pub lost: f64,
+    pub failed: f64,
+    pub next_due_ms: Either<f64, Null>,
+}
+
+impl From<TickReport> for JsTickReport {
+    fn from(report: TickReport) -> JsTickReport {
+        JsTickReport {
+            batches: count(report.batches),
+            renewed: count(report.renewed),
+            lost: count(report.lost),
+            failed: count(report.failed),
+            next_due_ms: report.next_due_ms.map_or(Either::B(Null), Either::A),
+        }
+    }
+}
+
+/// What shutdown did with each lease: `{ released: [key], failed: [{ key, error }],
+/// timedOut: [key] }`, each list ordered by key.
+pub struct ShutdownReportValue(pub ShutdownReport);
+
+impl TypeName for ShutdownReportValue {
+    fn type_name() -> &'static str {
+        "ShutdownReportValue"
+    }
+
+    fn value_type() -> ValueType {
+        ValueType::Object
+    }
+}
+
+impl ToNapiValue for ShutdownReportValue {
+    unsafe fn to_napi_value(
+        raw_env: sys::napi_env,
+        report: ShutdownReportValue,
+    ) -> napi::Result<sys::napi_value> {
+        let env = Env::from_raw(raw_env);
+        let ShutdownReport {
+            released,
+            failed,
+            timed_out,
+        } = report.0;
+        let mut failures = Vec::with_capacity(failed.len());
+        for (key, error) in failed {
+            let mut failure = Object::new(&env)?;
+            failure.set("key", key)?;
+            failure.set("error", to_js_error(&env, error))?;
+            failures.push(failure);
+        }
+        let mut object = Object::new(&env)?;
+        object.set("released", released)?;
+        object.set("failed", failures)?;
+        object.set("timedOut", timed_out)?;
+        // SAFETY: the object was made on this env, on its thread, just above.
+        unsafe { Object::to_napi_value(raw_env, object) }
+    }
+}
