@@ -7,6 +7,9 @@
 #
 # GOTRY_PYTHON picks the interpreter (python3 by default); GOTRY_PY_VENV the environment
 # (target/venv-python by default, beside the Rust build output and ignored by git).
+# tests/test_mysql.py needs a MySQL/MariaDB server: GOTRY_MYSQL_URL, or the local one, which
+# scripts/mariadb.sh starts when it is installed but stopped. Without a server the run fails;
+# GOTRY_SKIP_MYSQL=1 skips those tests (pytest lists each skip).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/.." && pwd)"
@@ -22,6 +25,9 @@ fi
 export PATH="$venv/bin:$PATH"
 export VIRTUAL_ENV="$venv"
 python -m pip install --quiet "maturin>=1.16,<2" "pytest>=8" "mypy>=1.10"
+
+step "MySQL/MariaDB server"
+"$root/scripts/mariadb.sh"
 
 step "pip install ./bindings-python"
 # No build isolation: the maturin just installed builds it, so a run needs no second

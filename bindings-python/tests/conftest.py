@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -76,3 +78,25 @@ def write_lock_held(path: Path, seconds: float) -> Iterator[LockHolder]:
         process.wait()
         assert process.stdout is not None
         process.stdout.close()
+
+
+class Ticker:
+    """A thread that counts while it gets to run."""
+
+    def __init__(self) -> None:
+        self.ticks = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.ticks += 1
+            time.sleep(0.001)
+
+    def __enter__(self) -> Ticker:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()

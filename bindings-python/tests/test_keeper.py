@@ -36,7 +36,9 @@ class Recorder:
         self.events.append(event)
 
     def take(self) -> list[tuple[str, str | None, int | None]]:
-        taken = [(event.kind, event.key, event.epoch) for event in self.events]
+        taken: list[tuple[str, str | None, int | None]] = [
+            (event.kind, event.key, event.epoch) for event in self.events
+        ]
         self.events.clear()
         return taken
 

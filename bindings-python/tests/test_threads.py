@@ -17,29 +17,7 @@ from pathlib import Path
 import pytest
 
 import gotry_tenant_state as gts
-from conftest import write_lock_held
-
-
-class Ticker:
-    """A thread that counts while it gets to run."""
-
-    def __init__(self) -> None:
-        self.ticks = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.ticks += 1
-            time.sleep(0.001)
-
-    def __enter__(self) -> Ticker:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join()
+from conftest import Ticker, write_lock_held
 
 
 def test_other_threads_run_while_a_call_waits_for_another_process(tmp_path: Path) -> None:
