@@ -252,10 +252,10 @@ def test_an_exception_in_on_event_is_unraisable_and_the_keeper_carries_on(
 ) -> None:
     unraisable: list[Any] = []
     monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
-    told: list[str | None] = []
+    told: list[str] = []
 
     def on_event(event: gts.KeeperEvent) -> None:
-        told.append(event.key)
+        told.append(str(event.key))
         raise RuntimeError(f"the host's bug, told about {event.key}")
 
     keeper = keeper_on(store, clock, on_event)
@@ -265,12 +265,10 @@ def test_an_exception_in_on_event_is_unraisable_and_the_keeper_carries_on(
     take_over(store, "second", second.epoch)
     clock.advance(INTERVAL_MS)
     assert counts(keeper.tick())[:4] == (1, 1, 2, 0)
-    # Both events were told although the first one raised...
-    assert told == ["first", "second"]
-    assert [str(hook.exc_value) for hook in unraisable] == [
-        "the host's bug, told about first",
-        "the host's bug, told about second",
-    ]
+    # Both events were told although the first one raised (in either order: the two leases
+    # fell due together)...
+    assert sorted(told) == ["first", "second"]
+    assert [str(hook.exc_value) for hook in unraisable] == [f"the host's bug, told about {key}" for key in told]
     assert all(hook.exc_type is RuntimeError and hook.object is on_event for hook in unraisable)
     # ...and the keeper goes on renewing.
     clock.advance(INTERVAL_MS)
