@@ -159,7 +159,6 @@ impl PyLeaseKeeper {
     ) -> PyResult<PyLeaseKeeper> {
         let replica_id = store_text("replica_id", replica_id)?;
         let (ttl_ms, margin_ms) = (integer("ttl_ms", ttl_ms)?, integer("margin_ms", margin_ms)?);
-        let on_event = on_event.filter(|value| !value.is_none());
         if let Some(value) = on_event {
             if !value.is_callable() {
                 return Err(PyTypeError::new_err(
