@@ -8,6 +8,9 @@ measured in the same run on the same machine.
   per derivation, the fastest way to do it in Python.
 - Durable store operations (acquire, renew, release on a file) per second, against this
   disk's bound for one durable write: a 4 KiB write + fdatasync loop in the same folder.
+- A LeaseKeeper's round through the module (tick() with 1, 100 and 1,000 due leases), per
+  lease, against one TenantLease.renew() on the same file. The core's target for 1,000 leases
+  a round is at most 1/50 of a single renew.
 
 Run: ``python bench/bench_ids.py [--quick]``.
 """
@@ -94,6 +97,34 @@ def store_op_ns(folder: Path, cycles: int) -> float:
         return per_call_ns(cycle, cycles) / 3
 
 
+def keeper_per_lease_ns(folder: Path, leases: int, rounds: int) -> float:
+    """Nanoseconds per lease of a round that renews `leases` leases; the keeper's clock is
+    moved by hand so that every round finds all of them due."""
+    clock = gts.ManualClock(0)
+    with gts.SqliteLeaseStore(folder / f"keeper-{leases}.db") as store:
+        keeper = gts.LeaseKeeper(
+            store=store, replica_id="replica", ttl_ms=60_000, margin_ms=0, clock=clock, start_thread=False
+        )
+        for index in range(leases):
+            keeper.acquire(f"bench/t-{index}")
+
+        def round_of_all() -> None:
+            clock.advance(20_000)
+            report = keeper.tick()
+            assert report.renewed == leases, report
+
+        round_of_all()
+        per_round = per_call_ns(round_of_all, rounds)
+        keeper.shutdown()
+    return per_round / leases
+
+
+def single_renew_ns(folder: Path, renewals: int) -> float:
+    with gts.SqliteLeaseStore(folder / "single.db") as store:
+        lease = gts.TenantLease.acquire(key="bench/t-1", replica_id="replica", store=store, ttl_ms=60_000, margin_ms=0)
+        return per_call_ns(lease.renew, renewals)
+
+
 def main() -> int:
     quick = "--quick" in sys.argv
     derivations = 20_000 if quick else 200_000
@@ -119,10 +150,17 @@ def main() -> int:
     with tempfile.TemporaryDirectory(dir=os.environ.get("GOTRY_BENCH_DIR")) as folder:
         sync_ns = fdatasync_ns(Path(folder), 50 if quick else 300)
         op_ns = store_op_ns(Path(folder), 20 if quick else 100)
+        renew_ns = single_renew_ns(Path(folder), 20 if quick else 100)
+        sizes = (1, 100) if quick else (1, 100, 1_000)
+        per_lease = {size: keeper_per_lease_ns(Path(folder), size, 5 if quick else 20) for size in sizes}
     print("durable store, on this disk:")
     print(f"  4 KiB write + fdatasync       {sync_ns / 1e3:8.1f} us   {1e9 / sync_ns:8.0f} /s")
     print(f"  acquire/renew/release (mean)  {op_ns / 1e3:8.1f} us   {1e9 / op_ns:8.0f} ops/s")
     print(f"  store operation / fdatasync   {op_ns / sync_ns:8.2f}x")
+    print("LeaseKeeper round through the module, per lease:")
+    print(f"  TenantLease.renew(), one lease {renew_ns / 1e3:7.1f} us")
+    for size, ns in per_lease.items():
+        print(f"  tick() of {size:>5} leases        {ns / 1e3:7.1f} us   1/{renew_ns / ns:.0f} of a single renew")
 
     ratio = checked_ns / module_ns
     if ratio < 3.0:
