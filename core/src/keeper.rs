@@ -614,6 +614,10 @@ impl Shared {
             schedule.planned_ms = next_ms.min(schedule.pending_ms);
         }
         loop {
+            // A stopped keeper never calls a host clock again.
+            if lock(&self.schedule).stop {
+                return false;
+            }
             // Read outside the lock: a host clock may take a host lock of its own.
             let now = self.clock.now_ms();
             let schedule = lock(&self.schedule);
@@ -634,22 +638,23 @@ impl Shared {
 
     /// Waits for the thread to leave its loop until the deadline; true if it did.
     fn wait_stopped(&self, deadline_ms: &Result<f64>) -> bool {
-        let mut schedule = lock(&self.schedule);
-        while schedule.running {
-            let remaining = match (deadline_ms, self.clock.now_ms()) {
+        loop {
+            // The clock is read outside the lock, as everywhere: a host clock may take a
+            // host lock of its own, and the keeper's thread takes this one.
+            let now = self.clock.now_ms();
+            let schedule = lock(&self.schedule);
+            if !schedule.running {
+                return true;
+            }
+            let remaining = match (deadline_ms, now) {
                 (Ok(deadline), Ok(now)) if now < *deadline => ms_to_duration(deadline - now),
                 _ => return false,
             };
             if remaining.is_zero() {
                 return false;
             }
-            schedule = self
-                .wake
-                .wait_timeout(schedule, remaining)
-                .unwrap_or_else(|poisoned| poisoned.into_inner())
-                .0;
+            drop(self.wake.wait_timeout(schedule, remaining));
         }
-        true
     }
 
     /// No call of the handler starts after this returns, and none is running on another
