@@ -173,10 +173,13 @@ impl SqliteLeaseStore {
         self.with_open(|connection| {
             immediate(connection, |tx| {
                 let now = self.clock.now_ms()?;
-                requests
+                let mut log = Vec::with_capacity(requests.len());
+                let outcomes = requests
                     .iter()
-                    .map(|(key, request)| apply_one(tx, key, request, now))
-                    .collect()
+                    .map(|(key, request)| apply_one(tx, key, request, now, &mut log))
+                    .collect::<Result<Vec<_>>>()?;
+                insert_log(tx, &log, now)?;
+                Ok(outcomes)
             })
         })
     }
@@ -191,11 +194,12 @@ impl SqliteLeaseStore {
 
 /// One operation inside an open transaction. `Ok(Err(..))` is a refusal by the rules;
 /// `Err(..)` a storage failure that must abort the transaction.
-fn apply_one(
+fn apply_one<'a>(
     tx: &rusqlite::Transaction<'_>,
-    key: &str,
-    request: &Request<'_>,
+    key: &'a str,
+    request: &Request<'a>,
     now: i64,
+    log: &mut Vec<(&'a str, &'static str, &'a str, i64)>,
 ) -> Result<Result<LeaseRecord>> {
     let current = select_row(tx, key)?;
     let next = match decide(key, current.as_ref(), request, now) {
@@ -231,18 +235,35 @@ fn apply_one(
             }),
     };
     written.map_err(storage_error)?;
-    tx.prepare_cached("INSERT INTO lease_log (key, op, owner, epoch, at_ms) VALUES (?1, ?2, ?3, ?4, ?5)")
-        .and_then(|mut st| {
-            st.execute(params![
-                key,
-                request.op().as_str(),
-                request.owner(),
-                next.epoch,
-                now
-            ])
-        })
-        .map_err(storage_error)?;
+    log.push((key, request.op().as_str(), request.owner(), next.epoch));
     Ok(Ok(next))
+}
+
+/// Appends the log entries of one transaction in order, many rows per statement: a
+/// keeper's round logs thousands of renewals, and one statement per row would cost more
+/// than the rows themselves.
+fn insert_log(tx: &rusqlite::Transaction<'_>, entries: &[(&str, &str, &str, i64)], now: i64) -> Result<()> {
+    const ROWS_PER_STATEMENT: usize = 64;
+    for chunk in entries.chunks(ROWS_PER_STATEMENT) {
+        let values = vec!["(?, ?, ?, ?, ?)"; chunk.len()].join(", ");
+        let sql = format!("INSERT INTO lease_log (key, op, owner, epoch, at_ms) VALUES {values}");
+        let params: Vec<&dyn rusqlite::ToSql> = chunk
+            .iter()
+            .flat_map(|(key, op, owner, epoch)| {
+                [
+                    key as &dyn rusqlite::ToSql,
+                    op,
+                    owner,
+                    epoch,
+                    &now as &dyn rusqlite::ToSql,
+                ]
+            })
+            .collect();
+        tx.prepare_cached(&sql)
+            .and_then(|mut st| st.execute(params.as_slice()))
+            .map_err(storage_error)?;
+    }
+    Ok(())
 }
 
 /// Durability: an acknowledged operation must survive power loss, not only a crash.
