@@ -487,24 +487,48 @@ impl LeaseKeeper {
         let mut drained: Vec<(String, Entry)> = lock(&shared.entries).drain().collect();
         drained.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         let mut report = ShutdownReport::default();
-        for (key, entry) in drained {
-            if entry.lease.gate_state().0.is_some() {
-                // Closed through its handle: the host already released it or saw it lost.
-                continue;
-            }
+        // Closed through its handle: the host already released it or saw it lost.
+        let open: Vec<(String, Arc<TenantLease>)> = drained
+            .into_iter()
+            .filter(|(_, entry)| entry.lease.gate_state().0.is_none())
+            .map(|(key, entry)| (key, entry.lease))
+            .collect();
+        for chunk in open.chunks(shared.max_batch) {
             // Without a clock reading the deadline cannot be checked; stopping is what keeps
             // the call bounded, and the lease's own gate fails closed on the same clock.
-            let in_time = match (&deadline_ms, shared.clock.now_ms()) {
-                (Ok(deadline), Ok(now)) => now < *deadline,
-                _ => false,
-            };
-            if !in_time {
-                report.timed_out.push(key);
+            if !shared.before(&deadline_ms) {
+                report.timed_out.extend(chunk.iter().map(|(key, _)| key.clone()));
                 continue;
             }
-            match entry.lease.release() {
-                Ok(()) => report.released.push(key),
-                Err(error) => report.failed.push((key, error)),
+            let held: Vec<&(String, Arc<TenantLease>)> = chunk
+                .iter()
+                .filter(|(_, lease)| lease.close_for_release())
+                .collect();
+            let pairs: Vec<(&str, i64)> = held
+                .iter()
+                .map(|(key, lease)| (key.as_str(), lease.epoch()))
+                .collect();
+            let answers = match shared.store.release_batch(&shared.replica_id, &pairs) {
+                Ok(answers) => answers,
+                // The batch failed as a whole: each lease is tried on its own, so that each
+                // gets its own answer (and a store that recovered releases the rest).
+                Err(_) => pairs
+                    .iter()
+                    .map(|&(key, epoch)| {
+                        if shared.before(&deadline_ms) {
+                            shared.store.release(key, &shared.replica_id, epoch)
+                        } else {
+                            Err(Error::unavailable("the shutdown deadline passed"))
+                        }
+                    })
+                    .collect(),
+            };
+            for ((key, _), answer) in held.into_iter().zip(answers) {
+                match answer {
+                    // Lost meanwhile: someone else holds it, which is what a release wants.
+                    Ok(_) | Err(Error::LeaseLost { .. }) => report.released.push(key.clone()),
+                    Err(error) => report.failed.push((key.clone(), error)),
+                }
             }
         }
         report
@@ -633,6 +657,14 @@ impl Shared {
             }
             let wait = ms_to_duration(schedule.planned_ms - now);
             drop(self.wake.wait_timeout(schedule, wait));
+        }
+    }
+
+    /// Whether the keeper's clock is still before `deadline_ms`; false without a reading.
+    fn before(&self, deadline_ms: &Result<f64>) -> bool {
+        match (deadline_ms, self.clock.now_ms()) {
+            (Ok(deadline), Ok(now)) => now < *deadline,
+            _ => false,
         }
     }
 

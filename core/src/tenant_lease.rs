@@ -304,6 +304,20 @@ impl TenantLease {
         }
     }
 
+    /// Closes the gate for a release that the caller sends to the store itself (a keeper
+    /// handing back many leases in one batch): waits for this holder's earlier operations,
+    /// then answers whether the lease was still held. Later renewals answer
+    /// FENCED(lease_released) and later releases do nothing, as after [`TenantLease::release`].
+    pub(crate) fn close_for_release(&self) -> bool {
+        let _turn = self.take_turn().wait();
+        let mut state = self.state();
+        if state.phase != Phase::Held {
+            return false;
+        }
+        state.phase = Phase::Released;
+        true
+    }
+
     /// Marks every durable copy up to this epoch dead. Only a provably held lease may.
     pub fn mark_forgotten(&self) -> Result<LeaseRecord> {
         self.assert_held()?;

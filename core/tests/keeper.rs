@@ -29,6 +29,7 @@ struct Probe {
     batch_sizes: Mutex<Vec<usize>>,
     before_batch: Mutex<Option<Hook>>,
     before_release: Mutex<Option<Hook>>,
+    release_batch_sizes: Mutex<Vec<usize>>,
 }
 
 impl Probe {
@@ -39,6 +40,7 @@ impl Probe {
             batch_sizes: Mutex::new(Vec::new()),
             before_batch: Mutex::new(None),
             before_release: Mutex::new(None),
+            release_batch_sizes: Mutex::new(Vec::new()),
         })
     }
 
@@ -113,6 +115,17 @@ impl LeaseStore for Probe {
             hook();
         }
         self.inner.release(key, owner, epoch)
+    }
+    fn release_batch(
+        &self,
+        owner: &str,
+        leases: &[(&str, i64)],
+    ) -> Result<Vec<Result<LeaseRecord, Error>>, Error> {
+        self.release_batch_sizes.lock().unwrap().push(leases.len());
+        if let Some(hook) = &*self.before_release.lock().unwrap() {
+            hook();
+        }
+        self.inner.release_batch(owner, leases)
     }
     fn mark_forgotten(&self, key: &str, owner: &str, epoch: i64) -> Result<LeaseRecord, Error> {
         self.inner.mark_forgotten(key, owner, epoch)
@@ -709,7 +722,11 @@ fn shutdown_releases_everything_and_ends_the_keeper() {
 #[test]
 fn shutdown_starts_no_release_after_its_deadline() {
     let f = Fixture::new();
-    let keeper = f.keeper();
+    // Shutdown releases in batches of max_batch and checks its deadline before each batch;
+    // batches of one show the rule lease by lease.
+    let mut options = f.options();
+    options.max_batch = 1;
+    let keeper = LeaseKeeper::without_thread(options).unwrap();
     let leases: Vec<_> = (0..5)
         .map(|i| keeper.acquire(&format!("k{i}")).unwrap())
         .collect();
@@ -727,6 +744,47 @@ fn shutdown_starts_no_release_after_its_deadline() {
     f.at(900);
     assert_eq!(fence_reason(&leases[3]), Some(FenceReason::LeaseExpiredLocally));
     assert_eq!(fence_reason(&leases[0]), Some(FenceReason::LeaseReleased));
+}
+
+#[test]
+fn shutdown_hands_leases_back_in_batches() {
+    let f = Fixture::new();
+    let mut options = f.options();
+    options.max_batch = 2;
+    let keeper = LeaseKeeper::without_thread(options).unwrap();
+    let leases: Vec<_> = (0..5)
+        .map(|i| keeper.acquire(&format!("k{i}")).unwrap())
+        .collect();
+    // One lease is taken over meanwhile: releasing it is no error, it is simply gone.
+    f.at(TTL);
+    f.probe.inner.acquire("k4", "replica-b", TTL).unwrap();
+    let before = f.probe.inner.history(None).unwrap().len();
+    let report = keeper.shutdown(Duration::from_secs(5));
+    let mut released = report.released.clone();
+    released.sort();
+    assert_eq!(released, ["k0", "k1", "k2", "k3", "k4"]);
+    assert!(
+        report.failed.is_empty() && report.timed_out.is_empty(),
+        "{report:?}"
+    );
+    let releases = f.probe.inner.history(None).unwrap()[before..]
+        .iter()
+        .filter(|e| e.op == LeaseOp::Release)
+        .count();
+    assert_eq!(releases, 4, "k4 belongs to replica-b now");
+    assert_eq!(*f.probe.release_batch_sizes.lock().unwrap(), [2, 2, 1]);
+    for lease in &leases {
+        assert_eq!(fence_reason(lease), Some(FenceReason::LeaseReleased));
+    }
+    assert_eq!(
+        f.probe
+            .inner
+            .acquire("k0", "replica-b", TTL)
+            .unwrap()
+            .record
+            .epoch,
+        2
+    );
 }
 
 #[test]

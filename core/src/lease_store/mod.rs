@@ -113,6 +113,15 @@ pub trait LeaseStore: Send + Sync {
     ) -> Result<Vec<Result<LeaseGrant>>>;
     /// Expires the lease of `owner` at `epoch` now; allowed after expiry too.
     fn release(&self, key: &str, owner: &str, epoch: i64) -> Result<LeaseRecord>;
+    /// Releases many leases of one owner, answered one by one as `renew_batch` answers: what
+    /// lets a replica with thousands of tenants hand them all back at shutdown. Stores do it
+    /// in one transaction; this default, for stores that cannot, releases them one by one.
+    fn release_batch(&self, owner: &str, leases: &[(&str, i64)]) -> Result<Vec<Result<LeaseRecord>>> {
+        Ok(leases
+            .iter()
+            .map(|&(key, epoch)| self.release(key, owner, epoch))
+            .collect())
+    }
     /// Raises the forgotten floor to `epoch`; only the unexpired holder may.
     fn mark_forgotten(&self, key: &str, owner: &str, epoch: i64) -> Result<LeaseRecord>;
     /// Every granted operation in order, of one key or of all.
@@ -218,20 +227,19 @@ impl<'a> Request<'a> {
     }
 }
 
-/// The part of `renew_batch` that every store shares: each lease's arguments are checked on
-/// their own, the valid renewals go to `apply_all` (the store's one transaction), and every
-/// lease is answered in the order it was given.
-pub(crate) fn renew_batch_with<'a>(
+/// The part of a batch that every store shares: each lease's arguments are checked on their
+/// own, the valid requests go to `apply_all` (the store's one transaction), and every lease
+/// is answered in the order it was given.
+pub(crate) fn batch_with<'a>(
     owner: &'a str,
-    ttl_ms: i64,
     leases: &[(&'a str, i64)],
+    request: impl Fn(&'a str, i64) -> Result<Request<'a>>,
     apply_all: impl FnOnce(&[(&'a str, Request<'a>)]) -> Result<Vec<Result<LeaseRecord>>>,
-) -> Result<Vec<Result<LeaseGrant>>> {
+) -> Result<Vec<Result<LeaseRecord>>> {
     assert_text("owner", owner)?;
-    assert_lease_ttl(ttl_ms)?;
     let checked: Vec<Result<(&str, Request<'_>)>> = leases
         .iter()
-        .map(|&(key, epoch)| Request::renew(key, owner, epoch, ttl_ms).map(|request| (key, request)))
+        .map(|&(key, epoch)| request(key, epoch).map(|r| (key, r)))
         .collect();
     let valid: Vec<(&str, Request<'_>)> = checked.iter().filter_map(|c| c.as_ref().ok().copied()).collect();
     let mut applied = if valid.is_empty() {
@@ -242,14 +250,55 @@ pub(crate) fn renew_batch_with<'a>(
     .into_iter();
     Ok(checked
         .into_iter()
-        .map(|request| {
-            request?;
-            let record = applied
+        .map(|checked| {
+            checked?;
+            applied
                 .next()
-                .unwrap_or_else(|| Err(Error::unavailable("the store answered no outcome")))?;
-            Ok(LeaseGrant { record, ttl_ms })
+                .unwrap_or_else(|| Err(Error::unavailable("the store answered no outcome")))
         })
         .collect())
+}
+
+/// The answer of a transaction of one request.
+pub(crate) fn only_outcome(outcomes: Vec<Result<LeaseRecord>>) -> Result<LeaseRecord> {
+    outcomes
+        .into_iter()
+        .next()
+        .unwrap_or_else(|| Err(Error::unavailable("the store answered no outcome")))
+}
+
+/// `renew_batch` over [`batch_with`].
+pub(crate) fn renew_batch_with<'a>(
+    owner: &'a str,
+    ttl_ms: i64,
+    leases: &[(&'a str, i64)],
+    apply_all: impl FnOnce(&[(&'a str, Request<'a>)]) -> Result<Vec<Result<LeaseRecord>>>,
+) -> Result<Vec<Result<LeaseGrant>>> {
+    assert_lease_ttl(ttl_ms)?;
+    let answers = batch_with(
+        owner,
+        leases,
+        |key, epoch| Request::renew(key, owner, epoch, ttl_ms),
+        apply_all,
+    )?;
+    Ok(answers
+        .into_iter()
+        .map(|answer| answer.map(|record| LeaseGrant { record, ttl_ms }))
+        .collect())
+}
+
+/// `release_batch` over [`batch_with`].
+pub(crate) fn release_batch_with<'a>(
+    owner: &'a str,
+    leases: &[(&'a str, i64)],
+    apply_all: impl FnOnce(&[(&'a str, Request<'a>)]) -> Result<Vec<Result<LeaseRecord>>>,
+) -> Result<Vec<Result<LeaseRecord>>> {
+    batch_with(
+        owner,
+        leases,
+        |key, epoch| Request::release(key, owner, epoch),
+        apply_all,
+    )
 }
 
 /// The lease rules, in one place: given the record as the store holds it inside its

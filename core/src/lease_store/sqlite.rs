@@ -13,8 +13,8 @@ use std::time::Duration;
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
 use super::{
-    assert_text, decide, renew_batch_with, HistoryEntry, LeaseGrant, LeaseOp, LeaseRecord, LeaseStore,
-    Request,
+    assert_text, decide, only_outcome, release_batch_with, renew_batch_with, HistoryEntry, LeaseGrant,
+    LeaseOp, LeaseRecord, LeaseStore, Request,
 };
 use crate::clock::{SystemWallClock, WallClock};
 use crate::errors::{Error, Result};
@@ -185,10 +185,7 @@ impl SqliteLeaseStore {
     }
 
     fn apply(&self, key: &str, request: Request<'_>) -> Result<LeaseRecord> {
-        let mut outcomes = self.apply_all(&[(key, request)])?;
-        outcomes
-            .pop()
-            .unwrap_or_else(|| Err(Error::unavailable("the store answered no outcome")))
+        only_outcome(self.apply_all(&[(key, request)])?)
     }
 }
 
@@ -457,6 +454,10 @@ impl LeaseStore for SqliteLeaseStore {
         leases: &[(&str, i64)],
     ) -> Result<Vec<Result<LeaseGrant>>> {
         renew_batch_with(owner, ttl_ms, leases, |valid| self.apply_all(valid))
+    }
+
+    fn release_batch(&self, owner: &str, leases: &[(&str, i64)]) -> Result<Vec<Result<LeaseRecord>>> {
+        release_batch_with(owner, leases, |valid| self.apply_all(valid))
     }
 
     fn release(&self, key: &str, owner: &str, epoch: i64) -> Result<LeaseRecord> {
