@@ -145,10 +145,6 @@ impl SqliteLeaseStore {
         }
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     fn connection(&self) -> Result<MutexGuard<'_, Option<Connection>>> {
         // A panic while the lock was held cannot leave a half-done write behind (the
         // transaction rolls back on drop), so a poisoned lock is safe to take over.
