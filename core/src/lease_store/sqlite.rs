@@ -137,6 +137,11 @@ impl SqliteLeaseStore {
         })
     }
 
+    /// The file this store opened.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
     /// The same store (same connection, same file) deciding on another clock.
     pub fn with_clock(&self, clock: Arc<dyn WallClock>) -> SqliteLeaseStore {
         SqliteLeaseStore {
