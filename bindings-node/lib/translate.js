@@ -29,13 +29,24 @@ function translate(error) {
     return rebuild ? rebuild(error) : error;
 }
 
-/** Runs a native call that returns a promise; a synchronous throw becomes a rejection too. */
-async function settle(call) {
+function rethrowTranslated(error) {
+    throw translate(error);
+}
+
+/**
+ * Runs a native call that returns a promise; a synchronous throw becomes a rejection too.
+ * Written with one `.then` rather than as an async function: every store operation passes
+ * here, and the success path then costs one promise reaction instead of an async function's
+ * promise, its `await` and its resumption.
+ */
+function settle(call) {
+    let pending;
     try {
-        return await call();
+        pending = call();
     } catch (error) {
-        throw translate(error);
+        return Promise.reject(translate(error));
     }
+    return pending.then(undefined, rethrowTranslated);
 }
 
 module.exports = { FROM_NATIVE, translate, settle };
