@@ -166,7 +166,7 @@ def test_calls_from_several_threads_settle_in_call_order(
 # One replica process: random operations on a few shared keys through the module, printing
 # every operation the store acknowledged as a JSON line.
 _HAMMER = """
-import json, random, sys
+import json, random, sys, time
 import gotry_tenant_state as gts
 path, name, rounds, ttl = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 rng = random.Random(name)
@@ -175,6 +175,9 @@ with gts.SqliteLeaseStore(path) as store:
     print("ready", flush=True)
     sys.stdin.readline()
     for _ in range(rounds):
+        # A short pause, or the process that just committed takes the lock again before the
+        # others wake, and keeps every key to itself.
+        time.sleep(rng.random() * 0.002)
         key = f"k{rng.randrange(3)}"
         try:
             if key not in held:

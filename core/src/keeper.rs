@@ -510,6 +510,7 @@ impl LeaseKeeper {
                 .collect();
             let answers = match shared.store.release_batch(&shared.replica_id, &pairs) {
                 Ok(answers) => answers,
+                Err(error) if pairs.len() == 1 => vec![Err(error)],
                 // The batch failed as a whole: each lease is tried on its own, so that each
                 // gets its own answer (and a store that recovered releases the rest).
                 Err(_) => pairs
