@@ -267,39 +267,74 @@ pub(crate) fn only_outcome(outcomes: Vec<Result<LeaseRecord>>) -> Result<LeaseRe
         .unwrap_or_else(|| Err(Error::unavailable("the store answered no outcome")))
 }
 
-/// `renew_batch` over [`batch_with`].
-pub(crate) fn renew_batch_with<'a>(
-    owner: &'a str,
-    ttl_ms: i64,
-    leases: &[(&'a str, i64)],
-    apply_all: impl FnOnce(&[(&'a str, Request<'a>)]) -> Result<Vec<Result<LeaseRecord>>>,
-) -> Result<Vec<Result<LeaseGrant>>> {
-    assert_lease_ttl(ttl_ms)?;
-    let answers = batch_with(
-        owner,
-        leases,
-        |key, epoch| Request::renew(key, owner, epoch, ttl_ms),
-        apply_all,
-    )?;
-    Ok(answers
-        .into_iter()
-        .map(|answer| answer.map(|record| LeaseGrant { record, ttl_ms }))
-        .collect())
-}
+/// The write half of [`LeaseStore`], for a store whose inherent
+/// `fn apply_all(&self, &[(&str, Request)]) -> Result<Vec<Result<LeaseRecord>>>` runs
+/// requests in one transaction through [`decide`]: the argument checks and the shape of
+/// every answer are written here once, and each store supplies only its transaction.
+macro_rules! lease_store_writes {
+    () => {
+        fn acquire(&self, key: &str, owner: &str, ttl_ms: i64) -> $crate::Result<$crate::LeaseGrant> {
+            let request = $crate::lease_store::Request::acquire(key, owner, ttl_ms)?;
+            let record = $crate::lease_store::only_outcome(self.apply_all(&[(key, request)])?)?;
+            Ok($crate::LeaseGrant { record, ttl_ms })
+        }
 
-/// `release_batch` over [`batch_with`].
-pub(crate) fn release_batch_with<'a>(
-    owner: &'a str,
-    leases: &[(&'a str, i64)],
-    apply_all: impl FnOnce(&[(&'a str, Request<'a>)]) -> Result<Vec<Result<LeaseRecord>>>,
-) -> Result<Vec<Result<LeaseRecord>>> {
-    batch_with(
-        owner,
-        leases,
-        |key, epoch| Request::release(key, owner, epoch),
-        apply_all,
-    )
+        fn renew(
+            &self,
+            key: &str,
+            owner: &str,
+            epoch: i64,
+            ttl_ms: i64,
+        ) -> $crate::Result<$crate::LeaseGrant> {
+            let request = $crate::lease_store::Request::renew(key, owner, epoch, ttl_ms)?;
+            let record = $crate::lease_store::only_outcome(self.apply_all(&[(key, request)])?)?;
+            Ok($crate::LeaseGrant { record, ttl_ms })
+        }
+
+        fn renew_batch(
+            &self,
+            owner: &str,
+            ttl_ms: i64,
+            leases: &[(&str, i64)],
+        ) -> $crate::Result<Vec<$crate::Result<$crate::LeaseGrant>>> {
+            $crate::lease_store::assert_lease_ttl(ttl_ms)?;
+            let answers = $crate::lease_store::batch_with(
+                owner,
+                leases,
+                |key, epoch| $crate::lease_store::Request::renew(key, owner, epoch, ttl_ms),
+                |valid| self.apply_all(valid),
+            )?;
+            Ok(answers
+                .into_iter()
+                .map(|a| a.map(|record| $crate::LeaseGrant { record, ttl_ms }))
+                .collect())
+        }
+
+        fn release(&self, key: &str, owner: &str, epoch: i64) -> $crate::Result<$crate::LeaseRecord> {
+            let request = $crate::lease_store::Request::release(key, owner, epoch)?;
+            $crate::lease_store::only_outcome(self.apply_all(&[(key, request)])?)
+        }
+
+        fn release_batch(
+            &self,
+            owner: &str,
+            leases: &[(&str, i64)],
+        ) -> $crate::Result<Vec<$crate::Result<$crate::LeaseRecord>>> {
+            $crate::lease_store::batch_with(
+                owner,
+                leases,
+                |key, epoch| $crate::lease_store::Request::release(key, owner, epoch),
+                |valid| self.apply_all(valid),
+            )
+        }
+
+        fn mark_forgotten(&self, key: &str, owner: &str, epoch: i64) -> $crate::Result<$crate::LeaseRecord> {
+            let request = $crate::lease_store::Request::forget(key, owner, epoch)?;
+            $crate::lease_store::only_outcome(self.apply_all(&[(key, request)])?)
+        }
+    };
 }
+pub(crate) use lease_store_writes;
 
 /// The lease rules, in one place: given the record as the store holds it inside its
 /// transaction and the store's clock, either the record to write (and log) or the refusal.

@@ -12,10 +12,7 @@ use std::time::Duration;
 
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
-use super::{
-    assert_text, decide, only_outcome, release_batch_with, renew_batch_with, HistoryEntry, LeaseGrant,
-    LeaseOp, LeaseRecord, LeaseStore, Request,
-};
+use super::{assert_text, decide, HistoryEntry, LeaseOp, LeaseRecord, LeaseStore, Request};
 use crate::clock::{SystemWallClock, WallClock};
 use crate::errors::{Error, Result};
 
@@ -183,10 +180,6 @@ impl SqliteLeaseStore {
                 Ok(outcomes)
             })
         })
-    }
-
-    fn apply(&self, key: &str, request: Request<'_>) -> Result<LeaseRecord> {
-        only_outcome(self.apply_all(&[(key, request)])?)
     }
 }
 
@@ -431,44 +424,11 @@ pub fn sqlite_code_name(extended: i32) -> &'static str {
 }
 
 impl LeaseStore for SqliteLeaseStore {
+    super::lease_store_writes!();
+
     fn read(&self, key: &str) -> Result<Option<LeaseRecord>> {
         assert_text("key", key)?;
         self.with_open(|connection| select_row(connection, key))
-    }
-
-    fn acquire(&self, key: &str, owner: &str, ttl_ms: i64) -> Result<LeaseGrant> {
-        let request = Request::acquire(key, owner, ttl_ms)?;
-        let record = self.apply(key, request)?;
-        Ok(LeaseGrant { record, ttl_ms })
-    }
-
-    fn renew(&self, key: &str, owner: &str, epoch: i64, ttl_ms: i64) -> Result<LeaseGrant> {
-        let request = Request::renew(key, owner, epoch, ttl_ms)?;
-        let record = self.apply(key, request)?;
-        Ok(LeaseGrant { record, ttl_ms })
-    }
-
-    fn renew_batch(
-        &self,
-        owner: &str,
-        ttl_ms: i64,
-        leases: &[(&str, i64)],
-    ) -> Result<Vec<Result<LeaseGrant>>> {
-        renew_batch_with(owner, ttl_ms, leases, |valid| self.apply_all(valid))
-    }
-
-    fn release_batch(&self, owner: &str, leases: &[(&str, i64)]) -> Result<Vec<Result<LeaseRecord>>> {
-        release_batch_with(owner, leases, |valid| self.apply_all(valid))
-    }
-
-    fn release(&self, key: &str, owner: &str, epoch: i64) -> Result<LeaseRecord> {
-        let request = Request::release(key, owner, epoch)?;
-        self.apply(key, request)
-    }
-
-    fn mark_forgotten(&self, key: &str, owner: &str, epoch: i64) -> Result<LeaseRecord> {
-        let request = Request::forget(key, owner, epoch)?;
-        self.apply(key, request)
     }
 
     fn history(&self, key: Option<&str>) -> Result<Vec<HistoryEntry>> {
