@@ -78,16 +78,16 @@ export declare class NativeStore {
   /** Whether every operation needs a store clock reading taken by the caller. */
   get hostClock(): boolean
   read(key: unknown): Promise<LeaseRecord | null>
-  acquire(key: unknown, owner: unknown, ttlMs: unknown, wallNowMs?: unknown | undefined | null): Promise<unknown>
-  renew(key: unknown, owner: unknown, epoch: unknown, ttlMs: unknown, wallNowMs?: unknown | undefined | null): Promise<unknown>
+  acquire(key: unknown, owner: unknown, ttlMs: unknown, wallNowMs?: unknown | undefined | null): Promise<LeaseGrant>
+  renew(key: unknown, owner: unknown, epoch: unknown, ttlMs: unknown, wallNowMs?: unknown | undefined | null): Promise<LeaseGrant>
   /**
    * Renews many leases of `owner` in one store transaction. A malformed call (owner, TTL, a
    * key that is not a string, an epoch that is not a safe integer) rejects as a whole before
    * the store is asked; otherwise each lease is answered on its own.
    */
   renewBatch(owner: unknown, ttlMs: unknown, leases: unknown[], wallNowMs?: unknown | undefined | null): Promise<Array<RenewAnswer>>
-  release(key: unknown, owner: unknown, epoch: unknown, wallNowMs?: unknown | undefined | null): Promise<unknown>
-  markForgotten(key: unknown, owner: unknown, epoch: unknown, wallNowMs?: unknown | undefined | null): Promise<unknown>
+  release(key: unknown, owner: unknown, epoch: unknown, wallNowMs?: unknown | undefined | null): Promise<LeaseRecord>
+  markForgotten(key: unknown, owner: unknown, epoch: unknown, wallNowMs?: unknown | undefined | null): Promise<LeaseRecord>
   /**
    * Every granted operation in order, of one key or of all. Synchronous as in the reference:
    * it waits for a store call that is running on the pool, never for another process.

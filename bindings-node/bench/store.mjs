@@ -1,7 +1,11 @@
 // Store operations per second through the package, against the core called directly on the
 // same disk in the same run (examples/store_ops.rs). Each operation is a durable commit, so
 // both are bound by the disk's sync; the ratio shows what the JS layer, the napi crossing and
-// the thread-pool hop add. Run with `npm run bench`.
+// the hop off the event loop and back add. Run with `npm run bench`.
+//
+// With one operation in flight the hop costs at least one wake of the sleeping event loop
+// thread by the thread that ran the call; the libuv pool round trip printed beside it (two
+// such wakes, no store work) shows what a wake costs on this machine.
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -38,9 +42,10 @@ function coreOpsPerSecond(name, folder = dir, cycles = CYCLES) {
 
 /**
  * `inFlight` holders, each cycling on its own key. With one in flight every operation waits
- * for the previous one (latency: each pays the hop to the pool and back on top of the disk
- * sync); with several, those hops overlap another holder's sync (throughput of one store,
- * whose operations the core serializes on its connection anyway).
+ * for the previous one (latency: each pays the hop off the event loop and back on top of the
+ * disk sync); with several, the store's lane runs them back to back and the hops overlap
+ * another holder's sync (throughput of one store, whose operations the core serializes on its
+ * connection anyway).
  */
 async function packageOpsPerSecond(name, inFlight, folder = dir, totalCycles = CYCLES) {
     const store = new SqliteLeaseStore({ path: path.join(folder, `node-${name}-${inFlight}.db`) });

@@ -3,8 +3,9 @@
  * The lease store: one record per tenant saying which replica may write its ledger, and at
  * which epoch, decided by the Rust core as a compare-and-set per key on the store's clock.
  *
- * Unlike the reference, every operation that may wait for SQLite's write lock runs on libuv's
- * thread pool, so the event loop keeps turning while another process holds the lock. The
+ * Unlike the reference, every operation that may wait for SQLite's write lock runs on the
+ * addon's threads, one store's operations in call order, so the event loop keeps turning
+ * while another process holds the lock. The
  * methods are async (they reject, never throw); `history` and `close` stay synchronous.
  */
 const native = require('./native');

@@ -7,7 +7,7 @@
  * measured on the holder's monotonic clock from before the request, so the round trip and any
  * clock skew only make the holder stop earlier. `assertHeld()` is the synchronous write gate.
  * `renew()` and `release()` take their place in the holder's queue when they are called and
- * settle in that order, while the store work runs on libuv's thread pool.
+ * settle in that order, while the store work runs on the addon's threads.
  */
 const { performance } = require('node:perf_hooks');
 const native = require('./native');
@@ -119,7 +119,7 @@ class TenantLease {
 
     /**
      * Starts `call` now (the core queues it behind the earlier ones, so the work runs in call
-     * order) and settles it only after the earlier calls settled: two pool threads that finish
+     * order) and settles it only after the earlier calls settled: two threads that finish
      * back to back may report to the JS thread in either order.
      */
     #inCallOrder(call) {

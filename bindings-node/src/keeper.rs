@@ -20,9 +20,7 @@ use gotry_tenant_state::keeper::{DEFAULT_MAX_BATCH, DEFAULT_RENEW_FRACTION};
 use gotry_tenant_state::{
     KeeperEvent, KeeperOptions, LeaseKeeper, ShutdownReport, SystemMonotonicClock, TickReport,
 };
-use napi::bindgen_prelude::{
-    AsyncTask, Either, Function, JsValue, Null, Object, ToNapiValue, TypeName, Unknown,
-};
+use napi::bindgen_prelude::{Either, Function, JsValue, Null, Object, ToNapiValue, TypeName, Unknown};
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::{sys, Env, Status, ValueType};
 use napi_derive::napi;
@@ -30,6 +28,7 @@ use napi_derive::napi;
 use crate::args::{self, safe_number};
 use crate::clock::ManualClock;
 use crate::errors::{to_js_error, OrThrow};
+use crate::executor::{Lane, Pending};
 use crate::lease::NativeLease;
 use crate::store::NativeStore;
 use crate::tasks::{Job, KeeperTickTask, LeaseTask, RemovedTask, ShutdownTask};
@@ -81,6 +80,8 @@ impl Forwarder {
 #[napi]
 pub struct NativeKeeper {
     keeper: Arc<LeaseKeeper>,
+    /// The lane of the keeper's store, where its calls and those of its leases run.
+    lane: Arc<Lane>,
     events: Option<Arc<EventQueue>>,
 }
 
@@ -140,35 +141,44 @@ impl NativeKeeper {
         };
         Ok(NativeKeeper {
             keeper: Arc::new(keeper.or_throw(&env)?),
+            lane: store.lane.clone(),
             events,
         })
     }
 
     /// Acquires `key` and keeps it renewed; resolves to the kept lease.
     #[napi(ts_return_type = "Promise<NativeLease>")]
-    pub fn acquire(&self, env: Env, key: Unknown<'_>) -> napi::Result<AsyncTask<LeaseTask>> {
+    pub fn acquire(&self, env: Env, key: Unknown<'_>) -> napi::Result<Pending<LeaseTask>> {
         let key = args::text("key", &key).or_throw(&env)?;
         let keeper = Arc::clone(&self.keeper);
-        Ok(AsyncTask::new(LeaseTask(Job::new(None, move || {
-            keeper.acquire(&key).map(NativeLease::kept)
-        }))))
+        let lane = self.lane.clone();
+        Ok(Pending::on(
+            &self.lane,
+            LeaseTask(Job::new(None, move || {
+                keeper.acquire(&key).map(|lease| NativeLease::kept(lease, &lane))
+            })),
+        ))
     }
 
     /// Stops keeping `key` and releases it; resolves to false when it was not kept.
     #[napi(ts_return_type = "Promise<boolean>")]
-    pub fn remove(&self, env: Env, key: Unknown<'_>) -> napi::Result<AsyncTask<RemovedTask>> {
+    pub fn remove(&self, env: Env, key: Unknown<'_>) -> napi::Result<Pending<RemovedTask>> {
         let key = args::string("key", &key).or_throw(&env)?;
         let keeper = Arc::clone(&self.keeper);
-        Ok(AsyncTask::new(RemovedTask(Job::new(None, move || {
-            keeper.remove(&key)
-        }))))
+        Ok(Pending::on(
+            &self.lane,
+            RemovedTask(Job::new(None, move || keeper.remove(&key))),
+        ))
     }
 
     /// The kept lease of `key`, if any.
     #[napi]
     pub fn get(&self, env: Env, key: Unknown<'_>) -> napi::Result<Option<NativeLease>> {
         let key = args::string("key", &key).or_throw(&env)?;
-        Ok(self.keeper.get(&key).map(NativeLease::kept))
+        Ok(self
+            .keeper
+            .get(&key)
+            .map(|lease| NativeLease::kept(lease, &self.lane)))
     }
 
     /// How many leases are kept, counting any closed through their own handle since the last
@@ -181,14 +191,14 @@ impl NativeKeeper {
 
     /// Runs one round if a lease is due on the keeper's clock.
     #[napi(ts_return_type = "Promise<TickReport>")]
-    pub fn tick(&self) -> AsyncTask<KeeperTickTask> {
+    pub fn tick(&self) -> Pending<KeeperTickTask> {
         let keeper = Arc::clone(&self.keeper);
-        AsyncTask::new(KeeperTickTask(Job::new(None, move || keeper.tick())))
+        Pending::on(&self.lane, KeeperTickTask(Job::new(None, move || keeper.tick())))
     }
 
     /// Stops renewing and releases every kept lease, starting no release after `timeoutMs`.
     #[napi(ts_return_type = "Promise<ShutdownReportValue>")]
-    pub fn shutdown(&self, env: Env, timeout_ms: Unknown<'_>) -> napi::Result<AsyncTask<ShutdownTask>> {
+    pub fn shutdown(&self, env: Env, timeout_ms: Unknown<'_>) -> napi::Result<Pending<ShutdownTask>> {
         let timeout = || -> Result<Duration> {
             let timeout_ms = args::integer("timeoutMs", &timeout_ms)?;
             u64::try_from(timeout_ms)
@@ -199,9 +209,10 @@ impl NativeKeeper {
         };
         let timeout = timeout().or_throw(&env)?;
         let keeper = Arc::clone(&self.keeper);
-        Ok(AsyncTask::new(ShutdownTask(Job::new(None, move || {
-            Ok(keeper.shutdown(timeout))
-        }))))
+        Ok(Pending::on(
+            &self.lane,
+            ShutdownTask(Job::new(None, move || Ok(keeper.shutdown(timeout)))),
+        ))
     }
 
     /// The events told since the last call, oldest first.

@@ -2,20 +2,21 @@
 //!
 //! `renew` and `release` take their place in the holder's queue synchronously, on the JS
 //! thread, when they are called, and only then hand the blocking part to the pool. So calls
-//! made together settle in call order even though pool threads start them in any order.
+//! made together settle in call order, whichever thread runs them.
 
 use std::sync::Arc;
 
 use gotry_tenant_state::clock::MonotonicClock;
 use gotry_tenant_state::errors::Result;
 use gotry_tenant_state::{LeaseOptions, LeaseRecord, SystemMonotonicClock, TenantLease};
-use napi::bindgen_prelude::{AsyncTask, Function, Unknown};
+use napi::bindgen_prelude::{Function, Unknown};
 use napi::Env;
 use napi_derive::napi;
 
 use crate::args::{self, safe_number};
 use crate::clock::{HostMonotonicClock, ManualClock};
 use crate::errors::OrThrow;
+use crate::executor::{Lane, Pending};
 use crate::store::NativeStore;
 use crate::tasks::{Job, LeaseTask, RecordTask, UnitTask};
 
@@ -23,6 +24,9 @@ use crate::tasks::{Job, LeaseTask, RecordTask, UnitTask};
 #[napi]
 pub struct NativeLease {
     lease: Arc<TenantLease>,
+    /// The lane of the lease's store: its renewals and release run there, after the store's
+    /// calls made before them.
+    lane: Arc<Lane>,
     /// Whether the store's clock is a JS function, whose readings each call must carry.
     host_wall_clock: bool,
 }
@@ -42,7 +46,7 @@ pub fn acquire_lease(
     manual_clock: Option<&ManualClock>,
     clock_fn: Option<Function<'_, (), Unknown<'static>>>,
     wall_now_ms: Option<Unknown<'_>>,
-) -> napi::Result<AsyncTask<LeaseTask>> {
+) -> napi::Result<Pending<LeaseTask>> {
     let ttl_ms = args::integer("ttlMs", &ttl_ms).or_throw(&env)?;
     let margin_ms = args::integer("marginMs", &margin_ms).or_throw(&env)?;
     let key = args::text("key", &key).or_throw(&env)?;
@@ -54,6 +58,7 @@ pub fn acquire_lease(
     };
     let now = store.wall_reading(wall_now_ms.as_ref()).or_throw(&env)?;
     let host_wall_clock = store.host_clock();
+    let lane = store.lane.clone();
     let options = LeaseOptions {
         key,
         replica_id,
@@ -62,12 +67,16 @@ pub fn acquire_lease(
         margin_ms,
         clock,
     };
-    Ok(AsyncTask::new(LeaseTask(Job::new(now, move || {
-        TenantLease::acquire(options).map(|lease| NativeLease {
-            lease: Arc::new(lease),
-            host_wall_clock,
-        })
-    }))))
+    Ok(Pending::on(
+        &store.lane,
+        LeaseTask(Job::new(now, move || {
+            TenantLease::acquire(options).map(|lease| NativeLease {
+                lease: Arc::new(lease),
+                lane,
+                host_wall_clock,
+            })
+        })),
+    ))
 }
 
 #[napi]
@@ -111,13 +120,13 @@ impl NativeLease {
 
     /// Extends the lease; settles after every earlier renew or release of this holder.
     #[napi(ts_return_type = "Promise<void>")]
-    pub fn renew(&self, env: Env, wall_now_ms: Option<Unknown<'_>>) -> napi::Result<AsyncTask<UnitTask>> {
+    pub fn renew(&self, env: Env, wall_now_ms: Option<Unknown<'_>>) -> napi::Result<Pending<UnitTask>> {
         self.in_turn(&env, wall_now_ms, TenantLease::renew_in_turn)
     }
 
     /// Stops acknowledging, then tells the store; settles in call order like `renew`.
     #[napi(ts_return_type = "Promise<void>")]
-    pub fn release(&self, env: Env, wall_now_ms: Option<Unknown<'_>>) -> napi::Result<AsyncTask<UnitTask>> {
+    pub fn release(&self, env: Env, wall_now_ms: Option<Unknown<'_>>) -> napi::Result<Pending<UnitTask>> {
         self.in_turn(&env, wall_now_ms, TenantLease::release_in_turn)
     }
 
@@ -127,22 +136,25 @@ impl NativeLease {
         &self,
         env: Env,
         wall_now_ms: Option<Unknown<'_>>,
-    ) -> napi::Result<AsyncTask<RecordTask>> {
+    ) -> napi::Result<Pending<RecordTask>> {
         let now = self.wall_reading(wall_now_ms.as_ref()).or_throw(&env)?;
         let lease = self.lease.clone();
-        Ok(AsyncTask::new(RecordTask(Job::new(
-            now,
-            move || -> Result<LeaseRecord> { lease.mark_forgotten() },
-        ))))
+        Ok(Pending::on(
+            &self.lane,
+            RecordTask(Job::new(now, move || -> Result<LeaseRecord> {
+                lease.mark_forgotten()
+            })),
+        ))
     }
 }
 
 impl NativeLease {
     /// A handle on a lease that a keeper holds. A keeper's store never has a JS clock (the
     /// keeper's own thread could not read one), so no call carries a reading.
-    pub(crate) fn kept(lease: Arc<TenantLease>) -> NativeLease {
+    pub(crate) fn kept(lease: Arc<TenantLease>, lane: &Arc<Lane>) -> NativeLease {
         NativeLease {
             lease,
+            lane: lane.clone(),
             host_wall_clock: false,
         }
     }
@@ -157,12 +169,13 @@ impl NativeLease {
         env: &Env,
         wall_now_ms: Option<Unknown<'_>>,
         step: fn(&TenantLease, gotry_tenant_state::Turn) -> Result<()>,
-    ) -> napi::Result<AsyncTask<UnitTask>> {
+    ) -> napi::Result<Pending<UnitTask>> {
         let now = self.wall_reading(wall_now_ms.as_ref()).or_throw(env)?;
         let turn = self.lease.take_turn();
         let lease = self.lease.clone();
-        Ok(AsyncTask::new(UnitTask(Job::new(now, move || {
-            step(&lease, turn)
-        }))))
+        Ok(Pending::on(
+            &self.lane,
+            UnitTask(Job::new(now, move || step(&lease, turn))),
+        ))
     }
 }

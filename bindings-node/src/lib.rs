@@ -4,7 +4,8 @@
 //! This crate only translates. It checks what depends on JavaScript (a number that is not an
 //! integer, a lone UTF-16 surrogate, a key that is not a `Uint8Array`), turns core errors into
 //! JS errors that carry the stable code and fields, and runs every blocking store call on
-//! libuv's thread pool so the event loop keeps turning while SQLite waits for a lock. The thin
+//! threads of its own (`executor`) so the event loop keeps turning while SQLite waits for a
+//! lock. The thin
 //! JavaScript layer in `lib/` maps the codes to the reference's error classes.
 
 // napi-derive registers the exported functions only outside `cfg(test)`, so the test build
@@ -14,6 +15,7 @@
 mod args;
 mod clock;
 mod errors;
+mod executor;
 mod ids;
 mod keeper;
 mod lease;

@@ -7,15 +7,14 @@ use gotry_tenant_state::errors::{Error, Result};
 use gotry_tenant_state::{
     HistoryEntry, LeaseGrant, LeaseRecord, LeaseStore, SqliteLeaseStore, SqliteOptions, WallClock,
 };
-use napi::bindgen_prelude::{
-    Array, AsyncTask, FromNapiValue, JsValue, Object, ToNapiValue, TypeName, Unknown,
-};
+use napi::bindgen_prelude::{Array, FromNapiValue, JsValue, Object, ToNapiValue, TypeName, Unknown};
 use napi::{sys, Env, ValueType};
 use napi_derive::napi;
 
 use crate::args::{self, safe_number};
 use crate::clock::{HostWallClock, ManualClock};
 use crate::errors::{to_js_error, OrThrow};
+use crate::executor::{Lane, Pending};
 use crate::tasks::{GrantTask, Job, ReadTask, RecordTask, RenewBatchTask};
 
 /// The state of one tenant's lease.
@@ -116,6 +115,8 @@ impl JsHistoryEntry {
 #[napi]
 pub struct NativeStore {
     pub(crate) store: Arc<dyn LeaseStore>,
+    /// Where every blocking call on this store runs, its holders' and keepers' too.
+    pub(crate) lane: Arc<Lane>,
     host_clock: bool,
 }
 
@@ -144,10 +145,10 @@ impl NativeStore {
                     ..SqliteOptions::default()
                 },
             )?;
-            Ok(NativeStore {
-                store: Arc::new(store),
-                host_clock: host_clock && manual_clock.is_none(),
-            })
+            Ok(NativeStore::new(
+                Arc::new(store),
+                host_clock && manual_clock.is_none(),
+            ))
         };
         open().or_throw(&env)
     }
@@ -157,10 +158,10 @@ impl NativeStore {
     pub fn open_url(env: Env, url: Unknown<'_>) -> napi::Result<NativeStore> {
         let open = || -> Result<NativeStore> {
             let url = args::string("url", &url)?;
-            Ok(NativeStore {
-                store: gotry_tenant_state::open_lease_store(&url)?,
-                host_clock: false,
-            })
+            Ok(NativeStore::new(
+                gotry_tenant_state::open_lease_store(&url)?,
+                false,
+            ))
         };
         open().or_throw(&env)
     }
@@ -172,13 +173,16 @@ impl NativeStore {
     }
 
     #[napi(ts_return_type = "Promise<LeaseRecord | null>")]
-    pub fn read(&self, env: Env, key: Unknown<'_>) -> napi::Result<AsyncTask<ReadTask>> {
+    pub fn read(&self, env: Env, key: Unknown<'_>) -> napi::Result<Pending<ReadTask>> {
         let key = args::text("key", &key).or_throw(&env)?;
         let store = self.store.clone();
-        Ok(AsyncTask::new(ReadTask(Job::new(None, move || store.read(&key)))))
+        Ok(Pending::on(
+            &self.lane,
+            ReadTask(Job::new(None, move || store.read(&key))),
+        ))
     }
 
-    #[napi]
+    #[napi(ts_return_type = "Promise<LeaseGrant>")]
     pub fn acquire(
         &self,
         env: Env,
@@ -186,7 +190,7 @@ impl NativeStore {
         owner: Unknown<'_>,
         ttl_ms: Unknown<'_>,
         wall_now_ms: Option<Unknown<'_>>,
-    ) -> napi::Result<AsyncTask<GrantTask>> {
+    ) -> napi::Result<Pending<GrantTask>> {
         let prepare = || -> Result<Job<LeaseGrant>> {
             let key = args::text("key", &key)?;
             let owner = args::text("owner", &owner)?;
@@ -195,10 +199,12 @@ impl NativeStore {
             let now = self.wall_reading(wall_now_ms.as_ref())?;
             Ok(Job::new(now, move || store.acquire(&key, &owner, ttl_ms)))
         };
-        prepare().map(|job| AsyncTask::new(GrantTask(job))).or_throw(&env)
+        prepare()
+            .map(|job| Pending::on(&self.lane, GrantTask(job)))
+            .or_throw(&env)
     }
 
-    #[napi]
+    #[napi(ts_return_type = "Promise<LeaseGrant>")]
     pub fn renew(
         &self,
         env: Env,
@@ -207,7 +213,7 @@ impl NativeStore {
         epoch: Unknown<'_>,
         ttl_ms: Unknown<'_>,
         wall_now_ms: Option<Unknown<'_>>,
-    ) -> napi::Result<AsyncTask<GrantTask>> {
+    ) -> napi::Result<Pending<GrantTask>> {
         let prepare = || -> Result<Job<LeaseGrant>> {
             let (key, owner, epoch) = holder_args(&key, &owner, &epoch)?;
             let ttl_ms = args::integer("ttlMs", &ttl_ms)?;
@@ -215,7 +221,9 @@ impl NativeStore {
             let now = self.wall_reading(wall_now_ms.as_ref())?;
             Ok(Job::new(now, move || store.renew(&key, &owner, epoch, ttl_ms)))
         };
-        prepare().map(|job| AsyncTask::new(GrantTask(job))).or_throw(&env)
+        prepare()
+            .map(|job| Pending::on(&self.lane, GrantTask(job)))
+            .or_throw(&env)
     }
 
     /// Renews many leases of `owner` in one store transaction. A malformed call (owner, TTL, a
@@ -229,7 +237,7 @@ impl NativeStore {
         ttl_ms: Unknown<'_>,
         leases: Array<'_>,
         wall_now_ms: Option<Unknown<'_>>,
-    ) -> napi::Result<AsyncTask<RenewBatchTask>> {
+    ) -> napi::Result<Pending<RenewBatchTask>> {
         let prepare = || -> Result<Job<Vec<Result<LeaseGrant>>>> {
             let owner = args::text("owner", &owner)?;
             let ttl_ms = args::integer("ttlMs", &ttl_ms)?;
@@ -243,11 +251,11 @@ impl NativeStore {
             }))
         };
         prepare()
-            .map(|job| AsyncTask::new(RenewBatchTask(job)))
+            .map(|job| Pending::on(&self.lane, RenewBatchTask(job)))
             .or_throw(&env)
     }
 
-    #[napi]
+    #[napi(ts_return_type = "Promise<LeaseRecord>")]
     pub fn release(
         &self,
         env: Env,
@@ -255,7 +263,7 @@ impl NativeStore {
         owner: Unknown<'_>,
         epoch: Unknown<'_>,
         wall_now_ms: Option<Unknown<'_>>,
-    ) -> napi::Result<AsyncTask<RecordTask>> {
+    ) -> napi::Result<Pending<RecordTask>> {
         self.holder_call(
             &env,
             [&key, &owner, &epoch],
@@ -264,7 +272,7 @@ impl NativeStore {
         )
     }
 
-    #[napi]
+    #[napi(ts_return_type = "Promise<LeaseRecord>")]
     pub fn mark_forgotten(
         &self,
         env: Env,
@@ -272,7 +280,7 @@ impl NativeStore {
         owner: Unknown<'_>,
         epoch: Unknown<'_>,
         wall_now_ms: Option<Unknown<'_>>,
-    ) -> napi::Result<AsyncTask<RecordTask>> {
+    ) -> napi::Result<Pending<RecordTask>> {
         self.holder_call(
             &env,
             [&key, &owner, &epoch],
@@ -312,6 +320,14 @@ impl NativeStore {
 }
 
 impl NativeStore {
+    fn new(store: Arc<dyn LeaseStore>, host_clock: bool) -> NativeStore {
+        NativeStore {
+            lane: Lane::new(store.concurrent_calls()),
+            store,
+            host_clock,
+        }
+    }
+
     pub(crate) fn wall_reading(&self, value: Option<&Unknown<'_>>) -> Result<Option<i64>> {
         wall_reading(self.host_clock, value)
     }
@@ -323,7 +339,7 @@ impl NativeStore {
         [key, owner, epoch]: [&Unknown<'_>; 3],
         wall_now_ms: Option<&Unknown<'_>>,
         operation: fn(&dyn LeaseStore, &str, &str, i64) -> Result<LeaseRecord>,
-    ) -> napi::Result<AsyncTask<RecordTask>> {
+    ) -> napi::Result<Pending<RecordTask>> {
         let prepare = || -> Result<Job<LeaseRecord>> {
             let (key, owner, epoch) = holder_args(key, owner, epoch)?;
             let store = self.store.clone();
@@ -332,7 +348,9 @@ impl NativeStore {
                 operation(store.as_ref(), &key, &owner, epoch)
             }))
         };
-        prepare().map(|job| AsyncTask::new(RecordTask(job))).or_throw(env)
+        prepare()
+            .map(|job| Pending::on(&self.lane, RecordTask(job)))
+            .or_throw(env)
     }
 }
 

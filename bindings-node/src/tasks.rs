@@ -1,4 +1,4 @@
-//! Blocking core calls as napi async tasks on libuv's thread pool.
+//! Blocking core calls as napi tasks, run on their store's lane (`executor.rs`).
 //!
 //! Every task owns its inputs (strings, `Arc`s of the store or the lease, a clock reading): a
 //! JS value cannot be touched from the pool. The JS value is built back on the JS thread in
@@ -18,7 +18,7 @@ use crate::store::{JsLeaseGrant, JsLeaseRecord, RenewAnswer};
 
 type Work<T> = Box<dyn FnOnce() -> Result<T> + Send>;
 
-/// One blocking call, run once on a pool thread.
+/// One blocking call, run once off the JS thread.
 pub struct Job<T> {
     work: Option<Work<T>>,
 }

@@ -1,46 +1,19 @@
 'use strict';
 /**
- * While another process holds the store's write lock, store calls wait on libuv's thread
- * pool and the event loop keeps running (the reference blocks its loop for the whole wait).
+ * While another process holds the store's write lock, store calls wait on the addon's own
+ * threads and the event loop keeps running (the reference blocks its loop for the whole wait).
  * The other process is Python's standard sqlite3 module holding BEGIN IMMEDIATE for 2 s.
  */
 const test = require('node:test');
 const assert = require('node:assert/strict');
-const { spawn, spawnSync } = require('node:child_process');
-const readline = require('node:readline');
+const { spawnSync } = require('node:child_process');
 
 const pkg = require('..');
-const { tempDbPath } = require('./helpers');
+const { tempDbPath, holdWriteLock } = require('./helpers');
 
 const HOLD_SECONDS = 2;
 /** Past the store's busy timeout of 5 s. */
 const LONG_HOLD_SECONDS = 6;
-
-const HOLDER = `
-import sqlite3, sys, time
-db = sqlite3.connect(sys.argv[1], isolation_level=None)
-db.execute("BEGIN IMMEDIATE")
-db.execute("INSERT INTO lease_log (key, op, owner, epoch, at_ms) VALUES ('held', 'acquire', 'python', 1, 0)")
-print("locked", flush=True)
-time.sleep(float(sys.argv[2]))
-db.execute("COMMIT")
-print("released", flush=True)
-`;
-
-/** Starts the lock holder and resolves once it holds the lock. */
-function holdWriteLock(file, seconds = HOLD_SECONDS) {
-    const child = spawn('python3', ['-c', HOLDER, file, String(seconds)], { stdio: ['ignore', 'pipe', 'inherit'] });
-    const lines = readline.createInterface({ input: child.stdout });
-    const exited = new Promise((resolve, reject) => {
-        child.on('error', reject);
-        child.on('exit', code => (code === 0 ? resolve() : reject(new Error(`lock holder exited with ${code}`))));
-    });
-    const locked = new Promise((resolve, reject) => {
-        lines.on('line', line => { if (line === 'locked') resolve(); });
-        exited.then(() => reject(new Error('lock holder exited before locking')), reject);
-    });
-    return { locked, exited };
-}
 
 test('python3 with sqlite3 is there to hold the lock (the next test needs it)', () => {
     const probe = spawnSync('python3', ['-c', 'import sqlite3']);
@@ -54,7 +27,7 @@ test('timers keep firing while another process holds the write lock for 2 s', as
     // Opened before the lock is taken: opening makes sure of the schema under the write lock,
     // synchronously (the constructor is synchronous in the reference too).
     const reader = new pkg.SqliteLeaseStore({ path: file });
-    const holder = holdWriteLock(file);
+    const holder = holdWriteLock(file, HOLD_SECONDS);
     await holder.locked;
 
     let ticks = 0;

@@ -1,7 +1,9 @@
 'use strict';
+const { spawn } = require('node:child_process');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
+const readline = require('node:readline');
 
 /** The temporary folders made here, removed when the process exits (one listener for all). */
 const tempDirs = [];
@@ -27,6 +29,36 @@ async function rejection(promise) {
     throw new Error(`expected a rejection, got ${JSON.stringify(settled.value)}`);
 }
 
+/**
+ * Another process (Python's standard sqlite3 module) that takes the store file's write lock
+ * with BEGIN IMMEDIATE, logs one row, and commits after `seconds`. `locked` resolves once it
+ * holds the lock, `exited` once it has committed and exited.
+ */
+const HOLDER = `
+import sqlite3, sys, time
+db = sqlite3.connect(sys.argv[1], isolation_level=None)
+db.execute("BEGIN IMMEDIATE")
+db.execute("INSERT INTO lease_log (key, op, owner, epoch, at_ms) VALUES ('held', 'acquire', 'python', 1, 0)")
+print("locked", flush=True)
+time.sleep(float(sys.argv[2]))
+db.execute("COMMIT")
+print("released", flush=True)
+`;
+
+function holdWriteLock(file, seconds) {
+    const child = spawn('python3', ['-c', HOLDER, file, String(seconds)], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const lines = readline.createInterface({ input: child.stdout });
+    const exited = new Promise((resolve, reject) => {
+        child.on('error', reject);
+        child.on('exit', code => (code === 0 ? resolve() : reject(new Error(`lock holder exited with ${code}`))));
+    });
+    const locked = new Promise((resolve, reject) => {
+        lines.on('line', line => { if (line === 'locked') resolve(); });
+        exited.then(() => reject(new Error('lock holder exited before locking')), reject);
+    });
+    return { locked, exited };
+}
+
 const KEY = Buffer.from('0123456789abcdef0123456789abcdef');
 
-module.exports = { tempDbPath, rejection, KEY };
+module.exports = { tempDbPath, rejection, holdWriteLock, KEY };

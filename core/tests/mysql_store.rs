@@ -329,6 +329,16 @@ fn decisions_follow_the_server_clock() {
 }
 
 #[test]
+fn a_mysql_store_works_on_many_calls_at_once() {
+    let Some(mut fx) = Fixture::new("a_mysql_store_works_on_many_calls_at_once") else {
+        return;
+    };
+    // Hosts that queue calls per store must not run a MySQL store's calls one at a time.
+    let store = fx.open(&server::fresh_prefix());
+    assert!(store.concurrent_calls() > 1, "{}", store.concurrent_calls());
+}
+
+#[test]
 fn keys_and_owners_compare_as_exact_text() {
     let Some(mut fx) = Fixture::new("keys_and_owners_compare_as_exact_text") else {
         return;

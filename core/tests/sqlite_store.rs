@@ -212,3 +212,13 @@ fn opening_an_existing_store_does_not_wait_for_the_write_lock() {
     assert_eq!(store.read("k").unwrap(), None);
     other.execute_batch("COMMIT").unwrap();
 }
+
+#[test]
+fn a_sqlite_store_works_on_one_call_at_a_time() {
+    // Hosts that queue calls per store (the Node addon) rely on this to run them back to back.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("leases.db");
+    assert_eq!(SqliteLeaseStore::open(&path).unwrap().concurrent_calls(), 1);
+    let by_url = gotry_tenant_state::open_lease_store(&format!("sqlite://{}", path.display())).unwrap();
+    assert_eq!(by_url.concurrent_calls(), 1);
+}

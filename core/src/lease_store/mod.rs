@@ -132,6 +132,13 @@ pub trait LeaseStore: Send + Sync {
     fn now_ms(&self) -> Result<i64>;
     /// Closes the store; every later call fails with LEASE_STORE_UNAVAILABLE.
     fn close(&self) -> Result<()>;
+    /// How many calls the store works on at once. A store on one connection answers 1: its
+    /// calls wait for each other anyway, so a host that runs them on threads of its own can
+    /// queue them per store and run them back to back on one thread, instead of waking a
+    /// thread per call only for it to wait its turn. No limit of its own by default.
+    fn concurrent_calls(&self) -> usize {
+        usize::MAX
+    }
 }
 
 /// A TTL the store accepts: an integer number of milliseconds within

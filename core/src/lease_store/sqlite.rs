@@ -426,6 +426,11 @@ pub fn sqlite_code_name(extended: i32) -> &'static str {
 impl LeaseStore for SqliteLeaseStore {
     super::lease_store_writes!();
 
+    /// One connection, behind one mutex.
+    fn concurrent_calls(&self) -> usize {
+        1
+    }
+
     fn read(&self, key: &str) -> Result<Option<LeaseRecord>> {
         assert_text("key", key)?;
         self.with_open(|connection| select_row(connection, key))
