@@ -2,7 +2,7 @@
 //! batches, and tells the host on its event loop what happened to them.
 //!
 //! Events cross threads through a queue, not as arguments of a threadsafe call: the core
-//! calls its handler on the keeper's thread (or on the pool thread of a `tick`), the handler
+//! calls its handler on the keeper's thread (or on the thread that runs a `tick`), the handler
 //! only queues the event and wakes the JS thread, and the JS thread drains the queue
 //! (`takeEvents`). Draining is also what the JS layer does right after a `tick` or a
 //! `shutdown` settles, so the events of a round reach the host before the round's promise
@@ -80,8 +80,12 @@ impl Forwarder {
 #[napi]
 pub struct NativeKeeper {
     keeper: Arc<LeaseKeeper>,
-    /// The lane of the keeper's store, where its calls and those of its leases run.
+    /// Where the keeper's own calls run, in call order. Not the store's lane: `remove` and
+    /// `shutdown` wait for the renewals and releases that a kept lease's handle made before
+    /// they ran, which run on the store's lane and could be queued behind them there.
     lane: Arc<Lane>,
+    /// The store's lane, where the calls of the kept leases' handles run.
+    store_lane: Arc<Lane>,
     events: Option<Arc<EventQueue>>,
 }
 
@@ -141,7 +145,8 @@ impl NativeKeeper {
         };
         Ok(NativeKeeper {
             keeper: Arc::new(keeper.or_throw(&env)?),
-            lane: store.lane.clone(),
+            lane: Lane::new(1),
+            store_lane: store.lane.clone(),
             events,
         })
     }
@@ -151,11 +156,13 @@ impl NativeKeeper {
     pub fn acquire(&self, env: Env, key: Unknown<'_>) -> napi::Result<Pending<LeaseTask>> {
         let key = args::text("key", &key).or_throw(&env)?;
         let keeper = Arc::clone(&self.keeper);
-        let lane = self.lane.clone();
+        let store_lane = self.store_lane.clone();
         Ok(Pending::on(
             &self.lane,
             LeaseTask(Job::new(None, move || {
-                keeper.acquire(&key).map(|lease| NativeLease::kept(lease, &lane))
+                keeper
+                    .acquire(&key)
+                    .map(|lease| NativeLease::kept(lease, &store_lane))
             })),
         ))
     }
@@ -178,7 +185,7 @@ impl NativeKeeper {
         Ok(self
             .keeper
             .get(&key)
-            .map(|lease| NativeLease::kept(lease, &self.lane)))
+            .map(|lease| NativeLease::kept(lease, &self.store_lane)))
     }
 
     /// How many leases are kept, counting any closed through their own handle since the last

@@ -103,3 +103,31 @@ test('a pending call keeps the process alive until it settles; then the process 
     assert.equal(child.code, 0, child.stderr);
     assert.equal(child.stdout.trim(), 'granted 1');
 });
+
+// The timeout only stops a deadlock from hanging the suite; nothing is timed.
+test('keeper calls that wait for a kept lease\'s earlier calls do not deadlock the store', { timeout: 60_000 }, async () => {
+    const file = tempDbPath();
+    const wall = new pkg.ManualClock(1_000_000);
+    const store = new pkg.SqliteLeaseStore({ path: file, nowMs: wall });
+    const keeper = pkg.LeaseKeeper.start({
+        store, replicaId: 'r', ttlMs: 3_000, marginMs: 300, clock: new pkg.ManualClock(0), withoutThread: true,
+    });
+    const first = await keeper.acquire('a');
+    await keeper.acquire('b');
+    const holder = holdWriteLock(file, 1);
+    await holder.locked;
+    // The keeper is busy for a second (its acquire waits for the lock), so remove() and
+    // shutdown() only run after the renewals made below have taken their place in the leases'
+    // queues: they have to wait for those renewals, which must not be stuck behind them.
+    const acquired = keeper.acquire('c');
+    const removed = keeper.remove('a');
+    const renewed = first.renew();
+    const report = keeper.shutdown(10_000);
+    const renewedB = keeper.get('b').renew();
+    await Promise.all([acquired, renewed, renewedB]);
+    assert.equal(await removed, true);
+    assert.deepEqual((await report).released.sort(), ['b', 'c']);
+    for (const key of ['a', 'b']) assert.deepEqual(store.history(key).map(e => e.op), ['acquire', 'renew', 'release']);
+    await holder.exited;
+    store.close();
+});
