@@ -24,7 +24,7 @@
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError, TryLockError};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -182,12 +182,23 @@ impl Pool {
         }
     }
 
-    /// Waits up to [`SPIN`] for a lane to be queued, without the lock and without sleeping.
-    fn spin(&self) {
+    /// Waits up to [`SPIN`] for a lane to be queued, without sleeping, then takes the lock.
+    /// When a lane came, the lock is taken by spinning too: the caller that queued it still
+    /// holds the lock for a moment, and sleeping on it would cost a wake again (the caller's
+    /// unlock would have to wake this thread).
+    fn spin(&self) -> MutexGuard<'_, PoolState> {
         let start = Instant::now();
-        while self.queued.load(Ordering::Acquire) == 0 && start.elapsed() < SPIN {
+        while start.elapsed() < SPIN {
+            if self.queued.load(Ordering::Acquire) > 0 {
+                match self.state.try_lock() {
+                    Ok(state) => return state,
+                    Err(TryLockError::Poisoned(poisoned)) => return poisoned.into_inner(),
+                    Err(TryLockError::WouldBlock) => {}
+                }
+            }
             std::hint::spin_loop();
         }
+        self.lock()
     }
 
     fn serve(&self) {
@@ -199,8 +210,7 @@ impl Pool {
                 if self.spins && !state.spinning {
                     state.spinning = true;
                     drop(state);
-                    self.spin();
-                    state = self.lock();
+                    state = self.spin();
                     state.spinning = false;
                     if !state.lanes.is_empty() {
                         continue;
