@@ -1,18 +1,18 @@
 //! The threads that run the addon's blocking calls, and the promises they settle.
 //!
-//! napi's `AsyncTask` hands each call to libuv's thread pool on its own, and for the SQLite
-//! store that costs on every call. Its idle threads sleep, so each call first wakes one on
-//! another CPU (25-50 us on the small virtual machines we measured, a sixth of a durable
-//! commit); and since the store runs one call at a time on its one connection, calls in flight
-//! together park pool threads on its mutex, each woken again in turn.
+//! napi's `AsyncTask` hands each call to libuv's thread pool on its own. The SQLite store runs
+//! one call at a time on its one connection, so calls in flight together park pool threads on
+//! its mutex, in no particular order, and each is woken again in turn when the one before it
+//! is done: a wake on another CPU per call (25-50 us on the small virtual machines we measured,
+//! a sixth of a durable commit), and the calls start in whatever order the threads get there.
 //!
 //! So each store has a [`Lane`] here: its calls queue in call order, and the thread that takes
 //! the lane runs them back to back, up to the store's [`LeaseStore::concurrent_calls`] at once
 //! (one for SQLite; a MySQL store works on many). Lanes share a few threads, as many as libuv's
-//! pool would have (`UV_THREADPOOL_SIZE`, 4 by default). A thread that runs out of calls looks
-//! for the next one for [`SPIN`] before it sleeps, so a caller that awaits one call and then
-//! makes the next finds a thread awake; only one thread spins at a time, and none on a machine
-//! with one CPU, where spinning would only delay the caller.
+//! pool would have (`UV_THREADPOOL_SIZE`, 4 by default). Idle threads sleep. Threads that spun
+//! a while for the next call were measured too: calls on tmpfs got faster, but durable calls
+//! one after another got slower (0.88 of the core's speed against 0.96), and spinning spends
+//! CPU that a host under a CPU quota pays for.
 //!
 //! Everything else `AsyncTask` promises holds: a call owns its inputs, never touches a JS value
 //! off the JS thread and settles on the JS thread (a napi [`Task`]'s `compute` runs here, its
@@ -23,18 +23,11 @@
 
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError, TryLockError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::thread;
-use std::time::{Duration, Instant};
 
 use napi::bindgen_prelude::{Object, Task, ToNapiValue, TypeName};
 use napi::{sys, Env, JsDeferred, ValueType};
-
-/// How long a thread that ran out of calls keeps looking for the next before it sleeps: long
-/// enough for a caller's turn (the event loop wakes, the promise reaction runs, the next call is
-/// made), short enough that an idle process stops spending CPU at once.
-const SPIN: Duration = Duration::from_micros(200);
 
 /// Calls a thread runs from one lane before it lets a lane queued behind it go first.
 const CALLS_PER_TURN: usize = 64;
@@ -111,19 +104,13 @@ impl Lane {
 /// The threads, and the lanes waiting for one.
 struct Pool {
     max_threads: usize,
-    /// Whether a thread may spin: only when another CPU is there for the caller.
-    spins: bool,
     state: Mutex<PoolState>,
     wake: Condvar,
-    /// The length of `lanes`, for the spinning thread to watch without taking the lock.
-    queued: AtomicUsize,
 }
 
 #[derive(Default)]
 struct PoolState {
     lanes: VecDeque<Arc<Lane>>,
-    /// Whether a thread is spinning; one is enough, and more would take CPUs from the rest.
-    spinning: bool,
     threads: usize,
     idle: usize,
 }
@@ -139,10 +126,8 @@ fn pool() -> &'static Pool {
     static POOL: OnceLock<Pool> = OnceLock::new();
     POOL.get_or_init(|| Pool {
         max_threads: max_threads(std::env::var("UV_THREADPOOL_SIZE").ok().as_deref()),
-        spins: thread::available_parallelism().is_ok_and(|cpus| cpus.get() > 1),
         state: Mutex::new(PoolState::default()),
         wake: Condvar::new(),
-        queued: AtomicUsize::new(0),
     })
 }
 
@@ -154,68 +139,39 @@ impl Pool {
     fn submit(&'static self, lane: Arc<Lane>) {
         let mut state = self.lock();
         state.lanes.push_back(lane);
-        self.queued.store(state.lanes.len(), Ordering::Release);
-        // The spinning thread takes a lane unasked; a sleeping one counts as idle until it has
-        // taken one, woken or not. Start a thread only for the lanes that neither will take.
-        let spinning = usize::from(state.spinning);
-        if state.idle > 0 && state.lanes.len() > spinning {
+        // A sleeping thread counts as idle until it has taken a lane, woken or not: start a
+        // thread only for the lanes that the idle ones will not take.
+        let wake = state.idle > 0;
+        let mut refused = None;
+        if state.lanes.len() > state.idle && state.threads < self.max_threads {
+            match thread::Builder::new()
+                .name("gotry-store".to_owned())
+                .spawn(move || self.serve())
+            {
+                Ok(_) => state.threads += 1,
+                // With no thread at all nothing would ever run the lane: refuse its calls
+                // instead. Otherwise a running thread comes to it.
+                Err(error) if state.threads == 0 => {
+                    refused = Some((std::mem::take(&mut state.lanes), error));
+                }
+                Err(_) => {}
+            }
+        }
+        drop(state);
+        // After the unlock, or the woken thread would only wake to wait for the lock.
+        if wake {
             self.wake.notify_one();
         }
-        if state.lanes.len() <= state.idle + spinning || state.threads == self.max_threads {
-            return;
+        if let Some((lanes, error)) = refused {
+            let reason = format!("cannot start a thread for store calls: {error}");
+            lanes.iter().for_each(|lane| lane.refuse_all(&reason));
         }
-        match thread::Builder::new()
-            .name("gotry-store".to_owned())
-            .spawn(move || self.serve())
-        {
-            Ok(_) => state.threads += 1,
-            // With no thread at all nothing would ever run the lane: refuse its calls instead.
-            // Otherwise a running thread comes to it.
-            Err(error) if state.threads == 0 => {
-                let lanes = std::mem::take(&mut state.lanes);
-                self.queued.store(0, Ordering::Release);
-                drop(state);
-                let reason = format!("cannot start a thread for store calls: {error}");
-                lanes.iter().for_each(|lane| lane.refuse_all(&reason));
-            }
-            Err(_) => {}
-        }
-    }
-
-    /// Waits up to [`SPIN`] for a lane to be queued, without sleeping, then takes the lock.
-    /// When a lane came, the lock is taken by spinning too: the caller that queued it still
-    /// holds the lock for a moment, and sleeping on it would cost a wake again (the caller's
-    /// unlock would have to wake this thread).
-    fn spin(&self) -> MutexGuard<'_, PoolState> {
-        let start = Instant::now();
-        while start.elapsed() < SPIN {
-            if self.queued.load(Ordering::Acquire) > 0 {
-                match self.state.try_lock() {
-                    Ok(state) => return state,
-                    Err(TryLockError::Poisoned(poisoned)) => return poisoned.into_inner(),
-                    Err(TryLockError::WouldBlock) => {}
-                }
-            }
-            std::hint::spin_loop();
-        }
-        self.lock()
     }
 
     fn serve(&self) {
         let mut state = self.lock();
         loop {
-            let next = state.lanes.pop_front();
-            self.queued.store(state.lanes.len(), Ordering::Release);
-            let Some(lane) = next else {
-                if self.spins && !state.spinning {
-                    state.spinning = true;
-                    drop(state);
-                    state = self.spin();
-                    state.spinning = false;
-                    if !state.lanes.is_empty() {
-                        continue;
-                    }
-                }
+            let Some(lane) = state.lanes.pop_front() else {
                 state.idle += 1;
                 state = self.wake.wait(state).unwrap_or_else(PoisonError::into_inner);
                 state.idle -= 1;
@@ -226,7 +182,6 @@ impl Pool {
             state = self.lock();
             if more {
                 state.lanes.push_back(lane);
-                self.queued.store(state.lanes.len(), Ordering::Release);
             }
         }
     }
