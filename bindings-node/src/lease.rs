@@ -1,8 +1,8 @@
 //! The holder side for JavaScript.
 //!
 //! `renew` and `release` take their place in the holder's queue synchronously, on the JS
-//! thread, when they are called, and only then hand the blocking part to the pool. So calls
-//! made together settle in call order, whichever thread runs them.
+//! thread, when they are called, and only then hand the blocking part to the store's lane. So
+//! calls made together settle in call order, whichever thread runs them.
 
 use std::sync::Arc;
 
@@ -163,7 +163,7 @@ impl NativeLease {
         crate::store::wall_reading(self.host_wall_clock, value)
     }
 
-    /// Takes the holder's next turn now, on the JS thread, and runs `step` in it on the pool.
+    /// Takes the holder's next turn now, on the JS thread, and runs `step` in it on the lane.
     fn in_turn(
         &self,
         env: &Env,

@@ -290,7 +290,7 @@ impl NativeStore {
     }
 
     /// Every granted operation in order, of one key or of all. Synchronous as in the reference:
-    /// it waits for a store call that is running on the pool, never for another process.
+    /// it waits for a store call that is running on the store's lane, never for another process.
     #[napi]
     pub fn history(&self, env: Env, key: Option<Unknown<'_>>) -> napi::Result<Vec<JsHistoryEntry>> {
         let history = || -> Result<Vec<JsHistoryEntry>> {

@@ -1,7 +1,7 @@
 //! Blocking core calls as napi tasks, run on their store's lane (`executor.rs`).
 //!
 //! Every task owns its inputs (strings, `Arc`s of the store or the lease, a clock reading): a
-//! JS value cannot be touched from the pool. The JS value is built back on the JS thread in
+//! JS value cannot be touched off the JS thread. The JS value is built back on the JS thread in
 //! `resolve`, where a core error also becomes its JS error, so the promise rejects with it.
 
 use gotry_tenant_state::errors::{Error, Result};
@@ -42,7 +42,7 @@ impl<T> Job<T> {
     }
 }
 
-/// Declares a task type: `$core` computed on the pool, turned into `$js` by `$convert`.
+/// Declares a task type: `$core` computed off the JS thread, turned into `$js` by `$convert`.
 macro_rules! blocking_task {
     ($(#[$doc:meta])* $name:ident: $core:ty => $js:ty, $convert:expr) => {
         $(#[$doc])*
