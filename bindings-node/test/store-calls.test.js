@@ -75,9 +75,12 @@ test('a store waiting for another process does not hold up the calls of another 
 });
 
 /** Runs `script` in a fresh Node process; resolves to its exit code and output. */
-function runNode(script, args) {
+function runNode(script, args, env = {}) {
     return new Promise((resolve, reject) => {
-        const child = spawn(process.execPath, ['-e', script, PACKAGE, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+        const child = spawn(process.execPath, ['-e', script, PACKAGE, ...args], {
+            stdio: ['ignore', 'pipe', 'pipe'],
+            env: { ...process.env, ...env },
+        });
         let stdout = '';
         let stderr = '';
         child.stdout.on('data', chunk => { stdout += chunk; });
@@ -130,4 +133,30 @@ test('keeper calls that wait for a kept lease\'s earlier calls do not deadlock t
     for (const key of ['a', 'b']) assert.deepEqual(store.history(key).map(e => e.op), ['acquire', 'renew', 'release']);
     await holder.exited;
     store.close();
+});
+
+test('UV_THREADPOOL_SIZE sets how many threads the stores share, as it does for libuv\'s pool', async () => {
+    const lockedFile = tempDbPath();
+    new pkg.SqliteLeaseStore({ path: lockedFile }).close();
+    const script = `
+        const { SqliteLeaseStore } = require(process.argv[1]);
+        const waiting = new SqliteLeaseStore({ path: process.argv[2] });
+        const free = new SqliteLeaseStore({ path: process.argv[3] });
+        const order = [];
+        Promise.all([
+            waiting.acquire('k', 'o', 1000).then(() => order.push('waiting')),
+            free.acquire('k', 'o', 1000).then(() => order.push('free')),
+        ]).then(() => console.log(order.join(' ')));
+    `;
+    const outcomes = {};
+    for (const threads of ['1', '2']) {
+        const holder = holdWriteLock(lockedFile, 1);
+        await holder.locked;
+        const child = await runNode(script, [lockedFile, tempDbPath()], { UV_THREADPOOL_SIZE: threads });
+        await holder.exited;
+        assert.equal(child.code, 0, child.stderr);
+        outcomes[threads] = child.stdout.trim();
+    }
+    // One thread: the free store's call waits behind the call that waits for the lock.
+    assert.deepEqual(outcomes, { 1: 'waiting free', 2: 'free waiting' });
 });
