@@ -90,7 +90,7 @@ export declare class NativeStore {
   markForgotten(key: unknown, owner: unknown, epoch: unknown, wallNowMs?: unknown | undefined | null): Promise<LeaseRecord>
   /**
    * Every granted operation in order, of one key or of all. Synchronous as in the reference:
-   * it waits for a store call that is running on the pool, never for another process.
+   * it waits for a store call that is running on the store's lane, never for another process.
    */
   history(key?: unknown | undefined | null): Array<HistoryEntry>
   /**
