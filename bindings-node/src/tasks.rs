@@ -8,7 +8,6 @@ use gotry_tenant_state::errors::{Error, Result};
 use gotry_tenant_state::{LeaseGrant, LeaseRecord, ShutdownReport, TickReport};
 use napi::bindgen_prelude::Task;
 use napi::Env;
-use napi_derive::napi;
 
 use crate::clock::with_wall_reading;
 use crate::errors::OrThrow;
@@ -48,7 +47,6 @@ macro_rules! blocking_task {
         $(#[$doc])*
         pub struct $name(pub Job<$core>);
 
-        #[napi]
         impl Task for $name {
             type Output = Result<$core>;
             type JsValue = $js;
