@@ -11,7 +11,7 @@
 //! (one for SQLite; a MySQL store works on many). Lanes share a few threads, as many as libuv's
 //! pool would have (`UV_THREADPOOL_SIZE`, 4 by default). Idle threads sleep. Threads that spun
 //! a while for the next call were measured too: calls on tmpfs got faster, but durable calls
-//! one after another got slower (0.88 of the core's speed against 0.96), and spinning spends
+//! one after another got slower (0.88 of the core's speed against 0.92), and spinning spends
 //! CPU that a host under a CPU quota pays for.
 //!
 //! Everything else `AsyncTask` promises holds: a call owns its inputs, never touches a JS value
