@@ -26,8 +26,8 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::thread;
 
-use napi::bindgen_prelude::{Object, Task, ToNapiValue, TypeName};
-use napi::{sys, Env, JsDeferred, ValueType};
+use napi::bindgen_prelude::{Object, Task, ToNapiValue};
+use napi::{sys, Env, JsDeferred};
 
 /// Calls a thread runs from one lane before it lets a lane queued behind it go first.
 const CALLS_PER_TURN: usize = 64;
@@ -199,16 +199,6 @@ impl<T: Task + 'static> Pending<T> {
             lane: lane.clone(),
             task,
         }
-    }
-}
-
-impl<T: Task + 'static> TypeName for Pending<T> {
-    fn type_name() -> &'static str {
-        "Promise"
-    }
-
-    fn value_type() -> ValueType {
-        ValueType::Object
     }
 }
 

@@ -115,7 +115,8 @@ impl JsHistoryEntry {
 #[napi]
 pub struct NativeStore {
     pub(crate) store: Arc<dyn LeaseStore>,
-    /// Where every blocking call on this store runs, its holders' and keepers' too.
+    /// Where every blocking call on this store runs, its holders' and kept leases' too (a
+    /// keeper's own calls have a lane of their own).
     pub(crate) lane: Arc<Lane>,
     host_clock: bool,
 }
