@@ -7,6 +7,7 @@
 
 use std::fmt;
 
+use crate::epoch_copies::SkippedCopy;
 use crate::lease_store::LeaseRecord;
 
 /// The twelve stable codes of the reference implementation, in its order.
@@ -144,12 +145,16 @@ pub enum Error {
     IdInvalid {
         message: String,
     },
+    /// The durable store failed or could not be reached; `backend_code` is the backend's
+    /// own name for the failure (an errno name such as `EROFS`, or an S3 error code).
     DurableStoreUnavailable {
         message: String,
+        backend_code: String,
     },
+    /// Copies exist but none can be trusted; every one passed over, with its reason.
     RestoreInvalid {
         message: String,
-        skipped: Vec<String>,
+        skipped: Vec<SkippedCopy>,
     },
     CopyConflict {
         message: String,
@@ -217,23 +222,27 @@ impl Error {
     /// A file-system failure, named as Node names it (`ENOENT`, `ENOTDIR`, ...), so hosts
     /// see the same code in every language.
     pub(crate) fn io(context: impl fmt::Display, error: &std::io::Error) -> Error {
-        let code = match error.raw_os_error() {
-            Some(1) => "EPERM",
-            Some(2) => "ENOENT",
-            Some(5) => "EIO",
-            Some(13) => "EACCES",
-            Some(17) => "EEXIST",
-            Some(20) => "ENOTDIR",
-            Some(21) => "EISDIR",
-            Some(24) => "EMFILE",
-            Some(28) => "ENOSPC",
-            Some(30) => "EROFS",
-            Some(36) => "ENAMETOOLONG",
-            _ => "EIO",
-        };
         Error::Storage {
-            code: code.to_owned(),
+            code: errno_name(error).to_owned(),
             message: format!("{context}: {error}"),
+        }
+    }
+
+    /// A durable store failure from the file system, with the errno's name kept.
+    pub(crate) fn durable_io(context: impl fmt::Display, error: &std::io::Error) -> Error {
+        Error::durable(errno_name(error), format!("{context}: {error}"))
+    }
+
+    pub(crate) fn durable(backend_code: impl Into<String>, message: impl Into<String>) -> Error {
+        Error::DurableStoreUnavailable {
+            message: message.into(),
+            backend_code: backend_code.into(),
+        }
+    }
+
+    pub(crate) fn copy_conflict(message: impl Into<String>) -> Error {
+        Error::CopyConflict {
+            message: message.into(),
         }
     }
 
@@ -259,6 +268,27 @@ impl Error {
         Error::LeaseStoreUnavailable {
             message: message.into(),
         }
+    }
+}
+
+/// An errno as Node names it (`ENOENT`, `ENOTDIR`, ...), so hosts see the same code in every
+/// language.
+fn errno_name(error: &std::io::Error) -> &'static str {
+    match error.raw_os_error() {
+        Some(1) => "EPERM",
+        Some(2) => "ENOENT",
+        Some(5) => "EIO",
+        Some(13) => "EACCES",
+        Some(17) => "EEXIST",
+        Some(20) => "ENOTDIR",
+        Some(21) => "EISDIR",
+        Some(24) => "EMFILE",
+        Some(28) => "ENOSPC",
+        Some(30) => "EROFS",
+        Some(36) => "ENAMETOOLONG",
+        Some(39) => "ENOTEMPTY",
+        Some(122) => "EDQUOT",
+        _ => "EIO",
     }
 }
 
@@ -292,7 +322,7 @@ impl fmt::Display for Error {
             Error::LeaseLost { message }
             | Error::LeaseStoreUnavailable { message }
             | Error::IdInvalid { message }
-            | Error::DurableStoreUnavailable { message }
+            | Error::DurableStoreUnavailable { message, .. }
             | Error::RestoreInvalid { message, .. }
             | Error::CopyConflict { message }
             | Error::InvalidArgument { message } => f.write_str(message),

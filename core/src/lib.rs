@@ -8,6 +8,8 @@
 
 pub mod audit;
 pub mod clock;
+pub mod durable_store;
+pub mod epoch_copies;
 pub mod errors;
 pub mod ids;
 pub mod keeper;
@@ -16,6 +18,11 @@ pub mod tenant_lease;
 
 pub use clock::{
     FixedWallClock, ManualClock, MonotonicClock, SystemMonotonicClock, SystemWallClock, WallClock,
+};
+pub use durable_store::dir::DirectoryDurableStore;
+pub use durable_store::{open_durable_store, DurableStore, ObjectInfo, PutOutcome};
+pub use epoch_copies::{
+    CopyId, CopyListing, EpochCopies, FoldCheck, GcReport, RestoreReport, SkipReason, SkippedCopy, WrittenCopy,
 };
 pub use errors::{Error, ErrorCode, FenceReason, Result};
 pub use ids::{

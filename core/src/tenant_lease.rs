@@ -153,6 +153,11 @@ impl TenantLease {
         self.forgotten_at_epoch
     }
 
+    /// The store this lease was granted by: what the durable layer reads before it deletes.
+    pub fn store(&self) -> &Arc<dyn LeaseStore> {
+        &self.store
+    }
+
     pub fn ttl_ms(&self) -> i64 {
         self.ttl_ms
     }

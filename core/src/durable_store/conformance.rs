@@ -1,0 +1,100 @@
+//! The DurableStore contract as one test suite that every backend runs against itself.
+
+use std::sync::{Arc, Barrier};
+
+use super::{DurableStore, PutOutcome};
+use crate::errors::Error;
+
+/// Builds a fresh, empty store on every call.
+pub(crate) type MakeStore<'a> = &'a dyn Fn() -> Arc<dyn DurableStore>;
+
+pub(crate) fn run_all(make: MakeStore<'_>) {
+    create_only_never_replaces(&*make());
+    get_and_delete(&*make());
+    list_is_by_prefix_and_ordered(&*make());
+    racing_creates_have_one_winner(make());
+    keys_are_checked(&*make());
+    large_objects_round_trip(&*make());
+}
+
+fn create_only_never_replaces(store: &dyn DurableStore) {
+    assert_eq!(store.put_new("k/one", b"first").unwrap(), PutOutcome::Created);
+    assert_eq!(store.put_new("k/one", b"second").unwrap(), PutOutcome::AlreadyExists);
+    assert_eq!(store.get("k/one").unwrap().as_deref(), Some(&b"first"[..]));
+    assert_eq!(store.put_new("k/empty", b"").unwrap(), PutOutcome::Created);
+    assert_eq!(store.get("k/empty").unwrap().as_deref(), Some(&b""[..]));
+}
+
+fn get_and_delete(store: &dyn DurableStore) {
+    assert_eq!(store.get("missing").unwrap(), None);
+    store.put_new("d/x", b"1").unwrap();
+    store.delete("d/x").unwrap();
+    assert_eq!(store.get("d/x").unwrap(), None);
+    store.delete("d/x").unwrap();
+    // A deleted name can be created again.
+    assert_eq!(store.put_new("d/x", b"2").unwrap(), PutOutcome::Created);
+    assert_eq!(store.get("d/x").unwrap().as_deref(), Some(&b"2"[..]));
+}
+
+fn list_is_by_prefix_and_ordered(store: &dyn DurableStore) {
+    for key in ["p/b/2", "p/a", "p/b/1", "pq", "q/a"] {
+        store.put_new(key, key.as_bytes()).unwrap();
+    }
+    let keys = |prefix: &str| -> Vec<(String, u64)> {
+        store
+            .list(prefix)
+            .unwrap()
+            .into_iter()
+            .map(|o| (o.key, o.size))
+            .collect()
+    };
+    assert_eq!(
+        keys("p/"),
+        [("p/a".into(), 3), ("p/b/1".into(), 5), ("p/b/2".into(), 5)]
+    );
+    assert_eq!(keys("p/b"), [("p/b/1".into(), 5), ("p/b/2".into(), 5)]);
+    assert_eq!(keys("p").len(), 4);
+    assert_eq!(keys("").len(), 5);
+    assert!(keys("nothing/").is_empty());
+}
+
+fn racing_creates_have_one_winner(store: Arc<dyn DurableStore>) {
+    let racers = 8;
+    let barrier = Arc::new(Barrier::new(racers));
+    let outcomes: Vec<(usize, PutOutcome)> = (0..racers)
+        .map(|i| {
+            let (store, barrier) = (store.clone(), barrier.clone());
+            std::thread::spawn(move || {
+                barrier.wait();
+                (i, store.put_new("race/one", format!("racer {i}").as_bytes()).unwrap())
+            })
+        })
+        .collect::<Vec<_>>()
+        .into_iter()
+        .map(|t| t.join().unwrap())
+        .collect();
+    let winners: Vec<usize> = outcomes
+        .iter()
+        .filter(|(_, o)| *o == PutOutcome::Created)
+        .map(|(i, _)| *i)
+        .collect();
+    assert_eq!(winners.len(), 1, "{outcomes:?}");
+    let stored = store.get("race/one").unwrap().unwrap();
+    assert_eq!(stored, format!("racer {}", winners[0]).into_bytes());
+}
+
+fn keys_are_checked(store: &dyn DurableStore) {
+    for bad in ["../escape", "/abs", "a//b", ".hidden"] {
+        assert!(matches!(store.put_new(bad, b"x"), Err(Error::InvalidArgument { .. })), "{bad}");
+        assert!(matches!(store.get(bad), Err(Error::InvalidArgument { .. })), "{bad}");
+        assert!(matches!(store.delete(bad), Err(Error::InvalidArgument { .. })), "{bad}");
+    }
+    assert!(matches!(store.list("../"), Err(Error::InvalidArgument { .. })));
+}
+
+fn large_objects_round_trip(store: &dyn DurableStore) {
+    let bytes: Vec<u8> = (0..(9 << 20)).map(|i: u32| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+    assert_eq!(store.put_new("big", &bytes).unwrap(), PutOutcome::Created);
+    assert_eq!(store.get("big").unwrap().unwrap(), bytes);
+    assert_eq!(store.list("big").unwrap()[0].size, bytes.len() as u64);
+}

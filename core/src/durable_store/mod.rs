@@ -1,0 +1,103 @@
+//! The durable store: where a tenant's copies outlive the replica that wrote them.
+//!
+//! Four operations, each blocking until the backend answered: a create-only put, a get, a
+//! list by prefix and a delete. Create-only is the one that carries the fence: every object
+//! of a copy has exactly one writer, so a stale holder can add objects under its own epoch
+//! but can never replace what another holder wrote. Every failure to reach or use a backend
+//! is DURABLE_STORE_UNAVAILABLE with the backend's own code kept beside it.
+//!
+//! Keys are relative, `/`-separated names built from `[A-Za-z0-9._-]` segments that do not
+//! start with `.`: the copies' layout only needs those, a key that cannot escape its folder
+//! or mean two things on two backends needs no escaping rules, and names starting with `.`
+//! stay free for a backend's own bookkeeping (the directory backend's staging folder).
+
+#[cfg(test)]
+pub(crate) mod conformance;
+pub mod dir;
+#[cfg(feature = "s3")]
+pub mod s3;
+mod url;
+
+pub use url::open_durable_store;
+
+use crate::errors::{Error, Result};
+
+/// What a create-only put found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PutOutcome {
+    /// The object did not exist and now holds exactly the bytes given.
+    Created,
+    /// An object of that name was already there; it was left as it was.
+    AlreadyExists,
+}
+
+/// One listed object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectInfo {
+    pub key: String,
+    pub size: u64,
+}
+
+/// A durable object store. Implementations are safe to share between threads; async hosts
+/// call them off their event loop.
+pub trait DurableStore: Send + Sync + std::fmt::Debug {
+    /// Creates `key` holding `bytes`, unless an object of that name exists. `Created` is
+    /// returned only once the object survives power loss.
+    fn put_new(&self, key: &str, bytes: &[u8]) -> Result<PutOutcome>;
+    /// The whole object, or `None` when there is none of that name.
+    fn get(&self, key: &str) -> Result<Option<Vec<u8>>>;
+    /// Every object whose key starts with `prefix`, ordered by key.
+    fn list(&self, prefix: &str) -> Result<Vec<ObjectInfo>>;
+    /// Removes `key`; removing an object that is not there is not an error.
+    fn delete(&self, key: &str) -> Result<()>;
+    /// Where the store is, for messages and status: the URL without any credential.
+    fn location(&self) -> String;
+}
+
+/// Refuses keys outside the safe alphabet, so no key reaches a backend that could name a
+/// parent folder, an absolute path or two different objects.
+pub fn assert_object_key(key: &str) -> Result<&str> {
+    let safe_segment = |segment: &str| {
+        !segment.is_empty()
+            && !segment.starts_with('.')
+            && segment
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+    };
+    if key.len() <= 1024 && key.split('/').all(safe_segment) {
+        Ok(key)
+    } else {
+        Err(Error::invalid_argument(format!(
+            "an object key is made of /-separated [A-Za-z0-9._-] segments not starting with '.', got {key:?}"
+        )))
+    }
+}
+
+/// A list prefix is a key, or a key followed by `/`, or empty for everything.
+pub(crate) fn assert_prefix(prefix: &str) -> Result<&str> {
+    let trimmed = prefix.strip_suffix('/').unwrap_or(prefix);
+    if !trimmed.is_empty() {
+        assert_object_key(trimmed)?;
+    }
+    Ok(prefix)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_cannot_escape_or_alias() {
+        for good in ["a", "orgs/o-1/tenants/t-x/epochs/00000000000000000001/manifest.json"] {
+            assert!(assert_object_key(good).is_ok(), "{good}");
+        }
+        for bad in ["", "/a", "a/", "a//b", "../a", "a/./b", "a b", "a\\b", "é", "a\0", ".staging/x", "a/.b"] {
+            assert!(
+                matches!(assert_object_key(bad), Err(Error::InvalidArgument { .. })),
+                "{bad:?}"
+            );
+        }
+        assert!(assert_prefix("").is_ok() && assert_prefix("a/b/").is_ok());
+        assert!(assert_prefix("a//").is_err());
+    }
+}

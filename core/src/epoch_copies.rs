@@ -1,0 +1,993 @@
+//! Epoch-scoped durable copies of a tenant root, and the restore that verifies them.
+//!
+//! The lease's epoch is a fencing token; this is where it is checked. A holder of epoch n
+//! writes copies only under its own prefix, every object create-only, the manifest last:
+//!
+//! ```text
+//! orgs/<org>/tenants/<tenant>/epochs/<epoch:020>/tenure.json
+//! orgs/<org>/tenants/<tenant>/epochs/<epoch:020>/<seq:020>/files/<index:06>
+//! orgs/<org>/tenants/<tenant>/epochs/<epoch:020>/<seq:020>/manifest.json
+//! ```
+//!
+//! A copy without its manifest does not exist, so a writer that dies mid-copy leaves
+//! nothing a restore could pick. A stale holder can still write, but only into its own,
+//! older prefix, and no later restore prefers an older epoch over a newer one: it costs
+//! availability, never integrity.
+//!
+//! One trap remains (Neon's and Litestream's history has it): if the holder of epoch 2
+//! restores epoch 1's copy and dies before its first copy, a frozen holder of epoch 1 can
+//! wake and add a copy that the holder of epoch 3 would take as newest. So every tenure
+//! starts with a create-only marker, `tenure.json`, naming the copy it restored from; a
+//! restore follows the markers and skips every copy written into an older epoch after a
+//! later tenure had begun (`superseded`). Copies are ordered by epoch and sequence number,
+//! never by timestamps.
+//!
+//! SQLite files are read through SQLite's online backup API, which gives a
+//! transaction-consistent image of a database that other connections keep writing; other
+//! files are read as they are, so the host keeps them still while a copy is written (or
+//! keeps its state in the ledger). Every restored SQLite file passes `integrity_check`
+//! before the restore is installed, atomically, in place of the tenant root.
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt::Write as _;
+use std::fs::{self, File};
+use std::io::{ErrorKind, Write as _};
+use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::durable_store::dir::{random_u64, sync_dir};
+use crate::durable_store::{DurableStore, ObjectInfo, PutOutcome};
+use crate::errors::{Error, Result};
+use crate::ids::{assert_ledger_tenant_id, assert_organization_id};
+use crate::lease_store::sqlite::sqlite_code_name;
+use crate::tenant_lease::TenantLease;
+
+/// The manifest format this build writes and the only one it restores.
+pub const FORMAT_VERSION: u32 = 1;
+const MANIFEST: &str = "manifest.json";
+const TENURE: &str = "tenure.json";
+const SQLITE_HEADER: &[u8; 16] = b"SQLite format 3\0";
+
+/// A copy's place in the order restores follow: epoch first, then sequence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct CopyId {
+    pub epoch: i64,
+    pub seq: u64,
+}
+
+/// Why a restore passed over a copy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SkipReason {
+    /// The manifest is missing a field, does not parse, or contradicts its own place.
+    Manifest,
+    /// The manifest names another tenant.
+    Tenant,
+    /// A file is missing or its size or SHA-256 differs from the manifest.
+    Checksum,
+    /// A SQLite file fails `PRAGMA integrity_check`.
+    Integrity,
+    /// The host's own check of the restored state refused it.
+    Fold,
+    /// Written into an older epoch after a later tenure had begun: a stale holder's copy.
+    Superseded,
+}
+
+impl SkipReason {
+    /// The stable string hosts see as `reason`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            SkipReason::Manifest => "manifest",
+            SkipReason::Tenant => "tenant",
+            SkipReason::Checksum => "checksum",
+            SkipReason::Integrity => "integrity",
+            SkipReason::Fold => "fold",
+            SkipReason::Superseded => "superseded",
+        }
+    }
+}
+
+impl std::fmt::Display for SkipReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A copy a restore passed over, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkippedCopy {
+    pub epoch: i64,
+    pub seq: u64,
+    pub reason: SkipReason,
+}
+
+/// What a restore did: the copy it installed (`None`: an empty start) and every copy it
+/// passed over on the way, newest first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RestoreReport {
+    pub restored: Option<CopyId>,
+    pub skipped: Vec<SkippedCopy>,
+    pub files: usize,
+    pub bytes: u64,
+}
+
+/// A copy taken as written: its manifest is durable and the gate held after it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WrittenCopy {
+    pub epoch: i64,
+    pub seq: u64,
+    pub files: usize,
+    pub bytes: u64,
+}
+
+/// One copy as the store lists it, without reading it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CopyListing {
+    pub epoch: i64,
+    pub seq: u64,
+    /// The manifest is there: the copy exists (which does not say it verifies).
+    pub complete: bool,
+    pub objects: usize,
+    pub bytes: u64,
+}
+
+/// What a garbage collection kept and deleted.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct GcReport {
+    pub kept: Vec<CopyId>,
+    pub deleted: Vec<CopyId>,
+}
+
+/// A host's check of restored state (gotry verifies its ledger's fold): given the folder the
+/// copy was restored into, before it is installed, `Ok(false)` passes the copy over.
+pub type FoldCheck<'a> = &'a dyn Fn(&Path) -> Result<bool>;
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Manifest {
+    format_version: u32,
+    key: String,
+    epoch: i64,
+    seq: u64,
+    replica_id: String,
+    written_at_ms: u64,
+    files: Vec<ManifestFile>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ManifestFile {
+    path: String,
+    size: u64,
+    sha256: String,
+    sqlite: bool,
+}
+
+#[derive(Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TenureMarker {
+    format_version: u32,
+    key: String,
+    epoch: i64,
+    replica_id: String,
+    restored_from: Option<CopyId>,
+}
+
+/// What this process wrote into one tenure's prefix: everything else found there is a
+/// conflict.
+#[derive(Debug, Default)]
+struct Tenure {
+    epoch: i64,
+    marker: bool,
+    seqs: BTreeSet<u64>,
+}
+
+/// Copies of tenant roots in one durable store. `Send + Sync`; copies of one tenant are
+/// written one at a time, copies of different tenants in parallel.
+#[derive(Debug)]
+pub struct EpochCopies {
+    store: Arc<dyn DurableStore>,
+    tenures: Mutex<HashMap<String, Arc<Mutex<Tenure>>>>,
+}
+
+impl EpochCopies {
+    pub fn new(store: Arc<dyn DurableStore>) -> EpochCopies {
+        EpochCopies {
+            store,
+            tenures: Mutex::default(),
+        }
+    }
+
+    pub fn store(&self) -> &Arc<dyn DurableStore> {
+        &self.store
+    }
+
+    /// This process's record of `lease`'s tenure, started afresh when the lease is of a
+    /// newer epoch than the one recorded (that older tenure is over).
+    fn tenure(&self, lease: &TenantLease) -> Arc<Mutex<Tenure>> {
+        let mut tenures = lock(&self.tenures);
+        let entry = tenures.entry(lease.key().to_owned()).or_default();
+        if lock(entry).epoch != lease.epoch() {
+            *entry = Arc::new(Mutex::new(Tenure {
+                epoch: lease.epoch(),
+                ..Tenure::default()
+            }));
+        }
+        entry.clone()
+    }
+
+    /// Writes a complete copy of `root` under the lease's epoch.
+    ///
+    /// FENCED when the gate is closed before the first object or after the manifest (the
+    /// copy is then not taken as written); COPY_CONFLICT when anything in this epoch's prefix
+    /// was not written by this holder, or a name it is about to create exists;
+    /// DURABLE_STORE_UNAVAILABLE when the store fails (a later copy starts afresh).
+    pub fn write_copy(&self, lease: &TenantLease, root: &Path) -> Result<WrittenCopy> {
+        lease.assert_held()?;
+        let tenure = self.tenure(lease);
+        let mut tenure = lock(&tenure);
+        let prefix = epoch_prefix(lease.key(), lease.epoch())?;
+        let found = self.store.list(&prefix)?;
+        let seq = self.claim_next_seq(lease, &mut tenure, &prefix, &found)?;
+        let copy_prefix = format!("{prefix}{seq:020}/");
+
+        let snapshot = Snapshot::take(root)?;
+        let mut files = Vec::with_capacity(snapshot.files.len());
+        let mut bytes = 0;
+        for (index, file) in snapshot.files.iter().enumerate() {
+            let content = fs::read(&file.source).map_err(|e| Error::io(format!("{} cannot be read", file.path), &e))?;
+            self.create(&format!("{copy_prefix}files/{index:06}"), &content)?;
+            bytes += content.len() as u64;
+            files.push(ManifestFile {
+                path: file.path.clone(),
+                size: content.len() as u64,
+                sha256: sha256_hex(&content),
+                sqlite: file.sqlite,
+            });
+        }
+        let manifest = Manifest {
+            format_version: FORMAT_VERSION,
+            key: lease.key().to_owned(),
+            epoch: lease.epoch(),
+            seq,
+            replica_id: lease.replica_id().to_owned(),
+            written_at_ms: wall_ms(),
+            files,
+        };
+        let json = serde_json::to_vec_pretty(&manifest).expect("a manifest serializes");
+        self.create(&format!("{copy_prefix}{MANIFEST}"), &json)?;
+        lease.assert_held()?;
+        Ok(WrittenCopy {
+            epoch: lease.epoch(),
+            seq,
+            files: manifest.files.len(),
+            bytes,
+        })
+    }
+
+    /// Checks that the tenure's prefix holds only this holder's objects and reserves the
+    /// next sequence number (also past copies that failed half-way, whose names are used).
+    fn claim_next_seq(
+        &self,
+        lease: &TenantLease,
+        tenure: &mut Tenure,
+        prefix: &str,
+        found: &[ObjectInfo],
+    ) -> Result<u64> {
+        let mut present = BTreeSet::new();
+        for object in found {
+            let rest = &object.key[prefix.len()..];
+            if rest == TENURE {
+                if !tenure.marker && !self.marker_is(lease, &object.key)? {
+                    return Err(conflict(lease, &object.key));
+                }
+                tenure.marker = true;
+                continue;
+            }
+            match rest.split_once('/').and_then(|(seq, _)| parse_padded(seq)) {
+                Some(seq) if tenure.seqs.contains(&seq) => {
+                    present.insert(seq);
+                }
+                _ => return Err(conflict(lease, &object.key)),
+            }
+        }
+        let next = tenure.seqs.last().map_or(1, |last| last + 1);
+        // Deleted copies need no remembering: a name that comes back is a stranger's.
+        tenure.seqs = present;
+        tenure.seqs.insert(next);
+        Ok(next)
+    }
+
+    /// Whether the tenure marker at `key` is this holder's (a restore by another
+    /// `EpochCopies` of the same process wrote it).
+    fn marker_is(&self, lease: &TenantLease, key: &str) -> Result<bool> {
+        let marker = self.store.get(key)?.and_then(|b| serde_json::from_slice::<TenureMarker>(&b).ok());
+        Ok(marker.is_some_and(|m| m.key == lease.key() && m.epoch == lease.epoch() && m.replica_id == lease.replica_id()))
+    }
+
+    fn create(&self, key: &str, bytes: &[u8]) -> Result<()> {
+        match self.store.put_new(key, bytes)? {
+            PutOutcome::Created => Ok(()),
+            PutOutcome::AlreadyExists => Err(Error::copy_conflict(format!(
+                "{key} already exists in {}: another writer is in this epoch's prefix",
+                self.store.location()
+            ))),
+        }
+    }
+
+    /// Restores the newest copy that verifies into `root`, at the start of `lease`'s tenure,
+    /// then records the tenure (create-only) so that later restores can tell a stale
+    /// holder's copies from the lineage.
+    ///
+    /// Considers epochs above the lease's forgotten floor and below its own. RESTORE_INVALID
+    /// (with every skipped copy) when copies exist but none verifies; an empty start, with
+    /// `root` emptied, when there is none.
+    pub fn restore(&self, lease: &TenantLease, root: &Path, verify: Option<FoldCheck<'_>>) -> Result<RestoreReport> {
+        lease.assert_held()?;
+        let tenure = self.tenure(lease);
+        let mut tenure = lock(&tenure);
+        let layout = self.layout(lease.key())?;
+        let plan = self.plan(&layout, lease.key(), lease.forgotten_at_epoch(), Some(lease.epoch()))?;
+        let staged = self.stage_newest(lease.key(), &plan, root, verify)?;
+        lease.assert_held()?;
+        let marker = TenureMarker {
+            format_version: FORMAT_VERSION,
+            key: lease.key().to_owned(),
+            epoch: lease.epoch(),
+            replica_id: lease.replica_id().to_owned(),
+            restored_from: staged.report.restored,
+        };
+        let marker_key = format!("{}{TENURE}", epoch_prefix(lease.key(), lease.epoch())?);
+        let json = serde_json::to_vec_pretty(&marker).expect("a marker serializes");
+        if self.store.put_new(&marker_key, &json)? == PutOutcome::AlreadyExists {
+            // A retried restore of this same tenure that chose the same copy is no conflict.
+            let existing = self.store.get(&marker_key)?;
+            if existing.and_then(|b| serde_json::from_slice::<TenureMarker>(&b).ok()) != Some(marker) {
+                return Err(conflict(lease, &marker_key));
+            }
+        }
+        tenure.marker = true;
+        staged.install(root)
+    }
+
+    /// Restores, for an operator, the newest copy of `key` that verifies into `root`, from
+    /// epochs above `forgotten_at_epoch` (and below `below_epoch` when given). Holds no lease
+    /// and records no tenure: what it restores is a look at the data, not a start of service.
+    pub fn restore_latest(
+        &self,
+        key: &str,
+        forgotten_at_epoch: i64,
+        below_epoch: Option<i64>,
+        root: &Path,
+        verify: Option<FoldCheck<'_>>,
+    ) -> Result<RestoreReport> {
+        let layout = self.layout(key)?;
+        let plan = self.plan(&layout, key, forgotten_at_epoch, below_epoch)?;
+        self.stage_newest(key, &plan, root, verify)?.install(root)
+    }
+
+    /// Verifies one copy completely (manifest, tenant, checksums, integrity, `verify`),
+    /// without installing it: `None` when it would be restored as it is (lineage aside).
+    pub fn verify(&self, key: &str, copy: CopyId, verify: Option<FoldCheck<'_>>) -> Result<Option<SkipReason>> {
+        let scratch = Scratch::beside(&std::env::temp_dir().join("gotry-verify"))?;
+        self.fetch_verified(key, copy, &scratch.path, verify)
+    }
+
+    /// Every copy of `key` in the store, oldest first.
+    pub fn list(&self, key: &str) -> Result<Vec<CopyListing>> {
+        let layout = self.layout(key)?;
+        Ok(layout
+            .copies
+            .iter()
+            .map(|(id, copy)| CopyListing {
+                epoch: id.epoch,
+                seq: id.seq,
+                complete: copy.manifest,
+                objects: copy.objects.len(),
+                bytes: copy.objects.iter().map(|o| o.size).sum(),
+            })
+            .collect())
+    }
+
+    /// Deletes every copy (and tenure marker) of epochs up to the forgotten floor, which it
+    /// reads from the lease store: LEASE_LOST unless the store still names this holder.
+    pub fn forget_copies(&self, lease: &TenantLease) -> Result<Vec<CopyId>> {
+        let floor = current_floor(lease)?;
+        let layout = self.layout(lease.key())?;
+        let mut deleted = Vec::new();
+        for (id, copy) in layout.copies.iter().filter(|(id, _)| id.epoch <= floor) {
+            self.delete_copy(copy)?;
+            deleted.push(*id);
+        }
+        for (_, marker) in layout.markers.range(..=floor) {
+            self.store.delete(marker)?;
+        }
+        Ok(deleted)
+    }
+
+    /// Keeps the newest `keep` copies that look valid (manifest readable, this tenant, every
+    /// file present at its size, not superseded) and deletes every older one; never deletes
+    /// the newest valid copy, and deletes nothing when none looks valid. Copies of epochs up
+    /// to the forgotten floor go too. Checks the lease store first, as `forget_copies` does.
+    pub fn gc(&self, lease: &TenantLease, keep: usize) -> Result<GcReport> {
+        if keep == 0 {
+            return Err(Error::invalid_argument("gc keeps at least one copy: the newest valid one"));
+        }
+        let floor = current_floor(lease)?;
+        let layout = self.layout(lease.key())?;
+        let plan = self.plan(&layout, lease.key(), floor, None)?;
+        let mut report = GcReport::default();
+        for (id, copy) in layout.copies.iter().rev() {
+            let dead = id.epoch <= floor || report.kept.len() >= keep;
+            if !dead {
+                if copy.manifest && !plan.superseded.contains(id) && self.looks_valid(lease.key(), *id, copy)? {
+                    report.kept.push(*id);
+                }
+                continue;
+            }
+            self.delete_copy(copy)?;
+            report.deleted.push(*id);
+        }
+        Ok(report)
+    }
+
+    fn looks_valid(&self, key: &str, id: CopyId, copy: &ListedCopy) -> Result<bool> {
+        let Some(manifest) = self.read_manifest(key, id)? else {
+            return Ok(false);
+        };
+        let Ok(manifest) = manifest else {
+            return Ok(false);
+        };
+        let sizes: HashMap<&str, u64> = copy.objects.iter().map(|o| (o.key.as_str(), o.size)).collect();
+        let prefix = copy_prefix(key, id)?;
+        Ok(manifest.key == key
+            && manifest.files.iter().enumerate().all(|(index, file)| {
+                sizes.get(format!("{prefix}files/{index:06}").as_str()) == Some(&file.size)
+            }))
+    }
+
+    fn delete_copy(&self, copy: &ListedCopy) -> Result<()> {
+        // The manifest first: from then on the copy does not exist, whatever is left of it.
+        let (manifest, files): (Vec<_>, Vec<_>) = copy.objects.iter().partition(|o| o.key.ends_with(MANIFEST));
+        for object in manifest.into_iter().chain(files) {
+            self.store.delete(&object.key)?;
+        }
+        Ok(())
+    }
+
+    fn layout(&self, key: &str) -> Result<Layout> {
+        let prefix = tenant_prefix(key)?;
+        let mut layout = Layout::default();
+        for object in self.store.list(&prefix)? {
+            let rest = &object.key[prefix.len()..];
+            let mut parts = rest.splitn(3, '/');
+            let Some(epoch) = parts.next().and_then(parse_padded).and_then(|e| i64::try_from(e).ok()) else {
+                continue;
+            };
+            match (parts.next(), parts.next()) {
+                (Some(TENURE), None) => {
+                    layout.markers.insert(epoch, object.key);
+                }
+                (Some(seq), Some(name)) => {
+                    let Some(seq) = parse_padded(seq) else { continue };
+                    let copy = layout.copies.entry(CopyId { epoch, seq }).or_default();
+                    copy.manifest |= name == MANIFEST;
+                    copy.objects.push(object);
+                }
+                _ => {}
+            }
+        }
+        Ok(layout)
+    }
+
+    /// The candidates a restore considers, newest first, and the copies the tenure markers
+    /// show were written after a later tenure had begun.
+    fn plan(&self, layout: &Layout, key: &str, floor: i64, below: Option<i64>) -> Result<Plan> {
+        let in_range = |epoch: i64| epoch > floor && below.is_none_or(|below| epoch < below);
+        let mut superseded = BTreeSet::new();
+        for (&epoch, marker_key) in layout.markers.iter().filter(|(e, _)| in_range(**e)) {
+            let marker = self.store.get(marker_key)?.and_then(|b| serde_json::from_slice::<TenureMarker>(&b).ok());
+            let Some(marker) = marker.filter(|m| m.key == key && m.epoch == epoch) else {
+                // Not a marker of this tenant's lineage: it proves nothing either way.
+                continue;
+            };
+            // The tenure of `epoch` began from `restored_from`: anything newer written into
+            // an older epoch came from a holder that had already been replaced.
+            let from = marker.restored_from.unwrap_or(CopyId { epoch: 0, seq: 0 });
+            for id in layout.copies.keys() {
+                if id.epoch < epoch && *id > from {
+                    superseded.insert(*id);
+                }
+            }
+        }
+        let candidates = layout
+            .copies
+            .iter()
+            .rev()
+            .filter(|(id, copy)| copy.manifest && in_range(id.epoch))
+            .map(|(id, _)| *id)
+            .collect();
+        Ok(Plan { candidates, superseded })
+    }
+
+    /// Fetches and verifies candidates, newest first, into a scratch folder beside `root`
+    /// until one passes.
+    fn stage_newest(&self, key: &str, plan: &Plan, root: &Path, verify: Option<FoldCheck<'_>>) -> Result<Staged> {
+        let mut skipped = Vec::new();
+        for &id in &plan.candidates {
+            let reason = if plan.superseded.contains(&id) {
+                Some(SkipReason::Superseded)
+            } else {
+                let scratch = Scratch::beside(root)?;
+                match self.fetch_verified(key, id, &scratch.path, verify)? {
+                    None => {
+                        let (files, bytes) = tree_size(&scratch.path)?;
+                        return Ok(Staged {
+                            scratch: Some(scratch),
+                            report: RestoreReport {
+                                restored: Some(id),
+                                skipped,
+                                files,
+                                bytes,
+                            },
+                        });
+                    }
+                    reason => reason,
+                }
+            };
+            skipped.push(SkippedCopy {
+                epoch: id.epoch,
+                seq: id.seq,
+                reason: reason.expect("a copy that did not pass has a reason"),
+            });
+        }
+        if skipped.iter().any(|s| s.reason != SkipReason::Superseded) {
+            let list: Vec<String> = skipped
+                .iter()
+                .map(|s| format!("{}/{} ({})", s.epoch, s.seq, s.reason))
+                .collect();
+            return Err(Error::RestoreInvalid {
+                message: format!(
+                    "{key}: copies exist but none can be trusted; skipped {}",
+                    list.join(", ")
+                ),
+                skipped,
+            });
+        }
+        Ok(Staged {
+            scratch: None,
+            report: RestoreReport {
+                restored: None,
+                skipped,
+                files: 0,
+                bytes: 0,
+            },
+        })
+    }
+
+    fn read_manifest(&self, key: &str, id: CopyId) -> Result<Option<Result<Manifest, serde_json::Error>>> {
+        let manifest_key = format!("{}{MANIFEST}", copy_prefix(key, id)?);
+        Ok(self.store.get(&manifest_key)?.map(|bytes| serde_json::from_slice(&bytes)))
+    }
+
+    /// Writes copy `id` into the empty folder `into` and checks it; the reason it fails, if
+    /// it does. Store failures are errors, not reasons: they say nothing about the copy.
+    fn fetch_verified(
+        &self,
+        key: &str,
+        id: CopyId,
+        into: &Path,
+        verify: Option<FoldCheck<'_>>,
+    ) -> Result<Option<SkipReason>> {
+        let manifest = match self.read_manifest(key, id)? {
+            Some(Ok(manifest)) => manifest,
+            None | Some(Err(_)) => return Ok(Some(SkipReason::Manifest)),
+        };
+        if manifest.format_version != FORMAT_VERSION
+            || manifest.epoch != id.epoch
+            || manifest.seq != id.seq
+            || !manifest.files.iter().all(|f| relative_path(&f.path).is_some())
+        {
+            return Ok(Some(SkipReason::Manifest));
+        }
+        if manifest.key != key {
+            return Ok(Some(SkipReason::Tenant));
+        }
+        let prefix = copy_prefix(key, id)?;
+        let mut sqlite_files = Vec::new();
+        for (index, file) in manifest.files.iter().enumerate() {
+            let Some(content) = self.store.get(&format!("{prefix}files/{index:06}"))? else {
+                return Ok(Some(SkipReason::Checksum));
+            };
+            if content.len() as u64 != file.size || sha256_hex(&content) != file.sha256 {
+                return Ok(Some(SkipReason::Checksum));
+            }
+            let target = into.join(relative_path(&file.path).expect("checked above"));
+            write_durably(&target, &content)?;
+            if file.sqlite || content.starts_with(SQLITE_HEADER) {
+                sqlite_files.push(target);
+            }
+        }
+        for file in &sqlite_files {
+            if !integrity_ok(file) {
+                return Ok(Some(SkipReason::Integrity));
+            }
+        }
+        if let Some(verify) = verify {
+            if !verify(into)? {
+                return Ok(Some(SkipReason::Fold));
+            }
+        }
+        Ok(None)
+    }
+}
+
+#[derive(Debug, Default)]
+struct ListedCopy {
+    manifest: bool,
+    objects: Vec<ObjectInfo>,
+}
+
+#[derive(Debug, Default)]
+struct Layout {
+    copies: BTreeMap<CopyId, ListedCopy>,
+    markers: BTreeMap<i64, String>,
+}
+
+#[derive(Debug)]
+struct Plan {
+    candidates: Vec<CopyId>,
+    superseded: BTreeSet<CopyId>,
+}
+
+/// A verified copy waiting in its scratch folder (none for an empty start).
+struct Staged {
+    scratch: Option<Scratch>,
+    report: RestoreReport,
+}
+
+impl Staged {
+    /// Puts the staged state in place of `root` in one step, so that a crash leaves either
+    /// the old root or the restored one, never a mix.
+    fn install(self, root: &Path) -> Result<RestoreReport> {
+        let scratch = match self.scratch {
+            Some(scratch) => scratch,
+            None => Scratch::beside(root)?,
+        };
+        sync_tree(&scratch.path)?;
+        let parent = parent_of(root)?;
+        match fs::symlink_metadata(root) {
+            Ok(_) => exchange(&scratch.path, root)?,
+            Err(e) if e.kind() == ErrorKind::NotFound => fs::rename(&scratch.path, root)
+                .map_err(|e| Error::io(format!("{} cannot be put in place", root.display()), &e))?,
+            Err(e) => return Err(Error::io(format!("{} cannot be read", root.display()), &e)),
+        }
+        // The scratch folder now holds the old root; dropping it removes that.
+        sync_dir(parent).map_err(as_local)?;
+        drop(scratch);
+        Ok(self.report)
+    }
+}
+
+/// Swaps two paths atomically (`renameat2(RENAME_EXCHANGE)`), or, where the file system
+/// cannot, moves the old one aside first: then a crash in between leaves no root, which the
+/// next restore fills again.
+fn exchange(a: &Path, b: &Path) -> Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = |p: &Path| std::ffi::CString::new(p.as_os_str().as_bytes()).expect("paths hold no NUL");
+    let (ca, cb) = (c(a), c(b));
+    // SAFETY: both are valid NUL-terminated paths that outlive the call.
+    let rc = unsafe { libc::renameat2(libc::AT_FDCWD, ca.as_ptr(), libc::AT_FDCWD, cb.as_ptr(), libc::RENAME_EXCHANGE) };
+    if rc == 0 {
+        return Ok(());
+    }
+    let error = std::io::Error::last_os_error();
+    if !matches!(error.raw_os_error(), Some(libc::EINVAL | libc::ENOSYS | libc::ENOTSUP)) {
+        return Err(Error::io(format!("{} cannot be replaced", b.display()), &error));
+    }
+    let mut aside = a.as_os_str().to_owned();
+    aside.push(".old");
+    fs::rename(b, &aside)
+        .and_then(|()| fs::rename(a, b))
+        .and_then(|()| fs::rename(&aside, a))
+        .map_err(|e| Error::io(format!("{} cannot be replaced", b.display()), &e))
+}
+
+/// A private folder beside a path (same file system, so it can be renamed into place),
+/// removed with whatever it holds when dropped.
+struct Scratch {
+    path: PathBuf,
+}
+
+impl Scratch {
+    fn beside(path: &Path) -> Result<Scratch> {
+        let parent = parent_of(path)?;
+        fs::create_dir_all(parent).map_err(|e| Error::io(format!("{} cannot be created", parent.display()), &e))?;
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        loop {
+            let candidate = parent.join(format!(".{name}.gotry-{:016x}", random_u64()));
+            match fs::create_dir(&candidate) {
+                Ok(()) => return Ok(Scratch { path: candidate }),
+                Err(e) if e.kind() == ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(Error::io(format!("{} cannot be created", candidate.display()), &e)),
+            }
+        }
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.path);
+    }
+}
+
+/// A consistent set of files to copy: SQLite databases backed up into a scratch folder,
+/// other files read in place.
+struct Snapshot {
+    files: Vec<SnapshotFile>,
+    _scratch: Scratch,
+}
+
+struct SnapshotFile {
+    path: String,
+    source: PathBuf,
+    sqlite: bool,
+}
+
+impl Snapshot {
+    fn take(root: &Path) -> Result<Snapshot> {
+        let mut paths = Vec::new();
+        collect_files(root, "", &mut paths)?;
+        paths.sort();
+        let present: BTreeSet<&str> = paths.iter().map(String::as_str).collect();
+        let scratch = Scratch::beside(root)?;
+        let mut files = Vec::new();
+        for path in &paths {
+            // A database's journal and WAL are inside its backup image.
+            let sidecar_of = ["-wal", "-shm", "-journal"]
+                .iter()
+                .find_map(|suffix| path.strip_suffix(suffix))
+                .filter(|db| present.contains(db) && is_sqlite(&root.join(db)));
+            if sidecar_of.is_some() {
+                continue;
+            }
+            let source = root.join(path);
+            if is_sqlite(&source) {
+                let image = scratch.path.join(format!("{:06}", files.len()));
+                backup_sqlite(&source, &image)?;
+                files.push(SnapshotFile {
+                    path: path.clone(),
+                    source: image,
+                    sqlite: true,
+                });
+            } else {
+                files.push(SnapshotFile {
+                    path: path.clone(),
+                    source,
+                    sqlite: false,
+                });
+            }
+        }
+        Ok(Snapshot {
+            files,
+            _scratch: scratch,
+        })
+    }
+}
+
+fn collect_files(dir: &Path, relative: &str, out: &mut Vec<String>) -> Result<()> {
+    let entries = fs::read_dir(dir).map_err(|e| Error::io(format!("{} cannot be listed", dir.display()), &e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| Error::io(format!("{} cannot be listed", dir.display()), &e))?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else {
+            return Err(Error::invalid_argument(format!(
+                "{}: a file name in a tenant root is not UTF-8, so no copy could name it",
+                entry.path().display()
+            )));
+        };
+        let path = if relative.is_empty() {
+            name.to_owned()
+        } else {
+            format!("{relative}/{name}")
+        };
+        let kind = entry
+            .file_type()
+            .map_err(|e| Error::io(format!("{path} cannot be read"), &e))?;
+        if kind.is_dir() {
+            collect_files(&entry.path(), &path, out)?;
+        } else if kind.is_file() {
+            out.push(path);
+        } else {
+            return Err(Error::invalid_argument(format!(
+                "{path} in a tenant root is neither a file nor a folder; a copy cannot hold it"
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn is_sqlite(path: &Path) -> bool {
+    let mut header = [0u8; 16];
+    File::open(path)
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut header))
+        .is_ok_and(|()| &header == SQLITE_HEADER)
+}
+
+fn backup_sqlite(source: &Path, image: &Path) -> Result<()> {
+    use rusqlite::{backup::Backup, Connection, OpenFlags};
+    let sqlite = |e: rusqlite::Error| sqlite_failure(source, e);
+    let from = Connection::open_with_flags(source, OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX)
+        .map_err(sqlite)?;
+    from.busy_timeout(std::time::Duration::from_millis(5_000)).map_err(sqlite)?;
+    let mut to = Connection::open(image).map_err(sqlite)?;
+    // One step of every page holds one read transaction for the whole image: a writer in WAL
+    // mode goes on, and the image is that transaction's state.
+    let backup = Backup::new(&from, &mut to).map_err(sqlite)?;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(5_000);
+    loop {
+        match backup.step(-1).map_err(sqlite)? {
+            rusqlite::backup::StepResult::Done => return Ok(()),
+            _ if std::time::Instant::now() >= deadline => {
+                return Err(Error::Storage {
+                    code: "SQLITE_BUSY".to_owned(),
+                    message: format!("{}: the database stayed locked for the whole backup timeout", source.display()),
+                })
+            }
+            _ => std::thread::sleep(std::time::Duration::from_millis(5)),
+        }
+    }
+}
+
+fn sqlite_failure(path: &Path, error: rusqlite::Error) -> Error {
+    let code = match &error {
+        rusqlite::Error::SqliteFailure(e, _) => sqlite_code_name(e.extended_code),
+        _ => "SQLITE_ERROR",
+    };
+    Error::Storage {
+        code: code.to_owned(),
+        message: format!("{}: {error}", path.display()),
+    }
+}
+
+fn integrity_ok(path: &Path) -> bool {
+    let check = || -> rusqlite::Result<bool> {
+        let db = rusqlite::Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE)?;
+        let verdict: String = db.query_row("PRAGMA integrity_check", [], |row| row.get(0))?;
+        Ok(verdict == "ok")
+    };
+    check().unwrap_or(false)
+}
+
+fn write_durably(path: &Path, content: &[u8]) -> Result<()> {
+    if let Some(parent) = path.parent() {
+        fs::create_dir_all(parent).map_err(|e| Error::io(format!("{} cannot be created", parent.display()), &e))?;
+    }
+    let mut file = File::create(path).map_err(|e| Error::io(format!("{} cannot be created", path.display()), &e))?;
+    file.write_all(content)
+        .and_then(|()| file.sync_data())
+        .map_err(|e| Error::io(format!("{} cannot be written", path.display()), &e))
+}
+
+/// Flushes every folder of a restored tree, so the rename that installs it publishes names
+/// that survive power loss.
+fn sync_tree(dir: &Path) -> Result<()> {
+    for entry in fs::read_dir(dir).map_err(|e| Error::io(format!("{} cannot be listed", dir.display()), &e))? {
+        let entry = entry.map_err(|e| Error::io(format!("{} cannot be listed", dir.display()), &e))?;
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            sync_tree(&entry.path())?;
+        }
+    }
+    sync_dir(dir).map_err(as_local)
+}
+
+fn tree_size(dir: &Path) -> Result<(usize, u64)> {
+    let mut files = Vec::new();
+    collect_files(dir, "", &mut files)?;
+    let mut bytes = 0;
+    for file in &files {
+        bytes += fs::metadata(dir.join(file))
+            .map_err(|e| Error::io(format!("{file} cannot be read"), &e))?
+            .len();
+    }
+    Ok((files.len(), bytes))
+}
+
+/// `sync_dir` speaks for the durable store; on the tenant's own disk it is a storage error.
+fn as_local(error: Error) -> Error {
+    match error {
+        Error::DurableStoreUnavailable { message, backend_code } => Error::Storage {
+            code: backend_code,
+            message,
+        },
+        other => other,
+    }
+}
+
+fn parent_of(path: &Path) -> Result<&Path> {
+    path.parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .ok_or_else(|| Error::invalid_argument(format!("{} has no parent folder", path.display())))
+}
+
+/// A manifest path as a relative path of plain names: never absolute, never `..`.
+fn relative_path(path: &str) -> Option<PathBuf> {
+    let parsed = Path::new(path);
+    let plain = !path.is_empty()
+        && !path.contains('\\')
+        && parsed.components().all(|c| matches!(c, Component::Normal(_)));
+    plain.then(|| parsed.to_path_buf())
+}
+
+fn current_floor(lease: &TenantLease) -> Result<i64> {
+    lease.assert_held()?;
+    match lease.store().read(lease.key())? {
+        Some(record) if record.owner == lease.replica_id() && record.epoch == lease.epoch() => {
+            Ok(record.forgotten_at_epoch)
+        }
+        _ => Err(Error::lease_lost(format!(
+            "{}: the lease store no longer names {} at epoch {}; copies are deleted only by the holder",
+            lease.key(),
+            lease.replica_id(),
+            lease.epoch()
+        ))),
+    }
+}
+
+fn conflict(lease: &TenantLease, key: &str) -> Error {
+    Error::copy_conflict(format!(
+        "{key} is in the prefix of {} epoch {} but was not written by this holder",
+        lease.key(),
+        lease.epoch()
+    ))
+}
+
+/// `orgs/<org>/tenants/<tenant>/epochs/` of a lease key `<org>/<tenant>`.
+fn tenant_prefix(key: &str) -> Result<String> {
+    let (org, tenant) = key
+        .split_once('/')
+        .ok_or_else(|| Error::id_invalid(format!("{key:?} is not a lease key of the form <organization>/<tenant>")))?;
+    Ok(format!(
+        "orgs/{}/tenants/{}/epochs/",
+        assert_organization_id(org)?,
+        assert_ledger_tenant_id(tenant)?
+    ))
+}
+
+fn epoch_prefix(key: &str, epoch: i64) -> Result<String> {
+    Ok(format!("{}{epoch:020}/", tenant_prefix(key)?))
+}
+
+fn copy_prefix(key: &str, id: CopyId) -> Result<String> {
+    Ok(format!("{}{:020}/", epoch_prefix(key, id.epoch)?, id.seq))
+}
+
+fn parse_padded(text: &str) -> Option<u64> {
+    (text.len() == 20 && text.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| text.parse().ok())
+        .flatten()
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    let mut hex = String::with_capacity(64);
+    for byte in Sha256::digest(bytes) {
+        let _ = write!(hex, "{byte:02x}");
+    }
+    hex
+}
+
+fn wall_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Every critical section leaves plain values consistent.
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}

@@ -1,0 +1,625 @@
+//! The copies' proofs, run on every backend: the directory, and an S3-compatible server.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::Arc;
+
+use super::*;
+use crate::clock::ManualClock;
+use crate::durable_store::dir::DirectoryDurableStore;
+use crate::lease_store::sqlite::SqliteLeaseStore;
+use crate::lease_store::LeaseStore;
+use crate::tenant_lease::LeaseOptions;
+
+const ORG: &str = "acme";
+const TENANT: &str = "t-0123456789abcdef0123456789abcdef";
+const OTHER_TENANT: &str = "t-fedcba9876543210fedcba9876543210";
+const TTL: i64 = 10_000;
+
+/// One scenario's world: a lease store on a manual clock, a durable store, state roots.
+struct World {
+    dir: tempfile::TempDir,
+    wall: Arc<ManualClock>,
+    leases: Arc<dyn LeaseStore>,
+    durable: Arc<dyn DurableStore>,
+    /// Where the directory backend keeps its objects, for the tests that tamper with them.
+    objects: Option<PathBuf>,
+    _server: Option<Box<dyn std::any::Any>>,
+}
+
+fn key() -> String {
+    format!("{ORG}/{TENANT}")
+}
+
+impl World {
+    fn directory() -> World {
+        let dir = tempfile::tempdir().unwrap();
+        let objects = dir.path().join("durable");
+        let durable = Arc::new(DirectoryDurableStore::open(&objects).unwrap());
+        World::with(dir, durable, Some(objects), None)
+    }
+
+    fn with(
+        dir: tempfile::TempDir,
+        durable: Arc<dyn DurableStore>,
+        objects: Option<PathBuf>,
+        server: Option<Box<dyn std::any::Any>>,
+    ) -> World {
+        let wall = Arc::new(ManualClock::new(1_000_000));
+        let leases = Arc::new(
+            SqliteLeaseStore::open(dir.path().join("leases.db"))
+                .unwrap()
+                .with_clock(wall.clone()),
+        );
+        World {
+            dir,
+            wall,
+            leases,
+            durable,
+            objects,
+            _server: server,
+        }
+    }
+
+    fn holder(&self, replica: &str) -> TenantLease {
+        TenantLease::acquire(LeaseOptions {
+            key: key(),
+            replica_id: replica.to_owned(),
+            store: self.leases.clone(),
+            ttl_ms: TTL,
+            margin_ms: 1_000,
+            clock: Arc::new(ManualClock::new(0)),
+        })
+        .unwrap()
+    }
+
+    /// Lets every lease run out on the store's clock, without touching any holder's own
+    /// clock: a holder that was frozen still believes its gate open.
+    fn let_leases_expire(&self) {
+        self.wall.advance(TTL + 1).unwrap();
+    }
+
+    fn root(&self, replica: &str) -> PathBuf {
+        crate::ids::tenant_root_for(&self.dir.path().join(replica), ORG, TENANT).unwrap()
+    }
+
+    fn copies(&self) -> EpochCopies {
+        EpochCopies::new(self.durable.clone())
+    }
+}
+
+/// Every world the proofs run in. The S3 one needs the server that the test command starts.
+fn worlds() -> Vec<(&'static str, World)> {
+    #[allow(unused_mut)] // pushed to with the s3 feature
+    let mut all = vec![("directory", World::directory())];
+    #[cfg(feature = "s3")]
+    if let Some(world) = s3_world() {
+        all.push(("s3", world));
+    }
+    all
+}
+
+#[cfg(feature = "s3")]
+fn s3_world() -> Option<World> {
+    let server = crate::durable_store::s3::test_server::MotoServer::start()?;
+    let store = crate::durable_store::open_durable_store(&server.url(&format!("copies-{:016x}", random_u64()))).unwrap();
+    Some(World::with(tempfile::tempdir().unwrap(), store, None, Some(Box::new(server))))
+}
+
+/// A tenant root with a ledger holding `entries` and one more file.
+fn write_state(root: &Path, entries: &[&str]) {
+    let ledger = root.join("gotry-state/gotry-state.db");
+    fs::create_dir_all(ledger.parent().unwrap()).unwrap();
+    let db = rusqlite::Connection::open(&ledger).unwrap();
+    db.execute_batch("PRAGMA journal_mode = WAL; CREATE TABLE IF NOT EXISTS entries (text TEXT NOT NULL); DELETE FROM entries;")
+        .unwrap();
+    for entry in entries {
+        db.execute("INSERT INTO entries (text) VALUES (?1)", [entry]).unwrap();
+    }
+    fs::create_dir_all(root.join("notes")).unwrap();
+    fs::write(root.join("notes/last.txt"), entries.join(",")).unwrap();
+}
+
+fn read_state(root: &Path) -> Vec<String> {
+    let db = rusqlite::Connection::open(root.join("gotry-state/gotry-state.db")).unwrap();
+    let mut query = db.prepare("SELECT text FROM entries ORDER BY rowid").unwrap();
+    let entries: Vec<String> = query.query_map([], |row| row.get(0)).unwrap().map(|r| r.unwrap()).collect();
+    assert_eq!(fs::read_to_string(root.join("notes/last.txt")).unwrap(), entries.join(","));
+    entries
+}
+
+fn id(epoch: i64, seq: u64) -> Option<CopyId> {
+    Some(CopyId { epoch, seq })
+}
+
+#[test]
+fn a_stale_writer_never_wins() {
+    for (backend, world) in worlds() {
+        let copies = world.copies();
+        let a = world.holder("replica-a");
+        assert_eq!(a.epoch(), 1);
+        let root_a = world.root("a");
+        assert_eq!(copies.restore(&a, &root_a, None).unwrap().restored, None, "{backend}");
+        write_state(&root_a, &["a1"]);
+        assert_eq!(copies.write_copy(&a, &root_a).unwrap().seq, 1);
+        write_state(&root_a, &["a1", "a2"]);
+        assert_eq!(copies.write_copy(&a, &root_a).unwrap().seq, 2);
+
+        // A stalls; B takes over and starts from A's last copy.
+        world.let_leases_expire();
+        let b = world.holder("replica-b");
+        assert_eq!(b.epoch(), 2);
+        let root_b = world.root("b");
+        let report = world.copies().restore(&b, &root_b, None).unwrap();
+        assert_eq!(report.restored, id(1, 2), "{backend}");
+        assert_eq!(read_state(&root_b), ["a1", "a2"]);
+        write_state(&root_b, &["a1", "a2", "b1"]);
+        world.copies().write_copy(&b, &root_b).unwrap();
+
+        // A wakes past its own check and writes into its old epoch.
+        write_state(&root_a, &["a1", "a2", "a-late"]);
+        assert_eq!(copies.write_copy(&a, &root_a).unwrap(), WrittenCopy { epoch: 1, seq: 3, files: 2, bytes: copy_bytes(&world, 1, 3) });
+
+        world.let_leases_expire();
+        let c = world.holder("replica-c");
+        let root_c = world.root("c");
+        let report = world.copies().restore(&c, &root_c, None).unwrap();
+        assert_eq!(report.restored, id(2, 1), "{backend}");
+        assert!(report.skipped.is_empty(), "{backend}: {:?}", report.skipped);
+        assert_eq!(read_state(&root_c), ["a1", "a2", "b1"]);
+    }
+}
+
+fn copy_bytes(world: &World, epoch: i64, seq: u64) -> u64 {
+    let listing = world.copies().list(&key()).unwrap();
+    let copy = listing.iter().find(|c| c.epoch == epoch && c.seq == seq).unwrap();
+    // The manifest is not part of the copy's bytes.
+    let manifest = world
+        .durable
+        .get(&format!("{}{MANIFEST}", copy_prefix(&key(), CopyId { epoch, seq }).unwrap()))
+        .unwrap()
+        .unwrap();
+    copy.bytes - manifest.len() as u64
+}
+
+/// The trap of a new holder that dies before its first copy: only its tenure marker says
+/// that epoch 1 ended where it did.
+#[test]
+fn a_late_copy_is_superseded_when_the_next_holder_died_before_copying() {
+    for (backend, world) in worlds() {
+        let a = world.holder("replica-a");
+        let root_a = world.root("a");
+        let copies_a = world.copies();
+        copies_a.restore(&a, &root_a, None).unwrap();
+        write_state(&root_a, &["a1"]);
+        copies_a.write_copy(&a, &root_a).unwrap();
+
+        world.let_leases_expire();
+        let b = world.holder("replica-b");
+        assert_eq!(world.copies().restore(&b, &world.root("b"), None).unwrap().restored, id(1, 1));
+        // B dies here. A wakes and writes again into epoch 1.
+        write_state(&root_a, &["a1", "a-late"]);
+        copies_a.write_copy(&a, &root_a).unwrap();
+
+        world.let_leases_expire();
+        let c = world.holder("replica-c");
+        let root_c = world.root("c");
+        let report = world.copies().restore(&c, &root_c, None).unwrap();
+        assert_eq!(report.restored, id(1, 1), "{backend}");
+        assert_eq!(
+            report.skipped,
+            [SkippedCopy { epoch: 1, seq: 2, reason: SkipReason::Superseded }]
+        );
+        assert_eq!(read_state(&root_c), ["a1"]);
+    }
+}
+
+/// Writes copies 1..=4 of epoch 1 holding ["1"], ["1","2"], ...; returns the lease store
+/// handed over to a fresh holder of epoch 2.
+fn four_copies(world: &World) -> TenantLease {
+    let a = world.holder("replica-a");
+    let root = world.root("a");
+    let copies = world.copies();
+    let mut entries = Vec::new();
+    for n in ["1", "2", "3", "4"] {
+        entries.push(n);
+        write_state(&root, &entries);
+        copies.write_copy(&a, &root).unwrap();
+    }
+    world.let_leases_expire();
+    world.holder("replica-b")
+}
+
+fn file_object(seq: u64, index: usize) -> String {
+    format!("{}files/{index:06}", copy_prefix(&key(), CopyId { epoch: 1, seq }).unwrap())
+}
+
+/// Replaces an object in place, as a disk fault or an operator would: below the store's
+/// create-only interface. Only the directory backend lets a test do that.
+fn tamper(world: &World, object: &str, change: impl FnOnce(&mut Vec<u8>)) {
+    let path = world.objects.as_ref().expect("a directory world").join(object);
+    let mut bytes = fs::read(&path).unwrap();
+    change(&mut bytes);
+    fs::write(&path, bytes).unwrap();
+}
+
+fn manifest_of(world: &World, seq: u64) -> Manifest {
+    let bytes = world
+        .durable
+        .get(&format!("{}{MANIFEST}", copy_prefix(&key(), CopyId { epoch: 1, seq }).unwrap()))
+        .unwrap()
+        .unwrap();
+    serde_json::from_slice(&bytes).unwrap()
+}
+
+fn forge_manifest(world: &World, seq: u64, manifest: &Manifest) {
+    let object = format!("{}{MANIFEST}", copy_prefix(&key(), CopyId { epoch: 1, seq }).unwrap());
+    let path = world.objects.as_ref().unwrap().join(object);
+    fs::write(path, serde_json::to_vec(manifest).unwrap()).unwrap();
+}
+
+fn ledger_index(manifest: &Manifest) -> usize {
+    manifest.files.iter().position(|f| f.path == "gotry-state/gotry-state.db").unwrap()
+}
+
+#[test]
+fn every_untrustworthy_copy_is_skipped_with_its_reason() {
+    let world = World::directory();
+    let b = four_copies(&world);
+
+    // 4: a flipped byte.
+    let ledger = ledger_index(&manifest_of(&world, 4));
+    tamper(&world, &file_object(4, ledger), |bytes| bytes[200] ^= 0x40);
+    // 3: a truncated ledger whose forged manifest has the right size and checksum.
+    let mut manifest = manifest_of(&world, 3);
+    let ledger = ledger_index(&manifest);
+    let mut truncated = Vec::new();
+    tamper(&world, &file_object(3, ledger), |bytes| {
+        bytes.truncate(bytes.len() / 2);
+        truncated = bytes.clone();
+    });
+    manifest.files[ledger].size = truncated.len() as u64;
+    manifest.files[ledger].sha256 = sha256_hex(&truncated);
+    forge_manifest(&world, 3, &manifest);
+    // 2: another tenant's copy placed in this prefix.
+    let mut manifest = manifest_of(&world, 2);
+    manifest.key = format!("{ORG}/{OTHER_TENANT}");
+    forge_manifest(&world, 2, &manifest);
+
+    // 1 is refused by the host's own check, then accepted.
+    let refuse_one = |dir: &Path| Ok(read_state(dir) != ["1"]);
+    let root = world.root("b");
+    let error = world.copies().restore(&b, &root, Some(&refuse_one)).unwrap_err();
+    let skipped = |reasons: &[(u64, SkipReason)]| -> Vec<SkippedCopy> {
+        reasons.iter().map(|&(seq, reason)| SkippedCopy { epoch: 1, seq, reason }).collect()
+    };
+    let all = skipped(&[
+        (4, SkipReason::Checksum),
+        (3, SkipReason::Integrity),
+        (2, SkipReason::Tenant),
+        (1, SkipReason::Fold),
+    ]);
+    match error {
+        Error::RestoreInvalid { skipped, message } => {
+            assert_eq!(skipped, all);
+            assert!(message.contains("1/4 (checksum)"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(!root.exists(), "a failed restore leaves the root as it was");
+
+    let report = world.copies().restore(&b, &root, None).unwrap();
+    assert_eq!(report.restored, id(1, 1));
+    assert_eq!(report.skipped, all[..3]);
+    assert_eq!(read_state(&root), ["1"]);
+}
+
+#[test]
+fn a_failing_host_check_fails_the_restore_with_its_own_error() {
+    let world = World::directory();
+    let b = four_copies(&world);
+    let broken = |_: &Path| Err(Error::Host("the fold check crashed".into()));
+    let root = world.root("b");
+    fs::create_dir_all(&root).unwrap();
+    fs::write(root.join("kept"), b"old").unwrap();
+    assert!(matches!(world.copies().restore(&b, &root, Some(&broken)), Err(Error::Host(_))));
+    assert_eq!(fs::read(root.join("kept")).unwrap(), b"old");
+}
+
+#[test]
+fn a_restore_replaces_the_whole_root_and_an_empty_start_empties_it() {
+    for (backend, world) in worlds() {
+        let a = world.holder("replica-a");
+        let root = world.root("a");
+        write_state(&root, &["stale local state"]);
+        let report = world.copies().restore(&a, &root, None).unwrap();
+        assert_eq!(report, RestoreReport { restored: None, skipped: vec![], files: 0, bytes: 0 }, "{backend}");
+        assert_eq!(fs::read_dir(&root).unwrap().count(), 0);
+        write_state(&root, &["x"]);
+        world.copies().write_copy(&a, &root).unwrap();
+        fs::write(root.join("extra"), b"not in the copy").unwrap();
+
+        world.let_leases_expire();
+        let b = world.holder("replica-b");
+        let report = world.copies().restore(&b, &root, None).unwrap();
+        assert_eq!((report.restored, report.files), (id(1, 1), 2));
+        assert!(!root.join("extra").exists());
+        assert_eq!(read_state(&root), ["x"]);
+        // Nothing of the scratch folders is left beside the root.
+        let siblings: Vec<_> = fs::read_dir(root.parent().unwrap()).unwrap().collect();
+        assert_eq!(siblings.len(), 1, "{backend}");
+    }
+}
+
+#[test]
+fn anything_foreign_in_the_holders_prefix_is_a_conflict() {
+    for (backend, world) in worlds() {
+        let a = world.holder("replica-a");
+        let root = world.root("a");
+        world.copies().restore(&a, &root, None).unwrap();
+        write_state(&root, &["1"]);
+        let copies = world.copies();
+        copies.write_copy(&a, &root).unwrap();
+        let stranger = format!("{}00000000000000000009/files/000000", epoch_prefix(&key(), 1).unwrap());
+        world.durable.put_new(&stranger, b"someone else").unwrap();
+        assert!(matches!(copies.write_copy(&a, &root), Err(Error::CopyConflict { .. })), "{backend}");
+
+        // A name about to be written that exists already is one too.
+        let b = {
+            world.let_leases_expire();
+            world.holder("replica-b")
+        };
+        let next = format!("{}00000000000000000001/manifest.json", epoch_prefix(&key(), 2).unwrap());
+        let fresh = world.copies();
+        fresh.restore(&b, &root, None).unwrap();
+        world.durable.put_new(&next, b"{}").unwrap();
+        assert!(matches!(fresh.write_copy(&b, &root), Err(Error::CopyConflict { .. })), "{backend}");
+    }
+}
+
+#[test]
+fn a_closed_gate_writes_nothing() {
+    let world = World::directory();
+    let a = world.holder("replica-a");
+    let root = world.root("a");
+    write_state(&root, &["1"]);
+    a.release().unwrap();
+    assert!(matches!(world.copies().write_copy(&a, &root), Err(Error::Fenced { .. })));
+    assert!(matches!(world.copies().restore(&a, &root, None), Err(Error::Fenced { .. })));
+    assert!(world.copies().list(&key()).unwrap().is_empty());
+}
+
+#[test]
+fn an_unusable_directory_is_unavailable_and_the_next_copy_succeeds() {
+    let world = World::directory();
+    let a = world.holder("replica-a");
+    let root = world.root("a");
+    write_state(&root, &["1"]);
+    let copies = world.copies();
+    copies.write_copy(&a, &root).unwrap();
+    // Root ignores permissions, so the fault is a file where the epoch's folder must go.
+    let epoch_dir = world.objects.as_ref().unwrap().join(epoch_prefix(&key(), 1).unwrap().trim_end_matches('/'));
+    let aside = epoch_dir.with_extension("aside");
+    fs::rename(&epoch_dir, &aside).unwrap();
+    fs::write(&epoch_dir, b"in the way").unwrap();
+    match copies.write_copy(&a, &root) {
+        Err(Error::DurableStoreUnavailable { backend_code, .. }) => assert_eq!(backend_code, "ENOTDIR"),
+        other => panic!("{other:?}"),
+    }
+    assert!(a.assert_held().is_ok(), "the lease and its gate are the store's business alone");
+    fs::remove_file(&epoch_dir).unwrap();
+    fs::rename(&aside, &epoch_dir).unwrap();
+    // The listing failed before a name was claimed, so the next copy takes it.
+    assert_eq!(copies.write_copy(&a, &root).unwrap().seq, 2);
+}
+
+#[cfg(feature = "s3")]
+#[test]
+fn a_stopped_s3_server_is_unavailable_and_the_next_copy_succeeds() {
+    let Some(server) = crate::durable_store::s3::test_server::MotoServer::start() else {
+        return;
+    };
+    let store = crate::durable_store::open_durable_store(&server.url("outage")).unwrap();
+    let world = World::with(tempfile::tempdir().unwrap(), store, None, None);
+    let a = world.holder("replica-a");
+    let root = world.root("a");
+    write_state(&root, &["1"]);
+    let copies = world.copies();
+    copies.write_copy(&a, &root).unwrap();
+    server.stop();
+    let outcome = copies.write_copy(&a, &root);
+    server.resume();
+    assert!(matches!(outcome, Err(Error::DurableStoreUnavailable { .. })), "{outcome:?}");
+    assert!(a.assert_held().is_ok());
+    let written = copies.write_copy(&a, &root).unwrap();
+    assert!(written.seq >= 2);
+    world.let_leases_expire();
+    let b = world.holder("replica-b");
+    assert_eq!(world.copies().restore(&b, &world.root("b"), None).unwrap().restored, id(1, written.seq));
+}
+
+#[test]
+fn forgotten_copies_are_never_restored_and_can_be_deleted() {
+    for (backend, world) in worlds() {
+        let a = world.holder("replica-a");
+        let root = world.root("a");
+        world.copies().restore(&a, &root, None).unwrap();
+        write_state(&root, &["secret"]);
+        world.copies().write_copy(&a, &root).unwrap();
+        a.mark_forgotten().unwrap();
+        // The floor is read from the lease store, not from the lease's own view.
+        assert_eq!(world.copies().forget_copies(&a).unwrap(), [CopyId { epoch: 1, seq: 1 }]);
+        assert!(world.copies().list(&key()).unwrap().is_empty(), "{backend}");
+
+        world.let_leases_expire();
+        let b = world.holder("replica-b");
+        assert_eq!(b.forgotten_at_epoch(), 1);
+        let report = world.copies().restore(&b, &world.root("b"), None).unwrap();
+        assert_eq!(report.restored, None);
+    }
+}
+
+#[test]
+fn the_floor_alone_hides_copies_not_yet_deleted() {
+    let world = World::directory();
+    let a = world.holder("replica-a");
+    let root = world.root("a");
+    write_state(&root, &["secret"]);
+    world.copies().write_copy(&a, &root).unwrap();
+    a.mark_forgotten().unwrap();
+    world.let_leases_expire();
+    let b = world.holder("replica-b");
+    assert_eq!(world.copies().restore(&b, &world.root("b"), None).unwrap().restored, None);
+    // And the old holder may no longer delete anything.
+    assert!(matches!(world.copies().forget_copies(&a), Err(Error::LeaseLost { .. })));
+    assert!(matches!(world.copies().gc(&a, 1), Err(Error::LeaseLost { .. })));
+}
+
+#[test]
+fn gc_keeps_the_newest_valid_copies() {
+    let world = World::directory();
+    let b = four_copies(&world);
+    let root = world.root("b");
+    world.copies().restore(&b, &root, None).unwrap();
+    let copies = world.copies();
+    copies.write_copy(&b, &root).unwrap();
+    // The newest copy is broken in a way gc can see: a file is gone.
+    let broken = format!("{}files/000000", copy_prefix(&key(), CopyId { epoch: 2, seq: 2 }).unwrap());
+    copies.write_copy(&b, &root).unwrap();
+    world.durable.delete(&broken).unwrap();
+
+    assert!(matches!(copies.gc(&b, 0), Err(Error::InvalidArgument { .. })));
+    let report = copies.gc(&b, 2).unwrap();
+    assert_eq!(report.kept, [CopyId { epoch: 2, seq: 1 }, CopyId { epoch: 1, seq: 4 }]);
+    assert_eq!(
+        report.deleted,
+        [1, 2, 3].iter().rev().map(|&seq| CopyId { epoch: 1, seq }).collect::<Vec<_>>()
+    );
+    let left: Vec<(i64, u64)> = copies.list(&key()).unwrap().iter().map(|c| (c.epoch, c.seq)).collect();
+    assert_eq!(left, [(1, 4), (2, 1), (2, 2)]);
+    // Writing goes on after a gc of the holder's own prefix.
+    assert_eq!(copies.write_copy(&b, &root).unwrap().seq, 3);
+}
+
+/// A writer commits to the ledger while copies are taken; every restored ledger must be one
+/// of the states it committed (entries 0..n for some n), never a torn page mix.
+#[test]
+fn a_copy_of_a_ledger_being_written_is_a_committed_state() {
+    for (backend, world) in worlds() {
+        let a = world.holder("replica-a");
+        let root = world.root("a");
+        write_state(&root, &[]);
+        let stop = Arc::new(AtomicBool::new(false));
+        let committed = Arc::new(AtomicI64::new(0));
+        let writer = {
+            let (stop, committed) = (stop.clone(), committed.clone());
+            let ledger = root.join("gotry-state/gotry-state.db");
+            std::thread::spawn(move || {
+                let db = rusqlite::Connection::open(ledger).unwrap();
+                db.busy_timeout(std::time::Duration::from_secs(5)).unwrap();
+                let mut n = 0i64;
+                while !stop.load(Ordering::Relaxed) {
+                    n += 1;
+                    // Each transaction writes a row and a page-sized blob, so torn images show.
+                    db.execute_batch(&format!(
+                        "BEGIN; INSERT INTO entries (text) VALUES ('{n}'); CREATE TABLE IF NOT EXISTS pad (b BLOB); INSERT INTO pad VALUES (randomblob(3000)); COMMIT;"
+                    ))
+                    .unwrap();
+                    committed.store(n, Ordering::Relaxed);
+                }
+            })
+        };
+        let copies = world.copies();
+        let mut seen = Vec::new();
+        while seen.len() < 5 {
+            let before = committed.load(Ordering::Relaxed);
+            copies.write_copy(&a, &root).unwrap();
+            seen.push(before);
+        }
+        stop.store(true, Ordering::Relaxed);
+        writer.join().unwrap();
+
+        for seq in 1..=5u64 {
+            assert_eq!(copies.verify(&key(), CopyId { epoch: 1, seq }, None).unwrap(), None, "{backend}");
+        }
+        let into = world.dir.path().join("latest");
+        copies.restore_latest(&key(), 0, None, &into, None).unwrap();
+        let db = rusqlite::Connection::open(into.join("gotry-state/gotry-state.db")).unwrap();
+        let (count, max): (i64, i64) = db
+            .query_row("SELECT count(*), coalesce(max(CAST(text AS INTEGER)), 0) FROM entries", [], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .unwrap();
+        assert_eq!(count, max, "{backend}: entries 1..n with none missing");
+        assert!(max >= seen[4], "{backend}: the copy holds every commit made before it began");
+    }
+}
+
+/// A tmpfs of the test's own, made read-only and writable again with `mount -o remount`:
+/// root ignores permission bits, so only a read-only file system refuses root's writes.
+struct ReadOnlyCapableMount {
+    path: PathBuf,
+}
+
+impl ReadOnlyCapableMount {
+    fn new(path: PathBuf) -> Option<ReadOnlyCapableMount> {
+        if std::env::var_os("GOTRY_SKIP_MOUNT").is_some() {
+            eprintln!("SKIPPED: the read-only directory test (GOTRY_SKIP_MOUNT is set)");
+            return None;
+        }
+        fs::create_dir_all(&path).unwrap();
+        let mount = ReadOnlyCapableMount { path };
+        mount.run(&["-t", "tmpfs", "tmpfs"]);
+        Some(mount)
+    }
+
+    fn run(&self, options: &[&str]) {
+        let status = std::process::Command::new("mount")
+            .args(options)
+            .arg(&self.path)
+            .status()
+            .expect("mount runs");
+        assert!(
+            status.success(),
+            "mount {options:?} failed: this test needs root with CAP_SYS_ADMIN (set GOTRY_SKIP_MOUNT=1 to skip it)"
+        );
+    }
+
+    fn set_read_only(&self, read_only: bool) {
+        self.run(&["-o", if read_only { "remount,ro" } else { "remount,rw" }]);
+    }
+}
+
+impl Drop for ReadOnlyCapableMount {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(&self.path).status();
+    }
+}
+
+#[test]
+fn a_read_only_directory_is_unavailable_and_the_next_copy_succeeds() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(mount) = ReadOnlyCapableMount::new(dir.path().join("ro")) else {
+        return;
+    };
+    let durable = Arc::new(DirectoryDurableStore::open(&mount.path).unwrap());
+    let world = World::with(dir, durable, None, None);
+    let a = world.holder("replica-a");
+    let root = world.root("a");
+    write_state(&root, &["1"]);
+    let copies = world.copies();
+    copies.write_copy(&a, &root).unwrap();
+    mount.set_read_only(true);
+    let outcome = copies.write_copy(&a, &root);
+    mount.set_read_only(false);
+    match outcome {
+        Err(Error::DurableStoreUnavailable { backend_code, .. }) => assert_eq!(backend_code, "EROFS"),
+        other => panic!("{other:?}"),
+    }
+    assert!(a.assert_held().is_ok());
+    assert_eq!(copies.write_copy(&a, &root).unwrap().seq, 3);
+    world.let_leases_expire();
+    let b = world.holder("replica-b");
+    assert_eq!(world.copies().restore(&b, &world.root("b"), None).unwrap().restored, id(1, 3));
+    drop(world);
+}
