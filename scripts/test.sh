@@ -4,6 +4,7 @@
 # is installed but stopped, and runs each language's suite. Exits non-zero on any failure.
 #
 #   GOTRY_SKIP_MYSQL=1  skip the tests that need a MySQL/MariaDB server (named in the output)
+#   GOTRY_SKIP_S3=1     skip the tests that need an S3-compatible server (named in the output)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,6 +20,36 @@ python3 tests/vectors/generate.py --check
 section "MariaDB server"
 ./scripts/mariadb.sh
 
+section "S3-compatible server (moto, from PyPI) for the durable store"
+GOTRY_MOTO_SERVER="$(./scripts/s3-server.sh)"
+export GOTRY_MOTO_SERVER
+if [[ -n "$GOTRY_MOTO_SERVER" ]]; then
+    # The Rust tests start servers of their own; the other languages share this one.
+    s3_port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+    "$GOTRY_MOTO_SERVER" -H 127.0.0.1 -p "$s3_port" >target/moto.log 2>&1 &
+    s3_pid=$!
+    trap 'kill "$s3_pid" 2>/dev/null || true' EXIT
+    python3 - "$s3_port" <<'PY'
+import sys, time, urllib.request
+url = f"http://127.0.0.1:{sys.argv[1]}/gotry-test"
+for _ in range(200):
+    try:
+        urllib.request.urlopen(urllib.request.Request(url, method="PUT"), timeout=2)
+        break
+    except OSError:
+        time.sleep(0.05)
+else:
+    sys.exit(f"moto did not answer on {url}")
+PY
+    echo "moto on 127.0.0.1:${s3_port} (pid ${s3_pid})"
+fi
+# Each suite gets a prefix of its own in the shared bucket (GOTRY_S3_URL), so that their
+# tenants' copies never meet; empty without a server, and each suite names what it skips.
+s3_url() {
+    [[ -n "$GOTRY_MOTO_SERVER" ]] || return 0
+    printf 's3://test:test@gotry-test/%s?endpoint=http://127.0.0.1:%s&region=us-east-1' "$1" "$s3_port"
+}
+
 section "rust: formatting"
 cargo fmt --all --check
 
@@ -29,13 +60,13 @@ section "rust: tests (core, C ABI crate, CLI, harness, bindings' Rust parts)"
 cargo test --workspace
 
 section "C and C++ over the C ABI"
-tests/c/run.sh
+GOTRY_S3_URL="$(s3_url c)" tests/c/run.sh
 
 section "Node.js addon"
-bindings-node/run-tests.sh
+GOTRY_S3_URL="$(s3_url node)" bindings-node/run-tests.sh
 
 section "Python module"
-bindings-python/run-tests.sh
+GOTRY_S3_URL="$(s3_url python)" bindings-python/run-tests.sh
 
 section "cross-language contention and crash runs"
 tests/cross/run.sh

@@ -14,6 +14,7 @@ pub mod errors;
 pub mod ids;
 pub mod keeper;
 pub mod lease_store;
+pub mod router;
 pub mod tenant_lease;
 
 pub use clock::{
@@ -22,7 +23,8 @@ pub use clock::{
 pub use durable_store::dir::DirectoryDurableStore;
 pub use durable_store::{open_durable_store, DurableStore, ObjectInfo, PutOutcome};
 pub use epoch_copies::{
-    CopyId, CopyListing, EpochCopies, FoldCheck, GcReport, RestoreReport, SkipReason, SkippedCopy, WrittenCopy,
+    CopyId, CopyListing, EpochCopies, FoldCheck, GcReport, RestoreReport, SkipReason, SkippedCopy,
+    WrittenCopy,
 };
 pub use errors::{Error, ErrorCode, FenceReason, Result};
 pub use ids::{
@@ -37,5 +39,9 @@ pub use lease_store::sqlite::{SqliteLeaseStore, SqliteOptions};
 pub use lease_store::{
     assert_lease_ttl, open_lease_store, HistoryEntry, LeaseGrant, LeaseOp, LeaseRecord, LeaseStore,
     MAX_LEASE_TTL_MS, MIN_LEASE_TTL_MS,
+};
+pub use router::{
+    CloseReport, CopyPolicy, Durability, RouterEvent, RouterOptions, TenantHandle, TenantRouter, TenantState,
+    TenantStatus,
 };
 pub use tenant_lease::{LeaseOptions, TenantLease, Turn};
