@@ -240,7 +240,8 @@ impl EpochCopies {
         let mut files = Vec::with_capacity(snapshot.files.len());
         let mut bytes = 0;
         for (index, file) in snapshot.files.iter().enumerate() {
-            let content = fs::read(&file.source).map_err(|e| Error::io(format!("{} cannot be read", file.path), &e))?;
+            let content =
+                fs::read(&file.source).map_err(|e| Error::io(format!("{} cannot be read", file.path), &e))?;
             self.create(&format!("{copy_prefix}files/{index:06}"), &content)?;
             bytes += content.len() as u64;
             files.push(ManifestFile {
@@ -306,8 +307,13 @@ impl EpochCopies {
     /// Whether the tenure marker at `key` is this holder's (a restore by another
     /// `EpochCopies` of the same process wrote it).
     fn marker_is(&self, lease: &TenantLease, key: &str) -> Result<bool> {
-        let marker = self.store.get(key)?.and_then(|b| serde_json::from_slice::<TenureMarker>(&b).ok());
-        Ok(marker.is_some_and(|m| m.key == lease.key() && m.epoch == lease.epoch() && m.replica_id == lease.replica_id()))
+        let marker = self
+            .store
+            .get(key)?
+            .and_then(|b| serde_json::from_slice::<TenureMarker>(&b).ok());
+        Ok(marker.is_some_and(|m| {
+            m.key == lease.key() && m.epoch == lease.epoch() && m.replica_id == lease.replica_id()
+        }))
     }
 
     fn create(&self, key: &str, bytes: &[u8]) -> Result<()> {
@@ -327,12 +333,22 @@ impl EpochCopies {
     /// Considers epochs above the lease's forgotten floor and below its own. RESTORE_INVALID
     /// (with every skipped copy) when copies exist but none verifies; an empty start, with
     /// `root` emptied, when there is none.
-    pub fn restore(&self, lease: &TenantLease, root: &Path, verify: Option<FoldCheck<'_>>) -> Result<RestoreReport> {
+    pub fn restore(
+        &self,
+        lease: &TenantLease,
+        root: &Path,
+        verify: Option<FoldCheck<'_>>,
+    ) -> Result<RestoreReport> {
         lease.assert_held()?;
         let tenure = self.tenure(lease);
         let mut tenure = lock(&tenure);
         let layout = self.layout(lease.key())?;
-        let plan = self.plan(&layout, lease.key(), lease.forgotten_at_epoch(), Some(lease.epoch()))?;
+        let plan = self.plan(
+            &layout,
+            lease.key(),
+            lease.forgotten_at_epoch(),
+            Some(lease.epoch()),
+        )?;
         let staged = self.stage_newest(lease.key(), &plan, root, verify)?;
         lease.assert_held()?;
         let marker = TenureMarker {
@@ -373,7 +389,12 @@ impl EpochCopies {
 
     /// Verifies one copy completely (manifest, tenant, checksums, integrity, `verify`),
     /// without installing it: `None` when it would be restored as it is (lineage aside).
-    pub fn verify(&self, key: &str, copy: CopyId, verify: Option<FoldCheck<'_>>) -> Result<Option<SkipReason>> {
+    pub fn verify(
+        &self,
+        key: &str,
+        copy: CopyId,
+        verify: Option<FoldCheck<'_>>,
+    ) -> Result<Option<SkipReason>> {
         let scratch = Scratch::beside(&std::env::temp_dir().join("gotry-verify"))?;
         self.fetch_verified(key, copy, &scratch.path, verify)
     }
@@ -416,7 +437,9 @@ impl EpochCopies {
     /// to the forgotten floor go too. Checks the lease store first, as `forget_copies` does.
     pub fn gc(&self, lease: &TenantLease, keep: usize) -> Result<GcReport> {
         if keep == 0 {
-            return Err(Error::invalid_argument("gc keeps at least one copy: the newest valid one"));
+            return Err(Error::invalid_argument(
+                "gc keeps at least one copy: the newest valid one",
+            ));
         }
         let floor = current_floor(lease)?;
         let layout = self.layout(lease.key())?;
@@ -425,7 +448,10 @@ impl EpochCopies {
         for (id, copy) in layout.copies.iter().rev() {
             let dead = id.epoch <= floor || report.kept.len() >= keep;
             if !dead {
-                if copy.manifest && !plan.superseded.contains(id) && self.looks_valid(lease.key(), *id, copy)? {
+                if copy.manifest
+                    && !plan.superseded.contains(id)
+                    && self.looks_valid(lease.key(), *id, copy)?
+                {
                     report.kept.push(*id);
                 }
                 continue;
@@ -453,7 +479,8 @@ impl EpochCopies {
 
     fn delete_copy(&self, copy: &ListedCopy) -> Result<()> {
         // The manifest first: from then on the copy does not exist, whatever is left of it.
-        let (manifest, files): (Vec<_>, Vec<_>) = copy.objects.iter().partition(|o| o.key.ends_with(MANIFEST));
+        let (manifest, files): (Vec<_>, Vec<_>) =
+            copy.objects.iter().partition(|o| o.key.ends_with(MANIFEST));
         for object in manifest.into_iter().chain(files) {
             self.store.delete(&object.key)?;
         }
@@ -466,7 +493,11 @@ impl EpochCopies {
         for object in self.store.list(&prefix)? {
             let rest = &object.key[prefix.len()..];
             let mut parts = rest.splitn(3, '/');
-            let Some(epoch) = parts.next().and_then(parse_padded).and_then(|e| i64::try_from(e).ok()) else {
+            let Some(epoch) = parts
+                .next()
+                .and_then(parse_padded)
+                .and_then(|e| i64::try_from(e).ok())
+            else {
                 continue;
             };
             match (parts.next(), parts.next()) {
@@ -491,7 +522,10 @@ impl EpochCopies {
         let in_range = |epoch: i64| epoch > floor && below.is_none_or(|below| epoch < below);
         let mut superseded = BTreeSet::new();
         for (&epoch, marker_key) in layout.markers.iter().filter(|(e, _)| in_range(**e)) {
-            let marker = self.store.get(marker_key)?.and_then(|b| serde_json::from_slice::<TenureMarker>(&b).ok());
+            let marker = self
+                .store
+                .get(marker_key)?
+                .and_then(|b| serde_json::from_slice::<TenureMarker>(&b).ok());
             let Some(marker) = marker.filter(|m| m.key == key && m.epoch == epoch) else {
                 // Not a marker of this tenant's lineage: it proves nothing either way.
                 continue;
@@ -512,12 +546,21 @@ impl EpochCopies {
             .filter(|(id, copy)| copy.manifest && in_range(id.epoch))
             .map(|(id, _)| *id)
             .collect();
-        Ok(Plan { candidates, superseded })
+        Ok(Plan {
+            candidates,
+            superseded,
+        })
     }
 
     /// Fetches and verifies candidates, newest first, into a scratch folder beside `root`
     /// until one passes.
-    fn stage_newest(&self, key: &str, plan: &Plan, root: &Path, verify: Option<FoldCheck<'_>>) -> Result<Staged> {
+    fn stage_newest(
+        &self,
+        key: &str,
+        plan: &Plan,
+        root: &Path,
+        verify: Option<FoldCheck<'_>>,
+    ) -> Result<Staged> {
         let mut skipped = Vec::new();
         for &id in &plan.candidates {
             let reason = if plan.superseded.contains(&id) {
@@ -572,7 +615,10 @@ impl EpochCopies {
 
     fn read_manifest(&self, key: &str, id: CopyId) -> Result<Option<Result<Manifest, serde_json::Error>>> {
         let manifest_key = format!("{}{MANIFEST}", copy_prefix(key, id)?);
-        Ok(self.store.get(&manifest_key)?.map(|bytes| serde_json::from_slice(&bytes)))
+        Ok(self
+            .store
+            .get(&manifest_key)?
+            .map(|bytes| serde_json::from_slice(&bytes)))
     }
 
     /// Writes copy `id` into the empty folder `into` and checks it; the reason it fails, if
@@ -682,12 +728,23 @@ fn exchange(a: &Path, b: &Path) -> Result<()> {
     let c = |p: &Path| std::ffi::CString::new(p.as_os_str().as_bytes()).expect("paths hold no NUL");
     let (ca, cb) = (c(a), c(b));
     // SAFETY: both are valid NUL-terminated paths that outlive the call.
-    let rc = unsafe { libc::renameat2(libc::AT_FDCWD, ca.as_ptr(), libc::AT_FDCWD, cb.as_ptr(), libc::RENAME_EXCHANGE) };
+    let rc = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            ca.as_ptr(),
+            libc::AT_FDCWD,
+            cb.as_ptr(),
+            libc::RENAME_EXCHANGE,
+        )
+    };
     if rc == 0 {
         return Ok(());
     }
     let error = std::io::Error::last_os_error();
-    if !matches!(error.raw_os_error(), Some(libc::EINVAL | libc::ENOSYS | libc::ENOTSUP)) {
+    if !matches!(
+        error.raw_os_error(),
+        Some(libc::EINVAL | libc::ENOSYS | libc::ENOTSUP)
+    ) {
         return Err(Error::io(format!("{} cannot be replaced", b.display()), &error));
     }
     let mut aside = a.as_os_str().to_owned();
@@ -707,14 +764,23 @@ struct Scratch {
 impl Scratch {
     fn beside(path: &Path) -> Result<Scratch> {
         let parent = parent_of(path)?;
-        fs::create_dir_all(parent).map_err(|e| Error::io(format!("{} cannot be created", parent.display()), &e))?;
-        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        fs::create_dir_all(parent)
+            .map_err(|e| Error::io(format!("{} cannot be created", parent.display()), &e))?;
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
         loop {
             let candidate = parent.join(format!(".{name}.gotry-{:016x}", random_u64()));
             match fs::create_dir(&candidate) {
                 Ok(()) => return Ok(Scratch { path: candidate }),
                 Err(e) if e.kind() == ErrorKind::AlreadyExists => continue,
-                Err(e) => return Err(Error::io(format!("{} cannot be created", candidate.display()), &e)),
+                Err(e) => {
+                    return Err(Error::io(
+                        format!("{} cannot be created", candidate.display()),
+                        &e,
+                    ))
+                }
             }
         }
     }
@@ -781,7 +847,8 @@ impl Snapshot {
 }
 
 fn collect_files(dir: &Path, relative: &str, out: &mut Vec<String>) -> Result<()> {
-    let entries = fs::read_dir(dir).map_err(|e| Error::io(format!("{} cannot be listed", dir.display()), &e))?;
+    let entries =
+        fs::read_dir(dir).map_err(|e| Error::io(format!("{} cannot be listed", dir.display()), &e))?;
     for entry in entries {
         let entry = entry.map_err(|e| Error::io(format!("{} cannot be listed", dir.display()), &e))?;
         let name = entry.file_name();
@@ -822,9 +889,13 @@ fn is_sqlite(path: &Path) -> bool {
 fn backup_sqlite(source: &Path, image: &Path) -> Result<()> {
     use rusqlite::{backup::Backup, Connection, OpenFlags};
     let sqlite = |e: rusqlite::Error| sqlite_failure(source, e);
-    let from = Connection::open_with_flags(source, OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX)
+    let from = Connection::open_with_flags(
+        source,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(sqlite)?;
+    from.busy_timeout(std::time::Duration::from_millis(5_000))
         .map_err(sqlite)?;
-    from.busy_timeout(std::time::Duration::from_millis(5_000)).map_err(sqlite)?;
     let mut to = Connection::open(image).map_err(sqlite)?;
     // One step of every page holds one read transaction for the whole image: a writer in WAL
     // mode goes on, and the image is that transaction's state.
@@ -836,7 +907,10 @@ fn backup_sqlite(source: &Path, image: &Path) -> Result<()> {
             _ if std::time::Instant::now() >= deadline => {
                 return Err(Error::Storage {
                     code: "SQLITE_BUSY".to_owned(),
-                    message: format!("{}: the database stayed locked for the whole backup timeout", source.display()),
+                    message: format!(
+                        "{}: the database stayed locked for the whole backup timeout",
+                        source.display()
+                    ),
                 })
             }
             _ => std::thread::sleep(std::time::Duration::from_millis(5)),
@@ -866,9 +940,11 @@ fn integrity_ok(path: &Path) -> bool {
 
 fn write_durably(path: &Path, content: &[u8]) -> Result<()> {
     if let Some(parent) = path.parent() {
-        fs::create_dir_all(parent).map_err(|e| Error::io(format!("{} cannot be created", parent.display()), &e))?;
+        fs::create_dir_all(parent)
+            .map_err(|e| Error::io(format!("{} cannot be created", parent.display()), &e))?;
     }
-    let mut file = File::create(path).map_err(|e| Error::io(format!("{} cannot be created", path.display()), &e))?;
+    let mut file =
+        File::create(path).map_err(|e| Error::io(format!("{} cannot be created", path.display()), &e))?;
     file.write_all(content)
         .and_then(|()| file.sync_data())
         .map_err(|e| Error::io(format!("{} cannot be written", path.display()), &e))
@@ -877,7 +953,9 @@ fn write_durably(path: &Path, content: &[u8]) -> Result<()> {
 /// Flushes every folder of a restored tree, so the rename that installs it publishes names
 /// that survive power loss.
 fn sync_tree(dir: &Path) -> Result<()> {
-    for entry in fs::read_dir(dir).map_err(|e| Error::io(format!("{} cannot be listed", dir.display()), &e))? {
+    for entry in
+        fs::read_dir(dir).map_err(|e| Error::io(format!("{} cannot be listed", dir.display()), &e))?
+    {
         let entry = entry.map_err(|e| Error::io(format!("{} cannot be listed", dir.display()), &e))?;
         if entry.file_type().is_ok_and(|t| t.is_dir()) {
             sync_tree(&entry.path())?;
@@ -901,7 +979,10 @@ fn tree_size(dir: &Path) -> Result<(usize, u64)> {
 /// `sync_dir` speaks for the durable store; on the tenant's own disk it is a storage error.
 fn as_local(error: Error) -> Error {
     match error {
-        Error::DurableStoreUnavailable { message, backend_code } => Error::Storage {
+        Error::DurableStoreUnavailable {
+            message,
+            backend_code,
+        } => Error::Storage {
             code: backend_code,
             message,
         },
@@ -949,9 +1030,11 @@ fn conflict(lease: &TenantLease, key: &str) -> Error {
 
 /// `orgs/<org>/tenants/<tenant>/epochs/` of a lease key `<org>/<tenant>`.
 fn tenant_prefix(key: &str) -> Result<String> {
-    let (org, tenant) = key
-        .split_once('/')
-        .ok_or_else(|| Error::id_invalid(format!("{key:?} is not a lease key of the form <organization>/<tenant>")))?;
+    let (org, tenant) = key.split_once('/').ok_or_else(|| {
+        Error::id_invalid(format!(
+            "{key:?} is not a lease key of the form <organization>/<tenant>"
+        ))
+    })?;
     Ok(format!(
         "orgs/{}/tenants/{}/epochs/",
         assert_organization_id(org)?,

@@ -19,7 +19,10 @@ pub(crate) fn run_all(make: MakeStore<'_>) {
 
 fn create_only_never_replaces(store: &dyn DurableStore) {
     assert_eq!(store.put_new("k/one", b"first").unwrap(), PutOutcome::Created);
-    assert_eq!(store.put_new("k/one", b"second").unwrap(), PutOutcome::AlreadyExists);
+    assert_eq!(
+        store.put_new("k/one", b"second").unwrap(),
+        PutOutcome::AlreadyExists
+    );
     assert_eq!(store.get("k/one").unwrap().as_deref(), Some(&b"first"[..]));
     assert_eq!(store.put_new("k/empty", b"").unwrap(), PutOutcome::Created);
     assert_eq!(store.get("k/empty").unwrap().as_deref(), Some(&b""[..]));
@@ -66,7 +69,12 @@ fn racing_creates_have_one_winner(store: Arc<dyn DurableStore>) {
             let (store, barrier) = (store.clone(), barrier.clone());
             std::thread::spawn(move || {
                 barrier.wait();
-                (i, store.put_new("race/one", format!("racer {i}").as_bytes()).unwrap())
+                (
+                    i,
+                    store
+                        .put_new("race/one", format!("racer {i}").as_bytes())
+                        .unwrap(),
+                )
             })
         })
         .collect::<Vec<_>>()
@@ -85,15 +93,26 @@ fn racing_creates_have_one_winner(store: Arc<dyn DurableStore>) {
 
 fn keys_are_checked(store: &dyn DurableStore) {
     for bad in ["../escape", "/abs", "a//b", ".hidden"] {
-        assert!(matches!(store.put_new(bad, b"x"), Err(Error::InvalidArgument { .. })), "{bad}");
-        assert!(matches!(store.get(bad), Err(Error::InvalidArgument { .. })), "{bad}");
-        assert!(matches!(store.delete(bad), Err(Error::InvalidArgument { .. })), "{bad}");
+        assert!(
+            matches!(store.put_new(bad, b"x"), Err(Error::InvalidArgument { .. })),
+            "{bad}"
+        );
+        assert!(
+            matches!(store.get(bad), Err(Error::InvalidArgument { .. })),
+            "{bad}"
+        );
+        assert!(
+            matches!(store.delete(bad), Err(Error::InvalidArgument { .. })),
+            "{bad}"
+        );
     }
     assert!(matches!(store.list("../"), Err(Error::InvalidArgument { .. })));
 }
 
 fn large_objects_round_trip(store: &dyn DurableStore) {
-    let bytes: Vec<u8> = (0..(9 << 20)).map(|i: u32| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+    let bytes: Vec<u8> = (0..(9 << 20))
+        .map(|i: u32| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
     assert_eq!(store.put_new("big", &bytes).unwrap(), PutOutcome::Created);
     assert_eq!(store.get("big").unwrap().unwrap(), bytes);
     assert_eq!(store.list("big").unwrap()[0].size, bytes.len() as u64);

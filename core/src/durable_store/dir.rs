@@ -90,7 +90,12 @@ impl DurableStore for DirectoryDurableStore {
                     }
                     Err(e) if e.kind() == ErrorKind::AlreadyExists => return Ok(PutOutcome::AlreadyExists),
                     Err(e) if e.kind() == ErrorKind::NotFound => continue,
-                    Err(e) => return Err(Error::durable_io(format!("{key} cannot be linked into place"), &e)),
+                    Err(e) => {
+                        return Err(Error::durable_io(
+                            format!("{key} cannot be linked into place"),
+                            &e,
+                        ))
+                    }
                 }
             }
             Err(Error::durable(
@@ -150,10 +155,16 @@ fn walk(dir: &Path, key_prefix: &str, found: &mut dyn FnMut(String, u64)) -> Res
     let entries = match fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(Error::durable_io(format!("{} cannot be listed", dir.display()), &e)),
+        Err(e) => {
+            return Err(Error::durable_io(
+                format!("{} cannot be listed", dir.display()),
+                &e,
+            ))
+        }
     };
     for entry in entries {
-        let entry = entry.map_err(|e| Error::durable_io(format!("{} cannot be listed", dir.display()), &e))?;
+        let entry =
+            entry.map_err(|e| Error::durable_io(format!("{} cannot be listed", dir.display()), &e))?;
         let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
             continue;
         };
@@ -190,7 +201,10 @@ fn create_dirs_durably(dir: &Path) -> Result<()> {
     match fs::create_dir(dir) {
         Ok(()) => sync_dir(dir.parent().unwrap_or(dir)),
         Err(e) if e.kind() == ErrorKind::AlreadyExists && dir.is_dir() => Ok(()),
-        Err(e) => Err(Error::durable_io(format!("{} cannot be created", dir.display()), &e)),
+        Err(e) => Err(Error::durable_io(
+            format!("{} cannot be created", dir.display()),
+            &e,
+        )),
     }
 }
 

@@ -88,10 +88,26 @@ mod tests {
 
     #[test]
     fn keys_cannot_escape_or_alias() {
-        for good in ["a", "orgs/o-1/tenants/t-x/epochs/00000000000000000001/manifest.json"] {
+        for good in [
+            "a",
+            "orgs/o-1/tenants/t-x/epochs/00000000000000000001/manifest.json",
+        ] {
             assert!(assert_object_key(good).is_ok(), "{good}");
         }
-        for bad in ["", "/a", "a/", "a//b", "../a", "a/./b", "a b", "a\\b", "é", "a\0", ".staging/x", "a/.b"] {
+        for bad in [
+            "",
+            "/a",
+            "a/",
+            "a//b",
+            "../a",
+            "a/./b",
+            "a b",
+            "a\\b",
+            "é",
+            "a\0",
+            ".staging/x",
+            "a/.b",
+        ] {
             assert!(
                 matches!(assert_object_key(bad), Err(Error::InvalidArgument { .. })),
                 "{bad:?}"

@@ -50,7 +50,10 @@ mod tests {
                 "{bad}"
             );
         }
-        let shown = open_durable_store("AKIAX:s3cret@bucket/p").err().unwrap().to_string();
+        let shown = open_durable_store("AKIAX:s3cret@bucket/p")
+            .err()
+            .unwrap()
+            .to_string();
         assert!(!shown.contains("AKIAX") && !shown.contains("s3cret"), "{shown}");
     }
 }

@@ -102,8 +102,15 @@ fn worlds() -> Vec<(&'static str, World)> {
 #[cfg(feature = "s3")]
 fn s3_world() -> Option<World> {
     let server = crate::durable_store::s3::test_server::MotoServer::start()?;
-    let store = crate::durable_store::open_durable_store(&server.url(&format!("copies-{:016x}", random_u64()))).unwrap();
-    Some(World::with(tempfile::tempdir().unwrap(), store, None, Some(Box::new(server))))
+    let store =
+        crate::durable_store::open_durable_store(&server.url(&format!("copies-{:016x}", random_u64())))
+            .unwrap();
+    Some(World::with(
+        tempfile::tempdir().unwrap(),
+        store,
+        None,
+        Some(Box::new(server)),
+    ))
 }
 
 /// A tenant root with a ledger holding `entries` and one more file.
@@ -114,7 +121,8 @@ fn write_state(root: &Path, entries: &[&str]) {
     db.execute_batch("PRAGMA journal_mode = WAL; CREATE TABLE IF NOT EXISTS entries (text TEXT NOT NULL); DELETE FROM entries;")
         .unwrap();
     for entry in entries {
-        db.execute("INSERT INTO entries (text) VALUES (?1)", [entry]).unwrap();
+        db.execute("INSERT INTO entries (text) VALUES (?1)", [entry])
+            .unwrap();
     }
     fs::create_dir_all(root.join("notes")).unwrap();
     fs::write(root.join("notes/last.txt"), entries.join(",")).unwrap();
@@ -123,8 +131,15 @@ fn write_state(root: &Path, entries: &[&str]) {
 fn read_state(root: &Path) -> Vec<String> {
     let db = rusqlite::Connection::open(root.join("gotry-state/gotry-state.db")).unwrap();
     let mut query = db.prepare("SELECT text FROM entries ORDER BY rowid").unwrap();
-    let entries: Vec<String> = query.query_map([], |row| row.get(0)).unwrap().map(|r| r.unwrap()).collect();
-    assert_eq!(fs::read_to_string(root.join("notes/last.txt")).unwrap(), entries.join(","));
+    let entries: Vec<String> = query
+        .query_map([], |row| row.get(0))
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect();
+    assert_eq!(
+        fs::read_to_string(root.join("notes/last.txt")).unwrap(),
+        entries.join(",")
+    );
     entries
 }
 
@@ -139,7 +154,11 @@ fn a_stale_writer_never_wins() {
         let a = world.holder("replica-a");
         assert_eq!(a.epoch(), 1);
         let root_a = world.root("a");
-        assert_eq!(copies.restore(&a, &root_a, None).unwrap().restored, None, "{backend}");
+        assert_eq!(
+            copies.restore(&a, &root_a, None).unwrap().restored,
+            None,
+            "{backend}"
+        );
         write_state(&root_a, &["a1"]);
         assert_eq!(copies.write_copy(&a, &root_a).unwrap().seq, 1);
         write_state(&root_a, &["a1", "a2"]);
@@ -158,7 +177,15 @@ fn a_stale_writer_never_wins() {
 
         // A wakes past its own check and writes into its old epoch.
         write_state(&root_a, &["a1", "a2", "a-late"]);
-        assert_eq!(copies.write_copy(&a, &root_a).unwrap(), WrittenCopy { epoch: 1, seq: 3, files: 2, bytes: copy_bytes(&world, 1, 3) });
+        assert_eq!(
+            copies.write_copy(&a, &root_a).unwrap(),
+            WrittenCopy {
+                epoch: 1,
+                seq: 3,
+                files: 2,
+                bytes: copy_bytes(&world, 1, 3)
+            }
+        );
 
         world.let_leases_expire();
         let c = world.holder("replica-c");
@@ -176,7 +203,10 @@ fn copy_bytes(world: &World, epoch: i64, seq: u64) -> u64 {
     // The manifest is not part of the copy's bytes.
     let manifest = world
         .durable
-        .get(&format!("{}{MANIFEST}", copy_prefix(&key(), CopyId { epoch, seq }).unwrap()))
+        .get(&format!(
+            "{}{MANIFEST}",
+            copy_prefix(&key(), CopyId { epoch, seq }).unwrap()
+        ))
         .unwrap()
         .unwrap();
     copy.bytes - manifest.len() as u64
@@ -196,7 +226,14 @@ fn a_late_copy_is_superseded_when_the_next_holder_died_before_copying() {
 
         world.let_leases_expire();
         let b = world.holder("replica-b");
-        assert_eq!(world.copies().restore(&b, &world.root("b"), None).unwrap().restored, id(1, 1));
+        assert_eq!(
+            world
+                .copies()
+                .restore(&b, &world.root("b"), None)
+                .unwrap()
+                .restored,
+            id(1, 1)
+        );
         // B dies here. A wakes and writes again into epoch 1.
         write_state(&root_a, &["a1", "a-late"]);
         copies_a.write_copy(&a, &root_a).unwrap();
@@ -208,7 +245,11 @@ fn a_late_copy_is_superseded_when_the_next_holder_died_before_copying() {
         assert_eq!(report.restored, id(1, 1), "{backend}");
         assert_eq!(
             report.skipped,
-            [SkippedCopy { epoch: 1, seq: 2, reason: SkipReason::Superseded }]
+            [SkippedCopy {
+                epoch: 1,
+                seq: 2,
+                reason: SkipReason::Superseded
+            }]
         );
         assert_eq!(read_state(&root_c), ["a1"]);
     }
@@ -231,7 +272,10 @@ fn four_copies(world: &World) -> TenantLease {
 }
 
 fn file_object(seq: u64, index: usize) -> String {
-    format!("{}files/{index:06}", copy_prefix(&key(), CopyId { epoch: 1, seq }).unwrap())
+    format!(
+        "{}files/{index:06}",
+        copy_prefix(&key(), CopyId { epoch: 1, seq }).unwrap()
+    )
 }
 
 /// Replaces an object in place, as a disk fault or an operator would: below the store's
@@ -246,20 +290,30 @@ fn tamper(world: &World, object: &str, change: impl FnOnce(&mut Vec<u8>)) {
 fn manifest_of(world: &World, seq: u64) -> Manifest {
     let bytes = world
         .durable
-        .get(&format!("{}{MANIFEST}", copy_prefix(&key(), CopyId { epoch: 1, seq }).unwrap()))
+        .get(&format!(
+            "{}{MANIFEST}",
+            copy_prefix(&key(), CopyId { epoch: 1, seq }).unwrap()
+        ))
         .unwrap()
         .unwrap();
     serde_json::from_slice(&bytes).unwrap()
 }
 
 fn forge_manifest(world: &World, seq: u64, manifest: &Manifest) {
-    let object = format!("{}{MANIFEST}", copy_prefix(&key(), CopyId { epoch: 1, seq }).unwrap());
+    let object = format!(
+        "{}{MANIFEST}",
+        copy_prefix(&key(), CopyId { epoch: 1, seq }).unwrap()
+    );
     let path = world.objects.as_ref().unwrap().join(object);
     fs::write(path, serde_json::to_vec(manifest).unwrap()).unwrap();
 }
 
 fn ledger_index(manifest: &Manifest) -> usize {
-    manifest.files.iter().position(|f| f.path == "gotry-state/gotry-state.db").unwrap()
+    manifest
+        .files
+        .iter()
+        .position(|f| f.path == "gotry-state/gotry-state.db")
+        .unwrap()
 }
 
 #[test]
@@ -291,7 +345,14 @@ fn every_untrustworthy_copy_is_skipped_with_its_reason() {
     let root = world.root("b");
     let error = world.copies().restore(&b, &root, Some(&refuse_one)).unwrap_err();
     let skipped = |reasons: &[(u64, SkipReason)]| -> Vec<SkippedCopy> {
-        reasons.iter().map(|&(seq, reason)| SkippedCopy { epoch: 1, seq, reason }).collect()
+        reasons
+            .iter()
+            .map(|&(seq, reason)| SkippedCopy {
+                epoch: 1,
+                seq,
+                reason,
+            })
+            .collect()
     };
     let all = skipped(&[
         (4, SkipReason::Checksum),
@@ -322,7 +383,10 @@ fn a_failing_host_check_fails_the_restore_with_its_own_error() {
     let root = world.root("b");
     fs::create_dir_all(&root).unwrap();
     fs::write(root.join("kept"), b"old").unwrap();
-    assert!(matches!(world.copies().restore(&b, &root, Some(&broken)), Err(Error::Host(_))));
+    assert!(matches!(
+        world.copies().restore(&b, &root, Some(&broken)),
+        Err(Error::Host(_))
+    ));
     assert_eq!(fs::read(root.join("kept")).unwrap(), b"old");
 }
 
@@ -333,7 +397,16 @@ fn a_restore_replaces_the_whole_root_and_an_empty_start_empties_it() {
         let root = world.root("a");
         write_state(&root, &["stale local state"]);
         let report = world.copies().restore(&a, &root, None).unwrap();
-        assert_eq!(report, RestoreReport { restored: None, skipped: vec![], files: 0, bytes: 0 }, "{backend}");
+        assert_eq!(
+            report,
+            RestoreReport {
+                restored: None,
+                skipped: vec![],
+                files: 0,
+                bytes: 0
+            },
+            "{backend}"
+        );
         assert_eq!(fs::read_dir(&root).unwrap().count(), 0);
         write_state(&root, &["x"]);
         world.copies().write_copy(&a, &root).unwrap();
@@ -360,20 +433,32 @@ fn anything_foreign_in_the_holders_prefix_is_a_conflict() {
         write_state(&root, &["1"]);
         let copies = world.copies();
         copies.write_copy(&a, &root).unwrap();
-        let stranger = format!("{}00000000000000000009/files/000000", epoch_prefix(&key(), 1).unwrap());
+        let stranger = format!(
+            "{}00000000000000000009/files/000000",
+            epoch_prefix(&key(), 1).unwrap()
+        );
         world.durable.put_new(&stranger, b"someone else").unwrap();
-        assert!(matches!(copies.write_copy(&a, &root), Err(Error::CopyConflict { .. })), "{backend}");
+        assert!(
+            matches!(copies.write_copy(&a, &root), Err(Error::CopyConflict { .. })),
+            "{backend}"
+        );
 
         // A name about to be written that exists already is one too.
         let b = {
             world.let_leases_expire();
             world.holder("replica-b")
         };
-        let next = format!("{}00000000000000000001/manifest.json", epoch_prefix(&key(), 2).unwrap());
+        let next = format!(
+            "{}00000000000000000001/manifest.json",
+            epoch_prefix(&key(), 2).unwrap()
+        );
         let fresh = world.copies();
         fresh.restore(&b, &root, None).unwrap();
         world.durable.put_new(&next, b"{}").unwrap();
-        assert!(matches!(fresh.write_copy(&b, &root), Err(Error::CopyConflict { .. })), "{backend}");
+        assert!(
+            matches!(fresh.write_copy(&b, &root), Err(Error::CopyConflict { .. })),
+            "{backend}"
+        );
     }
 }
 
@@ -384,8 +469,14 @@ fn a_closed_gate_writes_nothing() {
     let root = world.root("a");
     write_state(&root, &["1"]);
     a.release().unwrap();
-    assert!(matches!(world.copies().write_copy(&a, &root), Err(Error::Fenced { .. })));
-    assert!(matches!(world.copies().restore(&a, &root, None), Err(Error::Fenced { .. })));
+    assert!(matches!(
+        world.copies().write_copy(&a, &root),
+        Err(Error::Fenced { .. })
+    ));
+    assert!(matches!(
+        world.copies().restore(&a, &root, None),
+        Err(Error::Fenced { .. })
+    ));
     assert!(world.copies().list(&key()).unwrap().is_empty());
 }
 
@@ -398,7 +489,11 @@ fn an_unusable_directory_is_unavailable_and_the_next_copy_succeeds() {
     let copies = world.copies();
     copies.write_copy(&a, &root).unwrap();
     // Root ignores permissions, so the fault is a file where the epoch's folder must go.
-    let epoch_dir = world.objects.as_ref().unwrap().join(epoch_prefix(&key(), 1).unwrap().trim_end_matches('/'));
+    let epoch_dir = world
+        .objects
+        .as_ref()
+        .unwrap()
+        .join(epoch_prefix(&key(), 1).unwrap().trim_end_matches('/'));
     let aside = epoch_dir.with_extension("aside");
     fs::rename(&epoch_dir, &aside).unwrap();
     fs::write(&epoch_dir, b"in the way").unwrap();
@@ -406,7 +501,10 @@ fn an_unusable_directory_is_unavailable_and_the_next_copy_succeeds() {
         Err(Error::DurableStoreUnavailable { backend_code, .. }) => assert_eq!(backend_code, "ENOTDIR"),
         other => panic!("{other:?}"),
     }
-    assert!(a.assert_held().is_ok(), "the lease and its gate are the store's business alone");
+    assert!(
+        a.assert_held().is_ok(),
+        "the lease and its gate are the store's business alone"
+    );
     fs::remove_file(&epoch_dir).unwrap();
     fs::rename(&aside, &epoch_dir).unwrap();
     // The listing failed before a name was claimed, so the next copy takes it.
@@ -429,13 +527,23 @@ fn a_stopped_s3_server_is_unavailable_and_the_next_copy_succeeds() {
     server.stop();
     let outcome = copies.write_copy(&a, &root);
     server.resume();
-    assert!(matches!(outcome, Err(Error::DurableStoreUnavailable { .. })), "{outcome:?}");
+    assert!(
+        matches!(outcome, Err(Error::DurableStoreUnavailable { .. })),
+        "{outcome:?}"
+    );
     assert!(a.assert_held().is_ok());
     let written = copies.write_copy(&a, &root).unwrap();
     assert!(written.seq >= 2);
     world.let_leases_expire();
     let b = world.holder("replica-b");
-    assert_eq!(world.copies().restore(&b, &world.root("b"), None).unwrap().restored, id(1, written.seq));
+    assert_eq!(
+        world
+            .copies()
+            .restore(&b, &world.root("b"), None)
+            .unwrap()
+            .restored,
+        id(1, written.seq)
+    );
 }
 
 #[test]
@@ -448,7 +556,10 @@ fn forgotten_copies_are_never_restored_and_can_be_deleted() {
         world.copies().write_copy(&a, &root).unwrap();
         a.mark_forgotten().unwrap();
         // The floor is read from the lease store, not from the lease's own view.
-        assert_eq!(world.copies().forget_copies(&a).unwrap(), [CopyId { epoch: 1, seq: 1 }]);
+        assert_eq!(
+            world.copies().forget_copies(&a).unwrap(),
+            [CopyId { epoch: 1, seq: 1 }]
+        );
         assert!(world.copies().list(&key()).unwrap().is_empty(), "{backend}");
 
         world.let_leases_expire();
@@ -469,9 +580,19 @@ fn the_floor_alone_hides_copies_not_yet_deleted() {
     a.mark_forgotten().unwrap();
     world.let_leases_expire();
     let b = world.holder("replica-b");
-    assert_eq!(world.copies().restore(&b, &world.root("b"), None).unwrap().restored, None);
+    assert_eq!(
+        world
+            .copies()
+            .restore(&b, &world.root("b"), None)
+            .unwrap()
+            .restored,
+        None
+    );
     // And the old holder may no longer delete anything.
-    assert!(matches!(world.copies().forget_copies(&a), Err(Error::LeaseLost { .. })));
+    assert!(matches!(
+        world.copies().forget_copies(&a),
+        Err(Error::LeaseLost { .. })
+    ));
     assert!(matches!(world.copies().gc(&a, 1), Err(Error::LeaseLost { .. })));
 }
 
@@ -484,18 +605,33 @@ fn gc_keeps_the_newest_valid_copies() {
     let copies = world.copies();
     copies.write_copy(&b, &root).unwrap();
     // The newest copy is broken in a way gc can see: a file is gone.
-    let broken = format!("{}files/000000", copy_prefix(&key(), CopyId { epoch: 2, seq: 2 }).unwrap());
+    let broken = format!(
+        "{}files/000000",
+        copy_prefix(&key(), CopyId { epoch: 2, seq: 2 }).unwrap()
+    );
     copies.write_copy(&b, &root).unwrap();
     world.durable.delete(&broken).unwrap();
 
     assert!(matches!(copies.gc(&b, 0), Err(Error::InvalidArgument { .. })));
     let report = copies.gc(&b, 2).unwrap();
-    assert_eq!(report.kept, [CopyId { epoch: 2, seq: 1 }, CopyId { epoch: 1, seq: 4 }]);
+    assert_eq!(
+        report.kept,
+        [CopyId { epoch: 2, seq: 1 }, CopyId { epoch: 1, seq: 4 }]
+    );
     assert_eq!(
         report.deleted,
-        [1, 2, 3].iter().rev().map(|&seq| CopyId { epoch: 1, seq }).collect::<Vec<_>>()
+        [1, 2, 3]
+            .iter()
+            .rev()
+            .map(|&seq| CopyId { epoch: 1, seq })
+            .collect::<Vec<_>>()
     );
-    let left: Vec<(i64, u64)> = copies.list(&key()).unwrap().iter().map(|c| (c.epoch, c.seq)).collect();
+    let left: Vec<(i64, u64)> = copies
+        .list(&key())
+        .unwrap()
+        .iter()
+        .map(|c| (c.epoch, c.seq))
+        .collect();
     assert_eq!(left, [(1, 4), (2, 1), (2, 2)]);
     // Writing goes on after a gc of the holder's own prefix.
     assert_eq!(copies.write_copy(&b, &root).unwrap().seq, 3);
@@ -540,18 +676,27 @@ fn a_copy_of_a_ledger_being_written_is_a_committed_state() {
         writer.join().unwrap();
 
         for seq in 1..=5u64 {
-            assert_eq!(copies.verify(&key(), CopyId { epoch: 1, seq }, None).unwrap(), None, "{backend}");
+            assert_eq!(
+                copies.verify(&key(), CopyId { epoch: 1, seq }, None).unwrap(),
+                None,
+                "{backend}"
+            );
         }
         let into = world.dir.path().join("latest");
         copies.restore_latest(&key(), 0, None, &into, None).unwrap();
         let db = rusqlite::Connection::open(into.join("gotry-state/gotry-state.db")).unwrap();
         let (count, max): (i64, i64) = db
-            .query_row("SELECT count(*), coalesce(max(CAST(text AS INTEGER)), 0) FROM entries", [], |r| {
-                Ok((r.get(0)?, r.get(1)?))
-            })
+            .query_row(
+                "SELECT count(*), coalesce(max(CAST(text AS INTEGER)), 0) FROM entries",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
             .unwrap();
         assert_eq!(count, max, "{backend}: entries 1..n with none missing");
-        assert!(max >= seen[4], "{backend}: the copy holds every commit made before it began");
+        assert!(
+            max >= seen[4],
+            "{backend}: the copy holds every commit made before it began"
+        );
     }
 }
 
@@ -620,6 +765,13 @@ fn a_read_only_directory_is_unavailable_and_the_next_copy_succeeds() {
     assert_eq!(copies.write_copy(&a, &root).unwrap().seq, 3);
     world.let_leases_expire();
     let b = world.holder("replica-b");
-    assert_eq!(world.copies().restore(&b, &world.root("b"), None).unwrap().restored, id(1, 3));
+    assert_eq!(
+        world
+            .copies()
+            .restore(&b, &world.root("b"), None)
+            .unwrap()
+            .restored,
+        id(1, 3)
+    );
     drop(world);
 }
