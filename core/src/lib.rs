@@ -41,7 +41,7 @@ pub use lease_store::{
     MAX_LEASE_TTL_MS, MIN_LEASE_TTL_MS,
 };
 pub use router::{
-    CloseReport, CopyPolicy, Durability, RouterEvent, RouterOptions, TenantHandle, TenantRouter, TenantState,
-    TenantStatus,
+    CloseReport, CopyPolicy, Durability, RouterCall, RouterEvent, RouterOptions, TenantHandle, TenantRouter,
+    TenantState, TenantStatus,
 };
 pub use tenant_lease::{LeaseOptions, TenantLease, Turn};

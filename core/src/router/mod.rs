@@ -377,19 +377,23 @@ impl TenantRouter {
 
     /// Runs one call of a served tenant; see the [module docs](self).
     pub fn run<T>(&self, key: &str, call: impl FnOnce(&TenantHandle) -> Result<T>) -> Result<T> {
-        let shared = &self.shared;
-        let handle = shared.enter(key)?;
-        let outcome = handle.lease.assert_held().and_then(|()| call(&handle));
-        let outcome = outcome.and_then(|value| handle.lease.assert_held().map(|()| value));
-        let copy = match (&outcome, shared.policy.durability) {
-            (Ok(_), Durability::Strict) => shared.copy_now(&handle),
-            _ => Ok(()),
+        let started = self.begin(key)?;
+        let value = call(started.handle())?;
+        started.finish().map(|()| value)
+    }
+
+    /// Starts a call of a served tenant, for hosts whose calls do not fit in one closure (a
+    /// JS promise): counted in flight, the gate checked, until the [`RouterCall`] is finished
+    /// or dropped. [`TenantRouter::run`] is this around a closure.
+    pub fn begin(&self, key: &str) -> Result<RouterCall> {
+        let handle = self.shared.enter(key)?;
+        let call = RouterCall {
+            shared: self.shared.clone(),
+            handle,
+            open: true,
         };
-        shared.leave(
-            key,
-            outcome.is_ok() && shared.policy.durability == Durability::Async,
-        );
-        copy.and(outcome)
+        call.handle.lease.assert_held()?;
+        Ok(call)
     }
 
     /// Hands a tenant off; see the [module docs](self).
@@ -452,6 +456,58 @@ impl Drop for TenantRouter {
 
 /// A lost tenant waiting for its last call: this replica cannot serve it until that tenure
 /// is over.
+/// A call in flight. [`RouterCall::finish`] acknowledges it; dropping it unfinished counts
+/// it as failed (nothing to copy for it).
+pub struct RouterCall {
+    shared: Arc<Shared>,
+    handle: Arc<TenantHandle>,
+    open: bool,
+}
+
+impl std::fmt::Debug for RouterCall {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RouterCall")
+            .field("key", &self.handle.key)
+            .field("open", &self.open)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RouterCall {
+    pub fn handle(&self) -> &Arc<TenantHandle> {
+        &self.handle
+    }
+
+    /// The call succeeded: FENCED when the gate closed meanwhile (its effects cannot be
+    /// acknowledged); in `Strict` mode, waits for a copy that holds it and fails with the
+    /// copy's error. Blocks on the durable store in `Strict` mode only.
+    pub fn finish(mut self) -> Result<()> {
+        self.open = false;
+        let shared = &self.shared;
+        let outcome = self
+            .handle
+            .lease
+            .assert_held()
+            .and_then(|()| match shared.policy.durability {
+                Durability::Strict => shared.copy_now(&self.handle),
+                Durability::Async => Ok(()),
+            });
+        shared.leave(
+            &self.handle.key,
+            outcome.is_ok() && shared.policy.durability == Durability::Async,
+        );
+        outcome
+    }
+}
+
+impl Drop for RouterCall {
+    fn drop(&mut self) {
+        if self.open {
+            self.shared.leave(&self.handle.key, false);
+        }
+    }
+}
+
 fn fenced_for(key: &str, tenant: &Tenant) -> Error {
     Error::Fenced {
         reason: FenceReason::LeaseLost,

@@ -325,3 +325,67 @@ fn close_hands_every_tenant_off_then_refuses() {
     let (b, _) = world.router("replica-b", 8, Durability::Async);
     assert_eq!(entries(&b.open(ORG, T2).unwrap().root), [T2]);
 }
+
+#[test]
+fn the_lease_is_renewed_through_a_drain_longer_than_its_ttl() {
+    let dir = tempfile::tempdir().unwrap();
+    // The store decides on the real clock here: the keeper's renewals must beat real expiry.
+    let leases: Arc<dyn LeaseStore> = Arc::new(SqliteLeaseStore::open(dir.path().join("leases.db")).unwrap());
+    let router = Arc::new(
+        TenantRouter::start(RouterOptions {
+            lease_store: leases.clone(),
+            durable_store: Arc::new(DirectoryDurableStore::open(dir.path().join("durable")).unwrap()),
+            state_root: dir.path().join("state"),
+            replica_id: "replica-a".to_owned(),
+            ttl_ms: 300,
+            margin_ms: 100,
+            capacity: Some(4),
+            copy_policy: CopyPolicy::default(),
+            clock: Arc::new(SystemMonotonicClock),
+            verify: None,
+            on_event: None,
+        })
+        .unwrap(),
+    );
+    router.open(ORG, T1).unwrap();
+    let entered = Arc::new(Barrier::new(2));
+    let call = {
+        let (router, entered) = (router.clone(), entered.clone());
+        std::thread::spawn(move || {
+            router.run(&key(T1), |h| {
+                entered.wait();
+                // Four TTLs of work, started before the handoff.
+                std::thread::sleep(Duration::from_millis(1_200));
+                append(h, "long")
+            })
+        })
+    };
+    entered.wait();
+    router.handoff(&key(T1), Duration::from_secs(20)).unwrap();
+    call.join().unwrap().unwrap();
+    let history = leases.history(Some(&key(T1))).unwrap();
+    let renewals = history.iter().filter(|e| e.op.as_str() == "renew").count();
+    assert!(renewals >= 3, "renewed through the drain: {history:?}");
+    assert!(history.iter().all(|e| e.epoch == 1), "nobody else held it");
+}
+
+#[test]
+fn a_call_begun_by_hand_counts_until_finished_or_dropped() {
+    let world = World::new();
+    let (router, _) = world.router("replica-a", 8, Durability::Async);
+    router.open(ORG, T1).unwrap();
+    let call = router.begin(&key(T1)).unwrap();
+    append(call.handle(), "one").unwrap();
+    assert_eq!(router.status()[0].in_flight, 1);
+    call.finish().unwrap();
+    let dropped = router.begin(&key(T1)).unwrap();
+    assert_eq!(router.status()[0].in_flight, 1);
+    drop(dropped);
+    let status = router.status().remove(0);
+    assert_eq!(
+        (status.in_flight, status.writes_since_copy),
+        (0, 1),
+        "a dropped call wrote nothing"
+    );
+    assert!(matches!(router.begin(&key(T2)), Err(Error::LeaseLost { .. })));
+}
