@@ -95,8 +95,19 @@ impl SqliteLeaseStore {
         SqliteLeaseStore::open_with(path, SqliteOptions::default())
     }
 
+    /// A path is a path: never a SQLite URI (whose `?nolock=1` would silently turn off the
+    /// locking every guarantee rests on) and never an in-memory database (which shares
+    /// nothing with the other processes of the host).
     pub fn open_with(path: impl AsRef<Path>, options: SqliteOptions) -> Result<SqliteLeaseStore> {
         let path = path.as_ref();
+        assert_store_path(path)?;
+        let busy_ms = options.busy_timeout.as_millis();
+        if busy_ms > i32::MAX as u128 {
+            return Err(Error::invalid_argument(format!(
+                "a busy timeout is at most {} ms, got {busy_ms}",
+                i32::MAX
+            )));
+        }
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent).map_err(|e| {
                 // "Exists" here means a file stands where the folder should be.
@@ -111,7 +122,10 @@ impl SqliteLeaseStore {
             })?;
         }
         let created = !path.exists();
-        let mut connection = Connection::open(path).map_err(storage_error)?;
+        let flags = rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE
+            | rusqlite::OpenFlags::SQLITE_OPEN_CREATE
+            | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let mut connection = Connection::open_with_flags(path, flags).map_err(storage_error)?;
         // The busy timeout first: sibling processes must wait for the write lock, not fail.
         connection
             .busy_timeout(options.busy_timeout)
@@ -334,6 +348,21 @@ fn select_row(connection: &Connection, key: &str) -> Result<Option<LeaseRecord>>
         .map_err(storage_error)
 }
 
+fn assert_store_path(path: &Path) -> Result<()> {
+    let text = path.to_string_lossy();
+    if text.is_empty() || text == ":memory:" {
+        return Err(Error::invalid_argument(
+            "a lease store is a file shared by the processes of a host: give its path, not an in-memory database",
+        ));
+    }
+    if text.starts_with("file:") {
+        return Err(Error::invalid_argument(
+            "a lease store path is a plain path, not a SQLite URI filename (file:...)",
+        ));
+    }
+    Ok(())
+}
+
 fn is_busy(error: &rusqlite::Error) -> bool {
     matches!(error, rusqlite::Error::SqliteFailure(e, _) if e.code == rusqlite::ErrorCode::DatabaseBusy)
 }
@@ -502,6 +531,43 @@ impl LeaseStore for SqliteLeaseStore {
 mod tests {
     use super::*;
     use crate::clock::ManualClock;
+
+    #[test]
+    fn a_path_is_a_path_never_a_uri_nor_memory() {
+        let dir = tempfile::tempdir().unwrap();
+        // Under URI interpretation this would be a private in-memory database.
+        let odd = dir.path().join("leases.db?mode=memory&nolock=1");
+        let one = SqliteLeaseStore::open(&odd).unwrap();
+        let two = SqliteLeaseStore::open(&odd).unwrap();
+        assert!(odd.is_file(), "the name is taken literally");
+        one.acquire("k", "a", 10_000).unwrap();
+        assert!(matches!(
+            two.acquire("k", "b", 10_000),
+            Err(Error::LeaseHeld { .. })
+        ));
+        for refused in [":memory:", "", "file:/tmp/x.db?nolock=1", "file::memory:"] {
+            assert!(
+                matches!(
+                    SqliteLeaseStore::open(refused),
+                    Err(Error::InvalidArgument { .. })
+                ),
+                "{refused:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_busy_timeout_sqlite_cannot_take_is_refused_not_a_panic() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = SqliteOptions {
+            busy_timeout: Duration::from_millis(1 << 31),
+            ..SqliteOptions::default()
+        };
+        assert!(matches!(
+            SqliteLeaseStore::open_with(dir.path().join("a.db"), options),
+            Err(Error::InvalidArgument { .. })
+        ));
+    }
 
     #[test]
     fn every_commit_is_synced_to_the_write_ahead_log() {

@@ -20,6 +20,13 @@ pub fn open_lease_store(url: &str) -> Result<Arc<dyn LeaseStore>> {
             if path.is_empty() {
                 return Err(Error::invalid_argument("a sqlite: URL needs a file path"));
             }
+            // `sqlite://user:password@...` has no meaning for a file; refusing it keeps a
+            // credential pasted in the wrong place from becoming a file name.
+            if path.split('/').next().is_some_and(|first| first.contains('@')) {
+                return Err(Error::invalid_argument(
+                    "a sqlite: URL names a file and takes no user or password",
+                ));
+            }
             Ok(Arc::new(SqliteLeaseStore::open(path)?))
         }
         "mysql" => Ok(Arc::new(MysqlLeaseStore::open_url(url)?)),
@@ -54,6 +61,19 @@ mod tests {
             open_lease_store("redis://x"),
             Err(Error::InvalidArgument { .. })
         ));
+        for refused in [
+            "sqlite://alice:s3cret@host/x.db",
+            "sqlite:file:/tmp/x.db?nolock=1",
+            "sqlite::memory:",
+            "sqlite:file::memory:?cache=shared",
+        ] {
+            match open_lease_store(refused) {
+                Err(Error::InvalidArgument { message }) => {
+                    assert!(!message.contains("s3cret"), "{message}")
+                }
+                other => panic!("{refused}: {:?}", other.map(|_| ())),
+            }
+        }
         let error = open_lease_store("alice:s3cret@db.example/leases").err().unwrap();
         let shown = error.to_string();
         assert!(!shown.contains("alice") && !shown.contains("s3cret"), "{shown}");
