@@ -106,16 +106,20 @@ typedef enum GotryStatus {
      */
     GOTRY_STATUS_ID_INVALID = 5,
     /**
-     * GOTRY_TENANT_DURABLE_STORE_UNAVAILABLE: the durable store failed or could not be reached.
+     * GOTRY_TENANT_DURABLE_STORE_UNAVAILABLE: the durable store failed or could not be
+     * reached; the backend's own name for the failure (an errno name such as `EROFS`, or an
+     * S3 error code) is in the error (`gotry_error_backend_code`). A copy that failed so is
+     * not taken as written; the lease is unaffected.
      */
     GOTRY_STATUS_DURABLE_STORE_UNAVAILABLE = 6,
     /**
-     * GOTRY_TENANT_RESTORE_INVALID: a durable copy cannot be trusted; skipped copies are in
-     * the error.
+     * GOTRY_TENANT_RESTORE_INVALID: durable copies exist but none can be trusted; every
+     * skipped copy, with its reason, is in the error (`gotry_error_skipped`).
      */
     GOTRY_STATUS_RESTORE_INVALID = 7,
     /**
-     * GOTRY_TENANT_COPY_CONFLICT: something else wrote into this holder's epoch prefix.
+     * GOTRY_TENANT_COPY_CONFLICT: something this holder did not write is in its epoch's
+     * prefix, or where it was about to write; the copy is not taken as written.
      */
     GOTRY_STATUS_COPY_CONFLICT = 8,
     /**
@@ -167,6 +171,37 @@ typedef enum GotryStatus {
      */
     GOTRY_STATUS_INTERNAL_ERROR = 18,
 } GotryStatus;
+
+/**
+ * Why a restore passed over a durable copy.
+ */
+typedef enum GotrySkipReason {
+    /**
+     * `manifest`: the manifest is missing, does not parse, or contradicts its own place.
+     */
+    GOTRY_SKIP_REASON_MANIFEST = 1,
+    /**
+     * `tenant`: the manifest names another tenant.
+     */
+    GOTRY_SKIP_REASON_TENANT = 2,
+    /**
+     * `checksum`: a file is missing, or its size or SHA-256 differs from the manifest.
+     */
+    GOTRY_SKIP_REASON_CHECKSUM = 3,
+    /**
+     * `integrity`: a SQLite file fails `PRAGMA integrity_check`.
+     */
+    GOTRY_SKIP_REASON_INTEGRITY = 4,
+    /**
+     * `fold`: the host's own check of the restored state refused it.
+     */
+    GOTRY_SKIP_REASON_FOLD = 5,
+    /**
+     * `superseded`: written into an older epoch after a later tenure had begun (a stale
+     * holder's copy).
+     */
+    GOTRY_SKIP_REASON_SUPERSEDED = 6,
+} GotrySkipReason;
 
 /**
  * Why a holder's write gate is closed.
@@ -253,6 +288,35 @@ typedef enum GotryLeaseOp {
 } GotryLeaseOp;
 
 /**
+ * Copy ids returned by `gotry_epoch_copies_forget_copies` and `gotry_epoch_copies_gc`, in
+ * the order the call handled them. Immutable: any number of threads may read it at once;
+ * free it once with `gotry_copy_id_list_free`.
+ */
+typedef struct GotryCopyIdList GotryCopyIdList;
+
+/**
+ * The copies of `gotry_epoch_copies_list`, oldest first. Immutable: any number of threads
+ * may read it at once; free it once with `gotry_copy_list_free`.
+ */
+typedef struct GotryCopyList GotryCopyList;
+
+/**
+ * An open durable store. Thread-safe: any number of threads (and of `GotryEpochCopies`) may
+ * use one store at once, and processes may share its folder or bucket. A `GotryEpochCopies`
+ * made from it keeps its own reference, so the store may be freed before it.
+ */
+typedef struct GotryDurableStore GotryDurableStore;
+
+/**
+ * The copies of tenant roots in one durable store. Thread-safe: calls for different tenants
+ * run in parallel, calls for one tenant one at a time. It remembers which objects of a
+ * tenure it wrote (anything else in that epoch's prefix is a conflict), so a holder uses
+ * one `GotryEpochCopies` for its whole tenure. `gotry_epoch_copies_free` must be the last
+ * call on the handle.
+ */
+typedef struct GotryEpochCopies GotryEpochCopies;
+
+/**
  * Why a call failed: its status, its code string, a message for people, and the fields
  * of its code. Created only by a failing call whose `out_error` was not NULL. Immutable:
  * any number of threads may read it at once; free it once with `gotry_error_free`.
@@ -307,6 +371,12 @@ typedef struct GotryRecordList GotryRecordList;
  * `gotry_renew_batch_free`.
  */
 typedef struct GotryRenewBatch GotryRenewBatch;
+
+/**
+ * What `gotry_epoch_copies_restore` did. Immutable: any number of threads may read it at
+ * once; free it once with `gotry_restore_report_free`.
+ */
+typedef struct GotryRestoreReport GotryRestoreReport;
 
 /**
  * What `gotry_keeper_shutdown` did: the released leases, then the failed ones, then those
@@ -376,6 +446,126 @@ typedef struct GotryRecordView {
      */
     int64_t forgotten_at_epoch;
 } GotryRecordView;
+
+/**
+ * A copy taken as written: its manifest is durable and the write gate held after it.
+ */
+typedef struct GotryWrittenCopy {
+    /**
+     * The lease's epoch, under whose prefix the copy lives.
+     */
+    int64_t epoch;
+    /**
+     * The copy's sequence number within the epoch.
+     */
+    uint64_t seq;
+    /**
+     * Files of the tenant root in the copy.
+     */
+    size_t files;
+    /**
+     * Bytes of those files (SQLite files as their backup image).
+     */
+    uint64_t bytes;
+} GotryWrittenCopy;
+
+/**
+ * A host's check of a restored copy before it is installed (gotry verifies its ledger's
+ * fold): `root` is the folder holding the restored tenant root (NUL-terminated, `root_len`
+ * bytes; valid during the call only), not yet in place. Return true to accept the copy,
+ * false to pass it over with reason `fold` (then the next older copy is tried). It runs on
+ * the thread that called `gotry_epoch_copies_restore`, before that call returns, once per
+ * copy that passed every other check. Read the folder, do not change it, and never let a
+ * C++ exception escape.
+ */
+typedef bool (*GotryFoldCheckFn)(void *user_data, const char *root, size_t root_len);
+
+/**
+ * A copy's place in the order restores follow: epoch first, then sequence number within
+ * the epoch (never timestamps).
+ */
+typedef struct GotryCopyId {
+    /**
+     * The epoch of the tenure that wrote the copy.
+     */
+    int64_t epoch;
+    /**
+     * The copy's sequence number within its epoch, from 1.
+     */
+    uint64_t seq;
+} GotryCopyId;
+
+/**
+ * A restore's summary, read with `gotry_restore_report_view`.
+ */
+typedef struct GotryRestoreView {
+    /**
+     * false for an empty start: no copy existed, and the tenant root is now an empty folder.
+     */
+    bool restored;
+    /**
+     * The copy installed; zeros when `restored` is false.
+     */
+    struct GotryCopyId copy;
+    /**
+     * Files installed in the tenant root.
+     */
+    size_t files;
+    /**
+     * Bytes of those files.
+     */
+    uint64_t bytes;
+    /**
+     * Copies passed over on the way (newest first); read each with
+     * `gotry_restore_report_skipped`.
+     */
+    size_t skipped_len;
+} GotryRestoreView;
+
+/**
+ * A copy a restore passed over, and why.
+ */
+typedef struct GotrySkippedCopy {
+    /**
+     * The epoch of the copy.
+     */
+    int64_t epoch;
+    /**
+     * Its sequence number within the epoch.
+     */
+    uint64_t seq;
+    /**
+     * Why it was not restored (`gotry_skip_reason_name` gives the core's string).
+     */
+    enum GotrySkipReason reason;
+} GotrySkippedCopy;
+
+/**
+ * One copy as the store lists it, without reading it.
+ */
+typedef struct GotryCopyListing {
+    /**
+     * The epoch of the copy.
+     */
+    int64_t epoch;
+    /**
+     * Its sequence number within the epoch.
+     */
+    uint64_t seq;
+    /**
+     * Whether its manifest is there: a copy without one does not exist (it was cut off
+     * mid-write). Being complete does not say it verifies.
+     */
+    bool complete;
+    /**
+     * Objects stored under the copy's prefix, the manifest included.
+     */
+    size_t objects;
+    /**
+     * Bytes of those objects.
+     */
+    uint64_t bytes;
+} GotryCopyListing;
 
 /**
  * How a keeper renews; `gotry_keeper_options_default` fills in the defaults.
@@ -676,6 +866,298 @@ enum GotryStatus gotry_manual_clock_get(const struct GotryManualClock *clock, in
 void gotry_manual_clock_free(struct GotryManualClock *clock);
 
 /**
+ * Creates the copies of tenant roots in `store`, which it keeps its own reference to.
+ *
+ * Returns `GOTRY_STATUS_NULL_ARGUMENT` when an argument is NULL.
+ *
+ * # Safety
+ * `store` must be NULL or a live `GotryDurableStore`; `out_copies` must be NULL or writable.
+ */
+enum GotryStatus gotry_epoch_copies_new(const struct GotryDurableStore *store,
+                                        struct GotryEpochCopies **out_copies);
+
+/**
+ * Frees the copies handle; NULL does nothing. What it wrote stays in the store.
+ *
+ * # Safety
+ * `copies` must be NULL or a `GotryEpochCopies` not yet freed, used by no other thread.
+ */
+void gotry_epoch_copies_free(struct GotryEpochCopies *copies);
+
+/**
+ * Writes a complete copy of the tenant root at `root` (the ledger
+ * `gotry-state/gotry-state.db` and every other file under it) under the lease's epoch: every
+ * object create-only, the manifest last. SQLite files are read through SQLite's online
+ * backup API, so the ledger may be written meanwhile; keep the other files still during the
+ * call. Blocks on the file system and the store. `*out_copy` receives what was written.
+ *
+ * Returns `GOTRY_STATUS_FENCED` when the write gate is closed before the first object or
+ * after the manifest (the copy is then not taken as written), `GOTRY_STATUS_COPY_CONFLICT`
+ * when anything in the epoch's prefix was not written through this handle or a name it is
+ * about to create exists, `GOTRY_STATUS_DURABLE_STORE_UNAVAILABLE` when the store fails (a
+ * later copy starts afresh), `GOTRY_STATUS_STORAGE_ERROR` when `root` cannot be read (the
+ * error's code is the errno or SQLite name), `GOTRY_STATUS_ID_INVALID` when the lease key is
+ * not `<organization>/<ledger tenant>`, `GOTRY_STATUS_INVALID_ARGUMENT` for a root that is not
+ * UTF-8 or holds a NUL, or that holds something other than files and folders or a name that
+ * is not UTF-8, and `GOTRY_STATUS_NULL_ARGUMENT` when a pointer other than `out_error` is NULL.
+ *
+ * # Safety
+ * `copies` must be NULL or a live `GotryEpochCopies`; `lease` must be NULL or a live
+ * `GotryLease`; `root` must be NULL or point to `root_len` readable bytes; the
+ * out-parameters must be NULL or writable.
+ */
+enum GotryStatus gotry_epoch_copies_write_copy(const struct GotryEpochCopies *copies,
+                                               const struct GotryLease *lease,
+                                               const char *root,
+                                               size_t root_len,
+                                               struct GotryWrittenCopy *out_copy,
+                                               struct GotryError **out_error);
+
+/**
+ * Restores, at the start of the lease's tenure, the newest copy that verifies into `root`.
+ * Considers copies of epochs above the lease's forgotten floor and below its epoch, newest
+ * epoch first, newest sequence first, and takes the first whose manifest parses and names
+ * this tenant, whose files all match their size and SHA-256, whose SQLite files pass
+ * `PRAGMA integrity_check`, and that `verify` accepts (when not NULL; called with
+ * `user_data`). The copy is installed in place of `root` in one step (whatever `root` held
+ * is discarded); with no copy at all, `root` becomes an empty folder (an empty start). Then
+ * the tenure is recorded in the store (create-only), so that later restores pass over copies
+ * a stale holder writes into an older epoch from now on (`superseded`). Blocks on the store
+ * and the file system. `*out_report` receives what was restored and every copy skipped
+ * (free it with `gotry_restore_report_free`).
+ *
+ * Returns `GOTRY_STATUS_RESTORE_INVALID` when copies exist but none verifies (every skipped
+ * copy and its reason in the error, `root` untouched), `GOTRY_STATUS_FENCED` when the write
+ * gate is closed before or after the restore, `GOTRY_STATUS_COPY_CONFLICT` when another
+ * restore recorded this epoch's tenure differently, `GOTRY_STATUS_DURABLE_STORE_UNAVAILABLE`
+ * when the store fails, `GOTRY_STATUS_STORAGE_ERROR` when `root`'s folder cannot be written,
+ * `GOTRY_STATUS_ID_INVALID` when the lease key is not `<organization>/<ledger tenant>`,
+ * `GOTRY_STATUS_INVALID_ARGUMENT` for a root that is not UTF-8, holds a NUL or has no parent
+ * folder, and `GOTRY_STATUS_NULL_ARGUMENT` when `copies`, `lease`, `root` or `out_report` is
+ * NULL.
+ *
+ * # Safety
+ * `copies` must be NULL or a live `GotryEpochCopies`; `lease` must be NULL or a live
+ * `GotryLease`; `root` must be NULL or point to `root_len` readable bytes; `verify` must be
+ * NULL or a function as `GotryFoldCheckFn` describes; the out-parameters must be NULL or
+ * writable.
+ */
+enum GotryStatus gotry_epoch_copies_restore(const struct GotryEpochCopies *copies,
+                                            const struct GotryLease *lease,
+                                            const char *root,
+                                            size_t root_len,
+                                            GotryFoldCheckFn verify,
+                                            void *user_data,
+                                            struct GotryRestoreReport **out_report,
+                                            struct GotryError **out_error);
+
+/**
+ * Reads a restore's summary.
+ *
+ * Returns `GOTRY_STATUS_NULL_ARGUMENT` when an argument is NULL.
+ *
+ * # Safety
+ * `report` must be NULL or a live `GotryRestoreReport`; `out_view` must be NULL or writable.
+ */
+enum GotryStatus gotry_restore_report_view(const struct GotryRestoreReport *report,
+                                           struct GotryRestoreView *out_view);
+
+/**
+ * Reads skipped copy `index` of a restore (newest first).
+ *
+ * Returns `GOTRY_STATUS_INVALID_ARGUMENT` when `index` is not below `skipped_len`, and
+ * `GOTRY_STATUS_NULL_ARGUMENT` when an argument is NULL.
+ *
+ * # Safety
+ * `report` must be NULL or a live `GotryRestoreReport`; `out_skipped` must be NULL or writable.
+ */
+enum GotryStatus gotry_restore_report_skipped(const struct GotryRestoreReport *report,
+                                              size_t index,
+                                              struct GotrySkippedCopy *out_skipped);
+
+/**
+ * Frees a restore report; NULL does nothing.
+ *
+ * # Safety
+ * `report` must be NULL or a `GotryRestoreReport` not yet freed, used by no other thread.
+ */
+void gotry_restore_report_free(struct GotryRestoreReport *report);
+
+/**
+ * Lists every copy of the tenant `key` (`<organization>/<ledger tenant>`) in the store,
+ * oldest first, without reading them; needs no lease. `*out_list` receives a list to free
+ * with `gotry_copy_list_free`.
+ *
+ * Returns `GOTRY_STATUS_ID_INVALID` for a key that is not `<organization>/<ledger tenant>`,
+ * `GOTRY_STATUS_INVALID_ARGUMENT` for a key that is not UTF-8,
+ * `GOTRY_STATUS_DURABLE_STORE_UNAVAILABLE` when the store fails, and
+ * `GOTRY_STATUS_NULL_ARGUMENT` when a pointer other than `out_error` is NULL.
+ *
+ * # Safety
+ * `copies` must be NULL or a live `GotryEpochCopies`; `key` must be NULL or point to
+ * `key_len` readable bytes; the out-parameters must be NULL or writable.
+ */
+enum GotryStatus gotry_epoch_copies_list(const struct GotryEpochCopies *copies,
+                                         const char *key,
+                                         size_t key_len,
+                                         struct GotryCopyList **out_list,
+                                         struct GotryError **out_error);
+
+/**
+ * Counts the copies of a list.
+ *
+ * Returns `GOTRY_STATUS_NULL_ARGUMENT` when an argument is NULL.
+ *
+ * # Safety
+ * `list` must be NULL or a live `GotryCopyList`; `out_len` must be NULL or writable.
+ */
+enum GotryStatus gotry_copy_list_len(const struct GotryCopyList *list, size_t *out_len);
+
+/**
+ * Reads copy `index` of a list.
+ *
+ * Returns `GOTRY_STATUS_INVALID_ARGUMENT` when `index` is not below the length, and
+ * `GOTRY_STATUS_NULL_ARGUMENT` when an argument is NULL.
+ *
+ * # Safety
+ * `list` must be NULL or a live `GotryCopyList`; `out_listing` must be NULL or writable.
+ */
+enum GotryStatus gotry_copy_list_get(const struct GotryCopyList *list,
+                                     size_t index,
+                                     struct GotryCopyListing *out_listing);
+
+/**
+ * Frees a copy list; NULL does nothing.
+ *
+ * # Safety
+ * `list` must be NULL or a `GotryCopyList` not yet freed, used by no other thread.
+ */
+void gotry_copy_list_free(struct GotryCopyList *list);
+
+/**
+ * Deletes every copy and tenure record of the lease's tenant up to its forgotten floor
+ * (raise it first with `gotry_lease_mark_forgotten`), which it reads from the lease store:
+ * only the holder the store still names deletes. Blocks on both stores. `*out_deleted`
+ * receives the ids of the deleted copies (free it with `gotry_copy_id_list_free`).
+ *
+ * Returns `GOTRY_STATUS_FENCED` when the write gate is closed, `GOTRY_STATUS_LEASE_LOST`
+ * when the lease store no longer names this holder at its epoch,
+ * `GOTRY_STATUS_LEASE_STORE_UNAVAILABLE` when the lease store is busy or closed,
+ * `GOTRY_STATUS_DURABLE_STORE_UNAVAILABLE` when the durable store fails (what was deleted
+ * stays deleted; calling again finishes), and `GOTRY_STATUS_NULL_ARGUMENT` when a pointer
+ * other than `out_error` is NULL.
+ *
+ * # Safety
+ * `copies` must be NULL or a live `GotryEpochCopies`; `lease` must be NULL or a live
+ * `GotryLease`; the out-parameters must be NULL or writable.
+ */
+enum GotryStatus gotry_epoch_copies_forget_copies(const struct GotryEpochCopies *copies,
+                                                  const struct GotryLease *lease,
+                                                  struct GotryCopyIdList **out_deleted,
+                                                  struct GotryError **out_error);
+
+/**
+ * Keeps the newest `keep` copies of the lease's tenant that look valid (manifest readable,
+ * this tenant, every file present at its size, not superseded) and deletes every older one,
+ * and every copy up to the forgotten floor; never deletes the newest valid copy, and
+ * deletes nothing else when none looks valid. Checks the lease store first, as
+ * `gotry_epoch_copies_forget_copies` does. `*out_kept` receives the kept copies and
+ * `*out_deleted` the deleted ones, newest first (free each with `gotry_copy_id_list_free`).
+ *
+ * Returns `GOTRY_STATUS_INVALID_ARGUMENT` when `keep` is 0, and otherwise as
+ * `gotry_epoch_copies_forget_copies`.
+ *
+ * # Safety
+ * `copies` must be NULL or a live `GotryEpochCopies`; `lease` must be NULL or a live
+ * `GotryLease`; the out-parameters must be NULL or writable.
+ */
+enum GotryStatus gotry_epoch_copies_gc(const struct GotryEpochCopies *copies,
+                                       const struct GotryLease *lease,
+                                       size_t keep,
+                                       struct GotryCopyIdList **out_kept,
+                                       struct GotryCopyIdList **out_deleted,
+                                       struct GotryError **out_error);
+
+/**
+ * Counts the ids of a list.
+ *
+ * Returns `GOTRY_STATUS_NULL_ARGUMENT` when an argument is NULL.
+ *
+ * # Safety
+ * `list` must be NULL or a live `GotryCopyIdList`; `out_len` must be NULL or writable.
+ */
+enum GotryStatus gotry_copy_id_list_len(const struct GotryCopyIdList *list, size_t *out_len);
+
+/**
+ * Reads id `index` of a list.
+ *
+ * Returns `GOTRY_STATUS_INVALID_ARGUMENT` when `index` is not below the length, and
+ * `GOTRY_STATUS_NULL_ARGUMENT` when an argument is NULL.
+ *
+ * # Safety
+ * `list` must be NULL or a live `GotryCopyIdList`; `out_id` must be NULL or writable.
+ */
+enum GotryStatus gotry_copy_id_list_get(const struct GotryCopyIdList *list,
+                                        size_t index,
+                                        struct GotryCopyId *out_id);
+
+/**
+ * Frees a copy id list; NULL does nothing.
+ *
+ * # Safety
+ * `list` must be NULL or a `GotryCopyIdList` not yet freed, used by no other thread.
+ */
+void gotry_copy_id_list_free(struct GotryCopyIdList *list);
+
+/**
+ * Opens (creating it and its parent folders if needed) the durable store in the folder at
+ * `path`, a local disk or a shared volume. Every object is created atomically and durably:
+ * a crash never leaves half an object under a real name, and an existing one is never
+ * replaced.
+ *
+ * Returns `GOTRY_STATUS_INVALID_ARGUMENT` for a path that is not UTF-8 or holds a NUL,
+ * `GOTRY_STATUS_DURABLE_STORE_UNAVAILABLE` when the folder cannot be created or used (the
+ * errno name, e.g. `ENOTDIR` when a parent is a file, is in `gotry_error_backend_code`), and
+ * `GOTRY_STATUS_NULL_ARGUMENT` when `path` or `out_store` is NULL.
+ *
+ * # Safety
+ * `path` must be NULL or point to `path_len` readable bytes; `out_store` and `out_error`
+ * must be NULL or writable.
+ */
+enum GotryStatus gotry_durable_store_open(const char *path,
+                                          size_t path_len,
+                                          struct GotryDurableStore **out_store,
+                                          struct GotryError **out_error);
+
+/**
+ * Opens the durable store a URL names: a folder as `file:///absolute/dir`, `file:relative/dir`
+ * or `file://relative/dir`, or an S3-compatible bucket as
+ * `s3://bucket/prefix?endpoint=http://127.0.0.1:9000&region=us-east-1` (credentials from the
+ * usual AWS environment variables or the URL; they never appear in an error).
+ *
+ * Returns `GOTRY_STATUS_INVALID_ARGUMENT` for a URL that is not UTF-8, holds a NUL, or names
+ * no known scheme, `GOTRY_STATUS_DURABLE_STORE_UNAVAILABLE` when the store cannot be reached
+ * or used (its own code in `gotry_error_backend_code`), and `GOTRY_STATUS_NULL_ARGUMENT` when
+ * `url` or `out_store` is NULL.
+ *
+ * # Safety
+ * `url` must be NULL or point to `url_len` readable bytes; `out_store` and `out_error` must
+ * be NULL or writable.
+ */
+enum GotryStatus gotry_durable_store_open_url(const char *url,
+                                              size_t url_len,
+                                              struct GotryDurableStore **out_store,
+                                              struct GotryError **out_error);
+
+/**
+ * Frees the caller's handle; NULL does nothing. Copies made from the store keep using it.
+ *
+ * # Safety
+ * `store` must be NULL or a `GotryDurableStore` not yet freed, used by no other thread.
+ */
+void gotry_durable_store_free(struct GotryDurableStore *store);
+
+/**
  * The status of the failed call; `GOTRY_STATUS_NULL_ARGUMENT` when `error` is NULL.
  *
  * # Safety
@@ -802,19 +1284,33 @@ enum GotryStatus gotry_error_limit(const struct GotryError *error, uint64_t *out
 enum GotryStatus gotry_error_skipped_count(const struct GotryError *error, size_t *out_count);
 
 /**
- * The name of skipped copy `index` of a failed restore, borrowed from `error`.
+ * Reads skipped copy `index` of a failed restore (newest first): its epoch, sequence
+ * number and reason.
  *
  * Returns `GOTRY_STATUS_NO_VALUE` for an error that is not RESTORE_INVALID,
  * `GOTRY_STATUS_INVALID_ARGUMENT` when `index` is not below the count, and
  * `GOTRY_STATUS_NULL_ARGUMENT` when an argument is NULL.
  *
  * # Safety
- * `error` must be NULL or a live `GotryError`; the out-parameters must be NULL or writable.
+ * `error` must be NULL or a live `GotryError`; `out_skipped` must be NULL or writable.
  */
 enum GotryStatus gotry_error_skipped(const struct GotryError *error,
                                      size_t index,
-                                     const char **out_name,
-                                     size_t *out_len);
+                                     struct GotrySkippedCopy *out_skipped);
+
+/**
+ * The durable store's own name for its failure (`GOTRY_STATUS_DURABLE_STORE_UNAVAILABLE`),
+ * NUL-terminated and borrowed from `error`: an errno name as Node gives it for a folder
+ * (e.g. `EROFS`, `ENOTDIR`), or the S3 error code. For logs and alerts; branch on the
+ * status.
+ *
+ * Returns `GOTRY_STATUS_NO_VALUE` for any other error, and `GOTRY_STATUS_NULL_ARGUMENT`
+ * when an argument is NULL.
+ *
+ * # Safety
+ * `error` must be NULL or a live `GotryError`; `out_code` must be NULL or writable.
+ */
+enum GotryStatus gotry_error_backend_code(const struct GotryError *error, const char **out_code);
 
 /**
  * The buffer size a call needed, NUL included (`GOTRY_STATUS_BUFFER_TOO_SMALL`): call again
@@ -1428,6 +1924,13 @@ const char *gotry_status_code(int status);
  * `"lease_lost"`, `"lease_expired_locally"`); NULL for any other value. Static; thread-safe.
  */
 const char *gotry_fence_reason_name(int reason);
+
+/**
+ * The core's `reason` string of a `GotrySkipReason` value (`"manifest"`, `"tenant"`,
+ * `"checksum"`, `"integrity"`, `"fold"`, `"superseded"`); NULL for any other value. Static;
+ * thread-safe.
+ */
+const char *gotry_skip_reason_name(int reason);
 
 /**
  * The log's spelling of a `GotryLeaseOp` value (`"acquire"`, `"renew"`, `"release"`,

@@ -5,7 +5,8 @@ use std::ffi::c_char;
 use gotry_core::Error;
 
 use crate::boundary::{free_handle, handle, Failure, Out};
-use crate::records::{GotryRecordView, OwnedRecord, Text};
+use crate::copies::GotrySkippedCopy;
+use crate::records::{element, GotryRecordView, OwnedRecord, Text};
 use crate::status::{GotryFenceReason, GotryStatus};
 
 /// The fields some codes carry besides their message.
@@ -26,8 +27,11 @@ enum Detail {
         in_flight: u64,
         timeout_ms: u64,
     },
+    DurableStoreUnavailable {
+        backend_code: Text,
+    },
     RestoreInvalid {
-        skipped: Vec<Text>,
+        skipped: Vec<GotrySkippedCopy>,
     },
     ReplicaAtCapacity {
         limit: u64,
@@ -105,8 +109,11 @@ impl GotryError {
                 in_flight: *in_flight,
                 timeout_ms: *timeout_ms,
             },
+            Error::DurableStoreUnavailable { backend_code, .. } => Detail::DurableStoreUnavailable {
+                backend_code: Text::new(backend_code),
+            },
             Error::RestoreInvalid { skipped, .. } => Detail::RestoreInvalid {
-                skipped: skipped.iter().map(|s| Text::new(s)).collect(),
+                skipped: skipped.iter().map(GotrySkippedCopy::from).collect(),
             },
             Error::ReplicaAtCapacity { limit } => Detail::ReplicaAtCapacity { limit: *limit },
             _ => Detail::None,
@@ -378,42 +385,64 @@ pub unsafe extern "C" fn gotry_error_skipped_count(
     })
 }
 
-/// The name of skipped copy `index` of a failed restore, borrowed from `error`.
+/// Reads skipped copy `index` of a failed restore (newest first): its epoch, sequence
+/// number and reason.
 ///
 /// Returns `GOTRY_STATUS_NO_VALUE` for an error that is not RESTORE_INVALID,
 /// `GOTRY_STATUS_INVALID_ARGUMENT` when `index` is not below the count, and
 /// `GOTRY_STATUS_NULL_ARGUMENT` when an argument is NULL.
 ///
 /// # Safety
-/// `error` must be NULL or a live `GotryError`; the out-parameters must be NULL or writable.
+/// `error` must be NULL or a live `GotryError`; `out_skipped` must be NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn gotry_error_skipped(
     error: *const GotryError,
     index: usize,
-    out_name: *mut *const c_char,
-    out_len: *mut usize,
+    out_skipped: *mut GotrySkippedCopy,
 ) -> GotryStatus {
     ffi_boundary!(std::ptr::null_mut(), {
         let error = unsafe { handle("error", error)? };
-        let out_name = unsafe { Out::new("out_name", out_name)? };
-        let out_len = unsafe { Out::new("out_len", out_len)? };
-        let all = skipped(error)?;
-        let name = all.get(index).ok_or_else(|| {
-            Failure::invalid(format!(
-                "index {index} is out of range for {} skipped copies",
-                all.len()
-            ))
-        })?;
-        name.lend(out_name, out_len);
+        let out_skipped = unsafe { Out::new("out_skipped", out_skipped)? };
+        out_skipped.write(*element(skipped(error)?, index)?);
         Ok(())
     })
 }
 
-fn skipped(error: &GotryError) -> Result<&[Text], Failure> {
+fn skipped(error: &GotryError) -> Result<&[GotrySkippedCopy], Failure> {
     match &error.detail {
         Detail::RestoreInvalid { skipped } => Ok(skipped),
         _ => Err(no_value("only a RESTORE_INVALID error carries skipped copies")),
     }
+}
+
+/// The durable store's own name for its failure (`GOTRY_STATUS_DURABLE_STORE_UNAVAILABLE`),
+/// NUL-terminated and borrowed from `error`: an errno name as Node gives it for a folder
+/// (e.g. `EROFS`, `ENOTDIR`), or the S3 error code. For logs and alerts; branch on the
+/// status.
+///
+/// Returns `GOTRY_STATUS_NO_VALUE` for any other error, and `GOTRY_STATUS_NULL_ARGUMENT`
+/// when an argument is NULL.
+///
+/// # Safety
+/// `error` must be NULL or a live `GotryError`; `out_code` must be NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn gotry_error_backend_code(
+    error: *const GotryError,
+    out_code: *mut *const c_char,
+) -> GotryStatus {
+    ffi_boundary!(std::ptr::null_mut(), {
+        let error = unsafe { handle("error", error)? };
+        let out_code = unsafe { Out::new("out_code", out_code)? };
+        match &error.detail {
+            Detail::DurableStoreUnavailable { backend_code } => out_code.write(backend_code.ptr()),
+            _ => {
+                return Err(no_value(
+                    "only a DURABLE_STORE_UNAVAILABLE error carries a backend code",
+                ))
+            }
+        }
+        Ok(())
+    })
 }
 
 /// The buffer size a call needed, NUL included (`GOTRY_STATUS_BUFFER_TOO_SMALL`): call again
@@ -454,9 +483,10 @@ pub unsafe extern "C" fn gotry_error_free(error: *mut GotryError) {
 
 #[cfg(test)]
 mod tests {
-    //! The codes the core cannot raise yet (router, durable copies) are built by hand here,
-    //! so their fields are proven readable before the first caller needs them.
+    //! Errors are built by hand here: the router cannot raise its codes yet, and the copies'
+    //! fields are proven readable without a store in the state that raises them.
     use super::*;
+    use crate::status::GotrySkipReason;
     use std::ffi::CStr;
 
     fn boxed(error: Error) -> *mut GotryError {
@@ -501,25 +531,53 @@ mod tests {
 
     #[test]
     fn restore_invalid_lists_its_skipped_copies() {
+        use gotry_core::{SkipReason, SkippedCopy};
         let error = boxed(Error::RestoreInvalid {
             message: "no copy verified".into(),
-            skipped: vec!["epoch-3/a".into(), "epoch-4/b".into()],
+            skipped: vec![
+                SkippedCopy {
+                    epoch: 4,
+                    seq: 2,
+                    reason: SkipReason::Checksum,
+                },
+                SkippedCopy {
+                    epoch: 3,
+                    seq: u64::MAX,
+                    reason: SkipReason::Superseded,
+                },
+            ],
         });
-        let (mut count, mut name, mut len) = (0usize, std::ptr::null(), 0usize);
+        let (mut count, mut len, mut name) = (0usize, 0usize, std::ptr::null());
+        let mut copy = GotrySkippedCopy {
+            epoch: -1,
+            seq: 0,
+            reason: GotrySkipReason::Manifest,
+        };
         // SAFETY: as above.
         unsafe {
             assert_eq!(gotry_error_skipped_count(error, &mut count), GotryStatus::Ok);
             assert_eq!(count, 2);
+            assert_eq!(gotry_error_skipped(error, 1, &mut copy), GotryStatus::Ok);
             assert_eq!(
-                gotry_error_skipped(error, 1, &mut name, &mut len),
-                GotryStatus::Ok
+                copy,
+                GotrySkippedCopy {
+                    epoch: 3,
+                    seq: u64::MAX,
+                    reason: GotrySkipReason::Superseded
+                }
             );
-            assert_eq!(read(name, len), "epoch-4/b");
+            assert_eq!(gotry_error_skipped(error, 0, &mut copy), GotryStatus::Ok);
             assert_eq!(
-                gotry_error_skipped(error, 2, &mut name, &mut len),
+                (copy.epoch, copy.seq, copy.reason),
+                (4, 2, GotrySkipReason::Checksum)
+            );
+            assert_eq!(
+                gotry_error_skipped(error, 2, &mut copy),
                 GotryStatus::InvalidArgument
             );
+            assert_eq!(copy.epoch, 4, "a refused index leaves the out-parameter alone");
             assert_eq!(gotry_error_key(error, &mut name, &mut len), GotryStatus::NoValue);
+            assert_eq!(gotry_error_backend_code(error, &mut name), GotryStatus::NoValue);
             let mut message = std::ptr::null();
             assert_eq!(
                 gotry_error_message(error, &mut message, &mut len),
@@ -527,6 +585,36 @@ mod tests {
             );
             assert_eq!(read(message, len), "no copy verified");
             gotry_error_free(error);
+        }
+    }
+
+    #[test]
+    fn durable_store_unavailable_keeps_the_backend_code() {
+        let error = boxed(Error::DurableStoreUnavailable {
+            message: "orgs/acme cannot be listed: Read-only file system".into(),
+            backend_code: "EROFS".into(),
+        });
+        let mut code = std::ptr::null();
+        // SAFETY: as above.
+        unsafe {
+            assert_eq!(gotry_error_status(error), GotryStatus::DurableStoreUnavailable);
+            assert_eq!(gotry_error_backend_code(error, &mut code), GotryStatus::Ok);
+            assert_eq!(CStr::from_ptr(code).to_str().unwrap(), "EROFS");
+            assert_eq!(gotry_error_code(error, &mut code), GotryStatus::Ok);
+            assert_eq!(
+                CStr::from_ptr(code).to_str().unwrap(),
+                "GOTRY_TENANT_DURABLE_STORE_UNAVAILABLE"
+            );
+            assert_eq!(gotry_error_skipped_count(error, &mut 0), GotryStatus::NoValue);
+            assert_eq!(
+                gotry_error_backend_code(error, std::ptr::null_mut()),
+                GotryStatus::NullArgument
+            );
+            gotry_error_free(error);
+            assert_eq!(
+                gotry_error_backend_code(std::ptr::null(), &mut code),
+                GotryStatus::NullArgument
+            );
         }
     }
 

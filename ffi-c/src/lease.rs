@@ -17,7 +17,7 @@ use crate::store::GotryStore;
 /// threads run one at a time, in the order they were called. `gotry_lease_free` must be the
 /// last call on the handle.
 pub struct GotryLease {
-    lease: Arc<TenantLease>,
+    pub(crate) lease: Arc<TenantLease>,
     key: Text,
     replica_id: Text,
 }

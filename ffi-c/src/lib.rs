@@ -13,6 +13,8 @@
 mod boundary;
 mod batch;
 mod clock;
+mod copies;
+mod durable;
 mod error;
 mod ids;
 mod keeper;
@@ -23,6 +25,8 @@ mod store;
 
 pub use batch::*;
 pub use clock::*;
+pub use copies::*;
+pub use durable::*;
 pub use error::*;
 pub use ids::*;
 pub use keeper::*;

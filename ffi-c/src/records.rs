@@ -205,7 +205,7 @@ pub unsafe extern "C" fn gotry_record_list_free(list: *mut GotryRecordList) {
     });
 }
 
-fn element<T>(items: &[T], index: usize) -> Result<&T, Failure> {
+pub(crate) fn element<T>(items: &[T], index: usize) -> Result<&T, Failure> {
     items.get(index).ok_or_else(|| {
         Failure::invalid(format!(
             "index {index} is out of range for a list of {}",

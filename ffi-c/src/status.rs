@@ -3,7 +3,7 @@
 use std::ffi::{c_char, c_int, CStr, CString};
 use std::sync::OnceLock;
 
-use gotry_core::{Error, ErrorCode, FenceReason, LeaseOp};
+use gotry_core::{Error, ErrorCode, FenceReason, LeaseOp, SkipReason};
 
 /// The outcome of a call. `GOTRY_STATUS_OK` is zero; values 1 to 12 are the twelve
 /// `GOTRY_TENANT_*` codes in the reference's order (so `gotry_status_code` names them);
@@ -28,12 +28,16 @@ pub enum GotryStatus {
     /// GOTRY_TENANT_ID_INVALID: an organization id, tenant id, partition, claim or
     /// organization key is not acceptable (bytes that are not UTF-8 included).
     IdInvalid = 5,
-    /// GOTRY_TENANT_DURABLE_STORE_UNAVAILABLE: the durable store failed or could not be reached.
+    /// GOTRY_TENANT_DURABLE_STORE_UNAVAILABLE: the durable store failed or could not be
+    /// reached; the backend's own name for the failure (an errno name such as `EROFS`, or an
+    /// S3 error code) is in the error (`gotry_error_backend_code`). A copy that failed so is
+    /// not taken as written; the lease is unaffected.
     DurableStoreUnavailable = 6,
-    /// GOTRY_TENANT_RESTORE_INVALID: a durable copy cannot be trusted; skipped copies are in
-    /// the error.
+    /// GOTRY_TENANT_RESTORE_INVALID: durable copies exist but none can be trusted; every
+    /// skipped copy, with its reason, is in the error (`gotry_error_skipped`).
     RestoreInvalid = 7,
-    /// GOTRY_TENANT_COPY_CONFLICT: something else wrote into this holder's epoch prefix.
+    /// GOTRY_TENANT_COPY_CONFLICT: something this holder did not write is in its epoch's
+    /// prefix, or where it was about to write; the copy is not taken as written.
     CopyConflict = 8,
     /// GOTRY_TENANT_DRAINING: the tenant is being handed off; retry on the next owner.
     Draining = 9,
@@ -246,6 +250,62 @@ pub extern "C" fn gotry_fence_reason_name(reason: c_int) -> *const c_char {
     })
 }
 
+/// Why a restore passed over a durable copy.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GotrySkipReason {
+    /// `manifest`: the manifest is missing, does not parse, or contradicts its own place.
+    Manifest = 1,
+    /// `tenant`: the manifest names another tenant.
+    Tenant = 2,
+    /// `checksum`: a file is missing, or its size or SHA-256 differs from the manifest.
+    Checksum = 3,
+    /// `integrity`: a SQLite file fails `PRAGMA integrity_check`.
+    Integrity = 4,
+    /// `fold`: the host's own check of the restored state refused it.
+    Fold = 5,
+    /// `superseded`: written into an older epoch after a later tenure had begun (a stale
+    /// holder's copy).
+    Superseded = 6,
+}
+
+const SKIP_REASONS: [(GotrySkipReason, SkipReason); 6] = [
+    (GotrySkipReason::Manifest, SkipReason::Manifest),
+    (GotrySkipReason::Tenant, SkipReason::Tenant),
+    (GotrySkipReason::Checksum, SkipReason::Checksum),
+    (GotrySkipReason::Integrity, SkipReason::Integrity),
+    (GotrySkipReason::Fold, SkipReason::Fold),
+    (GotrySkipReason::Superseded, SkipReason::Superseded),
+];
+
+impl From<SkipReason> for GotrySkipReason {
+    fn from(reason: SkipReason) -> GotrySkipReason {
+        SKIP_REASONS
+            .iter()
+            .find(|(_, r)| *r == reason)
+            .map(|(ours, _)| *ours)
+            .expect("every skip reason has a C value")
+    }
+}
+
+/// The core's `reason` string of a `GotrySkipReason` value (`"manifest"`, `"tenant"`,
+/// `"checksum"`, `"integrity"`, `"fold"`, `"superseded"`); NULL for any other value. Static;
+/// thread-safe.
+#[no_mangle]
+pub extern "C" fn gotry_skip_reason_name(reason: c_int) -> *const c_char {
+    static NAMES: OnceLock<Vec<CString>> = OnceLock::new();
+    name_or_null(
+        || match SKIP_REASONS.iter().position(|(ours, _)| *ours as c_int == reason) {
+            Some(index) => static_cstr(
+                &NAMES,
+                || SKIP_REASONS.iter().map(|(_, r)| r.as_str().to_owned()).collect(),
+                index,
+            ),
+            None => std::ptr::null(),
+        },
+    )
+}
+
 /// The kind of a granted operation in a store's history.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -337,6 +397,9 @@ mod tests {
         assert!(gotry_fence_reason_name(0).is_null());
         assert_eq!(text(gotry_lease_op_name(4)).as_deref(), Some("forget"));
         assert!(gotry_lease_op_name(5).is_null());
+        assert_eq!(text(gotry_skip_reason_name(6)).as_deref(), Some("superseded"));
+        assert!(gotry_skip_reason_name(0).is_null() && gotry_skip_reason_name(7).is_null());
+        assert_eq!(GotrySkipReason::from(SkipReason::Fold), GotrySkipReason::Fold);
         assert_eq!(GotryLeaseOp::from(LeaseOp::Renew), GotryLeaseOp::Renew);
         assert_eq!(
             GotryFenceReason::from(FenceReason::LeaseLost),

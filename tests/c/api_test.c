@@ -1298,6 +1298,7 @@ static void test_error_accessors(void) {
     size_t len = 0;
     int64_t epoch = 0;
     uint64_t number = 0;
+    GotrySkippedCopy skipped;
     STATUS(gotry_error_record(err, &view), GOTRY_STATUS_NO_VALUE);
     STATUS(gotry_error_fence_reason(err, &reason), GOTRY_STATUS_NO_VALUE);
     STATUS(gotry_error_key(err, &text, &len), GOTRY_STATUS_NO_VALUE);
@@ -1306,7 +1307,8 @@ static void test_error_accessors(void) {
     STATUS(gotry_error_timeout_ms(err, &number), GOTRY_STATUS_NO_VALUE);
     STATUS(gotry_error_limit(err, &number), GOTRY_STATUS_NO_VALUE);
     STATUS(gotry_error_skipped_count(err, &len), GOTRY_STATUS_NO_VALUE);
-    STATUS(gotry_error_skipped(err, 0, &text, &len), GOTRY_STATUS_NO_VALUE);
+    STATUS(gotry_error_skipped(err, 0, &skipped), GOTRY_STATUS_NO_VALUE);
+    STATUS(gotry_error_backend_code(err, &text), GOTRY_STATUS_NO_VALUE);
     STATUS(gotry_error_buffer_len(err, &len), GOTRY_STATUS_NO_VALUE);
     /* NULL out-parameters... */
     STATUS(gotry_error_code(err, NULL), GOTRY_STATUS_NULL_ARGUMENT);
@@ -1320,7 +1322,8 @@ static void test_error_accessors(void) {
     STATUS(gotry_error_timeout_ms(err, NULL), GOTRY_STATUS_NULL_ARGUMENT);
     STATUS(gotry_error_limit(err, NULL), GOTRY_STATUS_NULL_ARGUMENT);
     STATUS(gotry_error_skipped_count(err, NULL), GOTRY_STATUS_NULL_ARGUMENT);
-    STATUS(gotry_error_skipped(err, 0, NULL, &len), GOTRY_STATUS_NULL_ARGUMENT);
+    STATUS(gotry_error_skipped(err, 0, NULL), GOTRY_STATUS_NULL_ARGUMENT);
+    STATUS(gotry_error_backend_code(err, NULL), GOTRY_STATUS_NULL_ARGUMENT);
     STATUS(gotry_error_buffer_len(err, NULL), GOTRY_STATUS_NULL_ARGUMENT);
     /* ...and a NULL error. */
     CHECK(gotry_error_status(NULL) == GOTRY_STATUS_NULL_ARGUMENT);
@@ -1334,7 +1337,8 @@ static void test_error_accessors(void) {
     STATUS(gotry_error_timeout_ms(NULL, &number), GOTRY_STATUS_NULL_ARGUMENT);
     STATUS(gotry_error_limit(NULL, &number), GOTRY_STATUS_NULL_ARGUMENT);
     STATUS(gotry_error_skipped_count(NULL, &len), GOTRY_STATUS_NULL_ARGUMENT);
-    STATUS(gotry_error_skipped(NULL, 0, &text, &len), GOTRY_STATUS_NULL_ARGUMENT);
+    STATUS(gotry_error_skipped(NULL, 0, &skipped), GOTRY_STATUS_NULL_ARGUMENT);
+    STATUS(gotry_error_backend_code(NULL, &text), GOTRY_STATUS_NULL_ARGUMENT);
     STATUS(gotry_error_buffer_len(NULL, &len), GOTRY_STATUS_NULL_ARGUMENT);
     ERROR_IS(GOTRY_STATUS_ID_INVALID, "GOTRY_TENANT_ID_INVALID");
     gotry_error_free(NULL);

@@ -201,6 +201,11 @@ fn create_dirs_durably(dir: &Path) -> Result<()> {
     match fs::create_dir(dir) {
         Ok(()) => sync_dir(dir.parent().unwrap_or(dir)),
         Err(e) if e.kind() == ErrorKind::AlreadyExists && dir.is_dir() => Ok(()),
+        // "Exists" but not a folder: a file stands where the folder must be.
+        Err(e) if e.kind() == ErrorKind::AlreadyExists => Err(Error::durable_io(
+            format!("{} cannot be created", dir.display()),
+            &std::io::Error::from_raw_os_error(libc::ENOTDIR),
+        )),
         Err(e) => Err(Error::durable_io(
             format!("{} cannot be created", dir.display()),
             &e,
@@ -265,7 +270,7 @@ mod tests {
         // A file where the key's folder should be fails for root too, unlike permissions.
         fs::write(dir.path().join("s").join("blocked"), b"").unwrap();
         match store.put_new("blocked/x", b"y") {
-            Err(Error::DurableStoreUnavailable { backend_code, .. }) => assert_eq!(backend_code, "EEXIST"),
+            Err(Error::DurableStoreUnavailable { backend_code, .. }) => assert_eq!(backend_code, "ENOTDIR"),
             other => panic!("{other:?}"),
         }
         match store.list("blocked/") {
