@@ -10,6 +10,9 @@
 # tests/test_mysql.py needs a MySQL/MariaDB server: GOTRY_MYSQL_URL, or the local one, which
 # scripts/mariadb.sh starts when it is installed but stopped. Without a server the run fails;
 # GOTRY_SKIP_MYSQL=1 skips those tests (pytest lists each skip).
+# GOTRY_S3_URL (an s3:// URL of a running S3-compatible server, which scripts/test.sh
+# provides) runs tests/test_copies.py's stale-writer scenario on S3 too; without it that run
+# is skipped, and pytest names the skip with its reason (`-rsfE`: skips, failures, errors).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/.." && pwd)"
@@ -35,7 +38,8 @@ step "pip install ./bindings-python"
 (cd "$root" && python -m pip install --quiet --no-build-isolation --force-reinstall --no-deps ./bindings-python)
 
 step "pytest"
-(cd "$here" && python -m pytest -q tests)
+# `-r` given here replaces pyproject's `-ra`; `s` keeps every skip named with its reason.
+(cd "$here" && python -m pytest -q -rsfE tests)
 
 step "mypy --strict"
 (cd "$here" && python -m mypy --strict tests examples bench)

@@ -7,16 +7,14 @@
 
 use std::sync::Arc;
 
-use gotry_tenant_state::{
-    Error, ManualClock, MonotonicClock, SystemMonotonicClock, SystemWallClock, WallClock,
-};
-use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use gotry_tenant_state::{ManualClock, MonotonicClock, SystemMonotonicClock, SystemWallClock, WallClock};
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyFloat, PyInt};
 
 use crate::args::integer;
-use crate::errors::CoreError;
+use crate::errors::{call_host, CoreError};
 
 /// A clock that moves only when told to, usable as the store's wall clock (`now_ms=`) and
 /// as a holder's monotonic clock (`clock=`), both at once.
@@ -57,20 +55,6 @@ impl PyManualClock {
     }
 }
 
-/// Runs one reading of a Python clock: attached to the interpreter, with a Python failure
-/// carried through the core as a host error so it comes back out as itself.
-fn read_python_clock<T>(
-    read: impl for<'py> FnOnce(Python<'py>) -> PyResult<T>,
-) -> gotry_tenant_state::Result<T> {
-    Python::try_attach(read)
-        .unwrap_or_else(|| {
-            Err(PyRuntimeError::new_err(
-                "a Python clock was read while the interpreter is shutting down",
-            ))
-        })
-        .map_err(|failure| Error::Host(Box::new(failure)))
-}
-
 fn reading_type_error(what: &str, reading: &Bound<'_, PyAny>) -> PyErr {
     let type_name = reading
         .get_type()
@@ -86,7 +70,7 @@ struct PythonWallClock {
 
 impl WallClock for PythonWallClock {
     fn now_ms(&self) -> gotry_tenant_state::Result<i64> {
-        read_python_clock(|py| {
+        call_host("a Python clock", |py| {
             let reading = self.now_ms.bind(py).call0()?;
             if reading.is_instance_of::<PyBool>() || !reading.is_instance_of::<PyInt>() {
                 return Err(reading_type_error(
@@ -108,7 +92,7 @@ struct PythonMonotonicClock {
 
 impl MonotonicClock for PythonMonotonicClock {
     fn now_ms(&self) -> gotry_tenant_state::Result<f64> {
-        read_python_clock(|py| {
+        call_host("a Python clock", |py| {
             let reading = self.clock.bind(py).call_method0(intern!(py, "now_ms"))?;
             let numeric = !reading.is_instance_of::<PyBool>()
                 && (reading.is_instance_of::<PyInt>() || reading.is_instance_of::<PyFloat>());

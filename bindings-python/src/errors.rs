@@ -11,6 +11,7 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyList, PyType};
 
+use crate::copies::PySkippedCopy;
 use crate::values::PyLeaseRecord;
 
 /// A core failure on its way to Python. A newtype because both `Error` and `PyErr` are
@@ -31,6 +32,22 @@ impl From<CoreError> for PyErr {
             other => Python::attach(|py| typed_exception(py, &other).unwrap_or_else(|failure| failure)),
         }
     }
+}
+
+/// Runs Python code that the core calls back while the interpreter lock is released (a
+/// clock, a restore's `verify`): attached for the length of the call, its failure carried
+/// through the core as a host error, so that it comes back out of the core as itself.
+pub fn call_host<T>(
+    what: &str,
+    call: impl for<'py> FnOnce(Python<'py>) -> PyResult<T>,
+) -> gotry_tenant_state::Result<T> {
+    Python::try_attach(call)
+        .unwrap_or_else(|| {
+            Err(PyRuntimeError::new_err(format!(
+                "{what} was called while the interpreter is shutting down"
+            )))
+        })
+        .map_err(|failure| Error::Host(Box::new(failure)))
 }
 
 /// The exception a core failure becomes, as an object to hand over rather than raise: a
@@ -94,7 +111,11 @@ fn typed_exception(py: Python<'_>, error: &Error) -> PyResult<PyErr> {
                     fields.set_item("record", PyLeaseRecord::from(record.clone()))?
                 }
                 Error::Fenced { reason, .. } => fields.set_item("reason", reason.as_str())?,
+                Error::DurableStoreUnavailable { backend_code, .. } => {
+                    fields.set_item("backend_code", backend_code)?
+                }
                 Error::RestoreInvalid { skipped, .. } => {
+                    let skipped = skipped.iter().cloned().map(PySkippedCopy::from);
                     fields.set_item("skipped", PyList::new(py, skipped)?)?
                 }
                 Error::DrainTimeout {
@@ -132,7 +153,7 @@ pub fn error_codes() -> Vec<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gotry_tenant_state::{FenceReason, LeaseRecord};
+    use gotry_tenant_state::{FenceReason, LeaseRecord, SkipReason, SkippedCopy};
     use pyo3::types::PyAnyMethods;
 
     /// Loads `_errors.py` on its own under its package name, below an empty stand-in for
@@ -185,6 +206,18 @@ mod tests {
                 lease_until_ms: 1_000,
                 forgotten_at_epoch: 3,
             };
+            let skipped = vec![
+                SkippedCopy {
+                    epoch: 2,
+                    seq: 5,
+                    reason: SkipReason::Checksum,
+                },
+                SkippedCopy {
+                    epoch: 1,
+                    seq: 1,
+                    reason: SkipReason::Fold,
+                },
+            ];
             let cases: Vec<(Error, &str)> = vec![
                 (
                     Error::LeaseHeld {
@@ -221,13 +254,14 @@ mod tests {
                 (
                     Error::DurableStoreUnavailable {
                         message: "down".into(),
+                        backend_code: "EROFS".into(),
                     },
                     "DurableStoreUnavailableError",
                 ),
                 (
                     Error::RestoreInvalid {
                         message: "checksum".into(),
-                        skipped: vec!["copy-1".into(), "copy-2".into()],
+                        skipped: skipped.clone(),
                     },
                     "RestoreVerificationError",
                 ),
@@ -265,8 +299,20 @@ mod tests {
                     ErrorCode::Fenced => {
                         assert_eq!(field::<String>(&exception, "reason"), "lease_expired_locally")
                     }
+                    ErrorCode::DurableStoreUnavailable => {
+                        assert_eq!(field::<String>(&exception, "backend_code"), "EROFS")
+                    }
                     ErrorCode::RestoreInvalid => {
-                        assert_eq!(field::<Vec<String>>(&exception, "skipped"), ["copy-1", "copy-2"])
+                        let got: Vec<PySkippedCopy> = exception
+                            .getattr("skipped")
+                            .unwrap()
+                            .try_iter()
+                            .unwrap()
+                            .map(|item| item.unwrap().cast::<PySkippedCopy>().unwrap().get().clone())
+                            .collect();
+                        let expected: Vec<PySkippedCopy> =
+                            skipped.iter().cloned().map(PySkippedCopy::from).collect();
+                        assert_eq!(got, expected);
                     }
                     ErrorCode::DrainTimeout => {
                         assert_eq!(field::<u64>(&exception, "in_flight"), 3);

@@ -26,6 +26,13 @@ pub struct PyTenantLease {
     lease: Arc<TenantLease>,
 }
 
+impl PyTenantLease {
+    /// The core lease, for a call that runs without the interpreter lock.
+    pub fn shared(&self) -> Arc<TenantLease> {
+        Arc::clone(&self.lease)
+    }
+}
+
 impl From<Arc<TenantLease>> for PyTenantLease {
     fn from(lease: Arc<TenantLease>) -> PyTenantLease {
         PyTenantLease { lease }

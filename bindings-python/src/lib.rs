@@ -7,6 +7,8 @@
 
 mod args;
 mod clocks;
+mod copies;
+mod durable;
 mod errors;
 mod ids;
 mod keeper;
@@ -34,6 +36,7 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ids::lease_key_for, m)?)?;
     m.add_function(wrap_pyfunction!(ids::tenant_root_for, m)?)?;
     m.add_function(wrap_pyfunction!(store::open_lease_store, m)?)?;
+    m.add_function(wrap_pyfunction!(durable::open_durable_store, m)?)?;
     m.add_class::<ids::PyOrganizationKey>()?;
     m.add_class::<clocks::PyManualClock>()?;
     m.add_class::<values::PyLeaseRecord>()?;
@@ -46,6 +49,15 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<keeper::PyKeeperEvent>()?;
     m.add_class::<keeper::PyTickReport>()?;
     m.add_class::<keeper::PyShutdownReport>()?;
+    m.add_class::<durable::PyDurableStore>()?;
+    m.add_class::<durable::PyDirectoryDurableStore>()?;
+    m.add_class::<copies::PyEpochCopies>()?;
+    m.add_class::<copies::PyCopyId>()?;
+    m.add_class::<copies::PySkippedCopy>()?;
+    m.add_class::<copies::PyWrittenCopy>()?;
+    m.add_class::<copies::PyCopyListing>()?;
+    m.add_class::<copies::PyRestoreReport>()?;
+    m.add_class::<copies::PyGcReport>()?;
     let at_exit = wrap_pyfunction!(keeper::_shutdown_keepers_at_exit, m)?;
     m.py().import("atexit")?.call_method1("register", (at_exit,))?;
     Ok(())

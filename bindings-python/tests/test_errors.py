@@ -27,6 +27,7 @@ REFERENCE = [
 ]
 
 RECORD = gts.LeaseRecord("acme/t-1", "replica-a", 4, 1234, 2)
+SKIPPED = [gts.SkippedCopy(2, 5, "checksum"), gts.SkippedCopy(1, 1, "fold")]
 
 
 def examples() -> list[gts.TenantStateError]:
@@ -37,8 +38,8 @@ def examples() -> list[gts.TenantStateError]:
         gts.FencedError("fenced", reason="lease_lost"),
         gts.LeaseStoreUnavailableError("busy"),
         gts.InvalidTenantIdError("bad id"),
-        gts.DurableStoreUnavailableError("down"),
-        gts.RestoreVerificationError("checksum", skipped=["copy-1", "copy-2"]),
+        gts.DurableStoreUnavailableError("down", backend_code="EROFS"),
+        gts.RestoreVerificationError("checksum", skipped=SKIPPED),
         gts.CopyConflictError("two writers"),
         gts.TenantDrainingError("draining"),
         gts.DrainTimeoutError("still running", in_flight=3, timeout_ms=250),
@@ -74,10 +75,12 @@ def test_every_exception_survives_pickling(index: int) -> None:
 
 
 def test_extra_fields_have_the_reference_names_in_snake_case() -> None:
-    held, _, fenced, _, _, _, restore, _, _, drain, _, capacity = examples()
+    held, _, fenced, _, _, durable, restore, _, _, drain, _, capacity = examples()
     assert isinstance(held, gts.LeaseHeldError) and held.record == RECORD
     assert isinstance(fenced, gts.FencedError) and fenced.reason == "lease_lost"
-    assert isinstance(restore, gts.RestoreVerificationError) and restore.skipped == ["copy-1", "copy-2"]
+    assert isinstance(durable, gts.DurableStoreUnavailableError) and durable.backend_code == "EROFS"
+    assert isinstance(restore, gts.RestoreVerificationError) and restore.skipped == SKIPPED
+    assert [(s.epoch, s.seq, s.reason) for s in restore.skipped] == [(2, 5, "checksum"), (1, 1, "fold")]
     assert isinstance(drain, gts.DrainTimeoutError) and (drain.in_flight, drain.timeout_ms) == (3, 250)
     assert isinstance(capacity, gts.ReplicaAtCapacityError) and capacity.limit == 64
     assert gts.RestoreVerificationError("no skipped list").skipped == []

@@ -5,9 +5,13 @@ identifiers that every path, metric and prompt cache label is built from. The ru
 the Rust core that the Node.js and C hosts call too, so they behave the same everywhere; this
 package is the Python face of it.
 
-Every call that reaches a lease store runs without the GIL, so other threads keep running
-while one waits for another process's write lock. Stores, leases and keepers are safe to
-share between threads.
+Durable copies of a tenant root (``EpochCopies`` over a ``DurableStore``) are scoped by the
+lease's epoch, so a stale holder can cost availability but never make its writes the ones a
+new holder restores.
+
+Every call that reaches a lease store or a durable store runs without the GIL, so other
+threads keep running while one waits for another process's write lock or copies a tenant
+root. Stores, leases, keepers and copies are safe to share between threads.
 """
 
 from ._errors import (
@@ -30,6 +34,12 @@ from ._native import (
     ERROR_CODES,
     MAX_LEASE_TTL_MS,
     MIN_LEASE_TTL_MS,
+    CopyId,
+    CopyListing,
+    DirectoryDurableStore,
+    DurableStore,
+    EpochCopies,
+    GcReport,
     HistoryEntry,
     KeeperEvent,
     LeaseGrant,
@@ -38,10 +48,13 @@ from ._native import (
     LeaseStore,
     ManualClock,
     OrganizationKey,
+    RestoreReport,
     ShutdownReport,
+    SkippedCopy,
     SqliteLeaseStore,
     TenantLease,
     TickReport,
+    WrittenCopy,
     assert_lease_ttl,
     assert_ledger_tenant_id,
     assert_organization_id,
@@ -49,6 +62,7 @@ from ._native import (
     derive_ledger_tenant_id,
     derive_prompt_cache_partition,
     lease_key_for,
+    open_durable_store,
     open_lease_store,
     tenant_root_for,
 )
@@ -58,9 +72,15 @@ __all__ = [
     "MAX_LEASE_TTL_MS",
     "MIN_LEASE_TTL_MS",
     "CopyConflictError",
+    "CopyId",
+    "CopyListing",
+    "DirectoryDurableStore",
     "DrainTimeoutError",
+    "DurableStore",
     "DurableStoreUnavailableError",
+    "EpochCopies",
     "FencedError",
+    "GcReport",
     "HistoryEntry",
     "InvalidTenantIdError",
     "KeeperEvent",
@@ -74,15 +94,18 @@ __all__ = [
     "ManualClock",
     "OrganizationKey",
     "ReplicaAtCapacityError",
+    "RestoreReport",
     "RestoreVerificationError",
     "RouterClosedError",
     "ShutdownReport",
+    "SkippedCopy",
     "SqliteLeaseStore",
     "TenantDrainingError",
     "TenantLease",
     "TenantStateError",
     "TenantStateStorageError",
     "TickReport",
+    "WrittenCopy",
     "assert_lease_ttl",
     "assert_ledger_tenant_id",
     "assert_organization_id",
@@ -90,6 +113,7 @@ __all__ = [
     "derive_ledger_tenant_id",
     "derive_prompt_cache_partition",
     "lease_key_for",
+    "open_durable_store",
     "open_lease_store",
     "tenant_root_for",
 ]

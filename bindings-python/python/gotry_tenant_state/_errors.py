@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
-    from ._native import LeaseRecord
+    from ._native import LeaseRecord, SkippedCopy
 
 __all__ = [
     "TenantStateError",
@@ -98,19 +98,26 @@ class InvalidTenantIdError(TenantStateError):
 
 
 class DurableStoreUnavailableError(TenantStateError):
-    """The durable store failed or could not be reached."""
+    """The durable store failed or could not be reached. ``backend_code`` is the backend's
+    own name for the failure (an errno name such as ``EROFS`` or ``ENOTDIR``, or an S3
+    error code), for an operator to act on; the lease and its gate are not affected."""
 
     code = "GOTRY_TENANT_DURABLE_STORE_UNAVAILABLE"
 
+    def __init__(self, message: str, *, backend_code: str) -> None:
+        super().__init__(message)
+        self.backend_code = backend_code
+
 
 class RestoreVerificationError(TenantStateError):
-    """A durable copy exists but cannot be trusted; ``skipped`` names the copies passed over."""
+    """Durable copies exist but none can be trusted; ``skipped`` lists every copy passed
+    over, newest first, each a ``SkippedCopy`` with its ``epoch``, ``seq`` and ``reason``."""
 
     code = "GOTRY_TENANT_RESTORE_INVALID"
 
-    def __init__(self, message: str, *, skipped: list[str] | None = None) -> None:
+    def __init__(self, message: str, *, skipped: list[SkippedCopy] | None = None) -> None:
         super().__init__(message)
-        self.skipped: list[str] = [] if skipped is None else skipped
+        self.skipped: list[SkippedCopy] = [] if skipped is None else skipped
 
 
 class CopyConflictError(TenantStateError):

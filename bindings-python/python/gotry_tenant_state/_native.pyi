@@ -15,6 +15,7 @@ MAX_LEASE_TTL_MS: Final[int]
 _KeyBytes = bytes | bytearray | memoryview
 _LeaseOpName = Literal["acquire", "renew", "release", "forget"]
 _KeeperEventKind = Literal["lost", "fenced_locally", "resumed", "renew_failed"]
+_SkipReason = Literal["manifest", "tenant", "checksum", "integrity", "fold", "superseded"]
 
 class _SupportsNowMs(Protocol):
     """A holder's clock: milliseconds on a clock that only moves forward."""
@@ -53,6 +54,14 @@ def tenant_root_for(state_root: str | os.PathLike[str], organization_id: str, le
 def open_lease_store(url: str) -> LeaseStore:
     """Opens the store a URL names: ``sqlite:///abs/path.db``, ``sqlite:rel/path.db``, or
     ``mysql://user:password@host:3306/database?prefix=gotry_&timeout_ms=2000``."""
+
+def open_durable_store(url: str) -> DurableStore:
+    """Opens the durable store a URL names: a folder as ``file:///abs/dir`` or
+    ``file:rel/dir``, or an S3-compatible bucket as
+    ``s3://bucket/prefix?endpoint=http://127.0.0.1:9000&region=us-east-1`` (credentials from
+    the usual AWS environment variables or the URL; never in an error or a repr).
+    DurableStoreUnavailableError when it cannot be reached or used, ValueError for a URL of
+    no known scheme."""
 
 @final
 class OrganizationKey:
@@ -306,3 +315,154 @@ class LeaseKeeper:
     ) -> None:
         """Shuts down. Releases that failed are raised as an exception group after a clean
         block, and noted on the block's exception otherwise."""
+
+class DurableStore:
+    """A durable store of the core, where copies outlive the replica that wrote them: every
+    object created at most once, never replaced. Opening it releases the GIL."""
+
+    @property
+    def location(self) -> str:
+        """Where the store is, as a URL without any credential."""
+
+@final
+class DirectoryDurableStore(DurableStore):
+    """The durable store in one folder (a local disk or a shared volume), created when
+    missing; DurableStoreUnavailableError with the errno's name as ``backend_code`` when it
+    cannot be."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None: ...
+    @property
+    def path(self) -> str:
+        """The folder, made absolute."""
+
+@final
+class CopyId:
+    """A copy's place in the order restores follow: epoch first, then sequence."""
+
+    __match_args__ = ("epoch", "seq")
+    def __init__(self, epoch: int, seq: int) -> None: ...
+    @property
+    def epoch(self) -> int: ...
+    @property
+    def seq(self) -> int: ...
+    def __lt__(self, other: CopyId) -> bool: ...
+    def __le__(self, other: CopyId) -> bool: ...
+    def __gt__(self, other: CopyId) -> bool: ...
+    def __ge__(self, other: CopyId) -> bool: ...
+
+@final
+class SkippedCopy:
+    """A copy a restore passed over, and why: ``manifest`` (missing or unreadable),
+    ``tenant`` (another tenant's), ``checksum`` (a file's size or SHA-256 differs),
+    ``integrity`` (a SQLite file fails ``PRAGMA integrity_check``), ``fold`` (``verify``
+    returned False) or ``superseded`` (written into an older epoch after a later tenure
+    began: a stale holder's)."""
+
+    __match_args__ = ("epoch", "seq", "reason")
+    def __init__(self, epoch: int, seq: int, reason: _SkipReason) -> None: ...
+    @property
+    def epoch(self) -> int: ...
+    @property
+    def seq(self) -> int: ...
+    @property
+    def reason(self) -> _SkipReason: ...
+
+@final
+class WrittenCopy:
+    """A copy taken as written: its manifest is durable and the write gate held after it."""
+
+    __match_args__ = ("epoch", "seq", "files", "bytes")
+    def __init__(self, epoch: int, seq: int, files: int, bytes: int) -> None: ...
+    @property
+    def epoch(self) -> int: ...
+    @property
+    def seq(self) -> int: ...
+    @property
+    def files(self) -> int: ...
+    @property
+    def bytes(self) -> int:
+        """Bytes of the files copied (SQLite files as their backup image), the manifest aside."""
+
+@final
+class CopyListing:
+    """One copy as the store lists it, from names and sizes alone."""
+
+    __match_args__ = ("epoch", "seq", "complete", "objects", "bytes")
+    def __init__(self, epoch: int, seq: int, complete: bool, objects: int, bytes: int) -> None: ...
+    @property
+    def epoch(self) -> int: ...
+    @property
+    def seq(self) -> int: ...
+    @property
+    def complete(self) -> bool:
+        """The manifest is there, so the copy exists; whether it verifies only a restore says."""
+    @property
+    def objects(self) -> int:
+        """Objects under the copy's prefix, the manifest included."""
+    @property
+    def bytes(self) -> int: ...
+
+@final
+class RestoreReport:
+    """What a restore did."""
+
+    @property
+    def restored(self) -> CopyId | None:
+        """The copy installed; None for an empty start (no copy to restore: the root is empty)."""
+    @property
+    def skipped(self) -> builtins.list[SkippedCopy]:
+        """Every copy passed over on the way, newest first."""
+    @property
+    def files(self) -> int:
+        """Files now in the tenant root."""
+    @property
+    def bytes(self) -> int: ...
+
+@final
+class GcReport:
+    """What a garbage collection kept and deleted, each newest first."""
+
+    @property
+    def kept(self) -> builtins.list[CopyId]: ...
+    @property
+    def deleted(self) -> builtins.list[CopyId]: ...
+
+@final
+class EpochCopies:
+    """Copies of tenant roots in one durable store, scoped by the lease's epoch: a holder
+    writes only under its own epoch's prefix, every object create-only, the manifest last,
+    and a restore takes the newest copy that verifies from the epochs between the forgotten
+    floor and its own. A holder keeps one ``EpochCopies`` for its whole tenure (it remembers
+    what it wrote). Every method releases the GIL; safe to share between threads."""
+
+    def __init__(self, store: DurableStore) -> None: ...
+    def write_copy(self, lease: TenantLease, root: str | os.PathLike[str]) -> WrittenCopy:
+        """Writes a complete copy of the tenant root ``root`` (the ledger
+        ``gotry-state/gotry-state.db`` and every other file under it) under the lease's
+        epoch; SQLite files are read through SQLite's backup API. FencedError when the gate
+        is closed before the first object or after the manifest, CopyConflictError when
+        anything in the epoch's prefix was not written by this holder,
+        DurableStoreUnavailableError when the store fails."""
+    def restore(
+        self,
+        lease: TenantLease,
+        root: str | os.PathLike[str],
+        *,
+        verify: Callable[[str], bool] | None = None,
+    ) -> RestoreReport:
+        """Restores, at the start of the lease's tenure, the newest copy that verifies
+        (manifest, tenant, checksums, SQLite integrity, then ``verify``) in place of
+        ``root``, in one step. ``verify(path)`` is called with the GIL for each candidate
+        that passed every other check, restored into the folder ``path`` and not yet in
+        place: False passes it over (``fold``), an exception it raises comes out of this
+        call unchanged. RestoreVerificationError (``skipped``) when copies exist but none
+        verifies; an empty start when there is none."""
+    def list(self, key: str) -> builtins.list[CopyListing]:
+        """Every copy of the tenant ``key`` (``<organization>/<ledger tenant>``), oldest first."""
+    def forget_copies(self, lease: TenantLease) -> builtins.list[CopyId]:
+        """Deletes every copy of epochs up to the lease's forgotten floor (read from the
+        lease store: LeaseLostError unless it still names this holder); returns them."""
+    def gc(self, lease: TenantLease, *, keep: int) -> GcReport:
+        """Keeps the newest ``keep`` (at least 1) copies that look valid and deletes the
+        older ones, never the newest valid copy; checks the lease store as
+        ``forget_copies`` does."""

@@ -1,0 +1,496 @@
+//! Epoch-scoped copies of tenant roots, and their verified restore.
+//!
+//! Writing, restoring, forgetting and collecting copies read and write whole tenant roots
+//! and reach the durable store, so each call releases the interpreter lock for its whole
+//! length, as the lease stores' calls do. A restore's `verify` is Python: the core calls it
+//! on the same thread, which attaches to the interpreter for that one call.
+
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+
+use gotry_tenant_state::{
+    CopyId, CopyListing, EpochCopies, FoldCheck, GcReport, RestoreReport, SkipReason, SkippedCopy,
+    WrittenCopy,
+};
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyTuple};
+
+use crate::args::{count, store_text};
+use crate::durable::PyDurableStore;
+use crate::errors::{call_host, CoreError};
+use crate::lease::PyTenantLease;
+
+/// A copy's place in the order restores follow: epoch first, then sequence.
+#[pyclass(frozen, eq, ord, hash, module = "gotry_tenant_state", name = "CopyId")]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PyCopyId(CopyId);
+
+#[pymethods]
+impl PyCopyId {
+    #[new]
+    fn new(epoch: i64, seq: u64) -> PyCopyId {
+        PyCopyId(CopyId { epoch, seq })
+    }
+
+    #[classattr]
+    fn __match_args__() -> (&'static str, &'static str) {
+        ("epoch", "seq")
+    }
+
+    #[getter]
+    fn epoch(&self) -> i64 {
+        self.0.epoch
+    }
+
+    #[getter]
+    fn seq(&self) -> u64 {
+        self.0.seq
+    }
+
+    fn __repr__(&self) -> String {
+        format!("CopyId(epoch={}, seq={})", self.0.epoch, self.0.seq)
+    }
+
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyTuple>)> {
+        let id = slf.get().0;
+        let args = (id.epoch, id.seq).into_pyobject(slf.py())?;
+        Ok((slf.get_type().into_any(), args))
+    }
+}
+
+/// The reasons a restore gives, to read one back from its string (unpickling, a test).
+const SKIP_REASONS: [SkipReason; 6] = [
+    SkipReason::Manifest,
+    SkipReason::Tenant,
+    SkipReason::Checksum,
+    SkipReason::Integrity,
+    SkipReason::Fold,
+    SkipReason::Superseded,
+];
+
+/// A copy a restore passed over, and why. Picklable, since a RestoreVerificationError
+/// carries a list of them to wherever it is sent.
+#[pyclass(frozen, eq, hash, module = "gotry_tenant_state", name = "SkippedCopy")]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PySkippedCopy(SkippedCopy);
+
+// The core's value has no `Hash` of its own; Python's needs one for a frozen value class.
+impl Hash for PySkippedCopy {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        let s = &self.0;
+        (s.epoch, s.seq, s.reason).hash(state);
+    }
+}
+
+impl From<SkippedCopy> for PySkippedCopy {
+    fn from(skipped: SkippedCopy) -> PySkippedCopy {
+        PySkippedCopy(skipped)
+    }
+}
+
+#[pymethods]
+impl PySkippedCopy {
+    #[new]
+    fn new(epoch: i64, seq: u64, reason: &str) -> PyResult<PySkippedCopy> {
+        let reason = SKIP_REASONS
+            .into_iter()
+            .find(|known| known.as_str() == reason)
+            .ok_or_else(|| {
+                let known: Vec<&str> = SKIP_REASONS.iter().map(|r| r.as_str()).collect();
+                PyValueError::new_err(format!(
+                    "reason must be one of {}, got {reason:?}",
+                    known.join(", ")
+                ))
+            })?;
+        Ok(PySkippedCopy(SkippedCopy { epoch, seq, reason }))
+    }
+
+    #[classattr]
+    fn __match_args__() -> (&'static str, &'static str, &'static str) {
+        ("epoch", "seq", "reason")
+    }
+
+    #[getter]
+    fn epoch(&self) -> i64 {
+        self.0.epoch
+    }
+
+    #[getter]
+    fn seq(&self) -> u64 {
+        self.0.seq
+    }
+
+    #[getter]
+    fn reason(&self) -> &'static str {
+        self.0.reason.as_str()
+    }
+
+    fn __repr__(&self) -> String {
+        let s = &self.0;
+        format!(
+            "SkippedCopy(epoch={}, seq={}, reason='{}')",
+            s.epoch, s.seq, s.reason
+        )
+    }
+
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyTuple>)> {
+        let s = &slf.get().0;
+        let args = (s.epoch, s.seq, s.reason.as_str()).into_pyobject(slf.py())?;
+        Ok((slf.get_type().into_any(), args))
+    }
+}
+
+/// A copy taken as written: its manifest is durable and the write gate held after it.
+#[pyclass(frozen, eq, hash, module = "gotry_tenant_state", name = "WrittenCopy")]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PyWrittenCopy(WrittenCopy);
+
+// The core's value has no `Hash` of its own; Python's needs one for a frozen value class.
+impl Hash for PyWrittenCopy {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        let s = &self.0;
+        (s.epoch, s.seq, s.files, s.bytes).hash(state);
+    }
+}
+
+#[pymethods]
+impl PyWrittenCopy {
+    #[new]
+    fn new(epoch: i64, seq: u64, files: usize, bytes: u64) -> PyWrittenCopy {
+        PyWrittenCopy(WrittenCopy {
+            epoch,
+            seq,
+            files,
+            bytes,
+        })
+    }
+
+    #[classattr]
+    fn __match_args__() -> (&'static str, &'static str, &'static str, &'static str) {
+        ("epoch", "seq", "files", "bytes")
+    }
+
+    #[getter]
+    fn epoch(&self) -> i64 {
+        self.0.epoch
+    }
+
+    #[getter]
+    fn seq(&self) -> u64 {
+        self.0.seq
+    }
+
+    #[getter]
+    fn files(&self) -> usize {
+        self.0.files
+    }
+
+    /// Bytes of the files copied, SQLite files as their backup image; the manifest aside.
+    #[getter]
+    fn bytes(&self) -> u64 {
+        self.0.bytes
+    }
+
+    fn __repr__(&self) -> String {
+        let w = &self.0;
+        format!(
+            "WrittenCopy(epoch={}, seq={}, files={}, bytes={})",
+            w.epoch, w.seq, w.files, w.bytes
+        )
+    }
+
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyTuple>)> {
+        let w = &slf.get().0;
+        let args = (w.epoch, w.seq, w.files, w.bytes).into_pyobject(slf.py())?;
+        Ok((slf.get_type().into_any(), args))
+    }
+}
+
+/// One copy as the store lists it, read from names and sizes alone.
+#[pyclass(frozen, eq, hash, module = "gotry_tenant_state", name = "CopyListing")]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PyCopyListing(CopyListing);
+
+// The core's value has no `Hash` of its own; Python's needs one for a frozen value class.
+impl Hash for PyCopyListing {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        let s = &self.0;
+        (s.epoch, s.seq, s.complete, s.objects, s.bytes).hash(state);
+    }
+}
+
+#[pymethods]
+impl PyCopyListing {
+    #[new]
+    fn new(epoch: i64, seq: u64, complete: bool, objects: usize, bytes: u64) -> PyCopyListing {
+        PyCopyListing(CopyListing {
+            epoch,
+            seq,
+            complete,
+            objects,
+            bytes,
+        })
+    }
+
+    #[classattr]
+    fn __match_args__() -> (
+        &'static str,
+        &'static str,
+        &'static str,
+        &'static str,
+        &'static str,
+    ) {
+        ("epoch", "seq", "complete", "objects", "bytes")
+    }
+
+    #[getter]
+    fn epoch(&self) -> i64 {
+        self.0.epoch
+    }
+
+    #[getter]
+    fn seq(&self) -> u64 {
+        self.0.seq
+    }
+
+    /// The manifest is there, so the copy exists; whether it verifies only a restore says.
+    #[getter]
+    fn complete(&self) -> bool {
+        self.0.complete
+    }
+
+    /// Objects under the copy's prefix, the manifest included.
+    #[getter]
+    fn objects(&self) -> usize {
+        self.0.objects
+    }
+
+    #[getter]
+    fn bytes(&self) -> u64 {
+        self.0.bytes
+    }
+
+    fn __repr__(&self) -> String {
+        let c = &self.0;
+        format!(
+            "CopyListing(epoch={}, seq={}, complete={}, objects={}, bytes={})",
+            c.epoch,
+            c.seq,
+            if c.complete { "True" } else { "False" },
+            c.objects,
+            c.bytes
+        )
+    }
+
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyTuple>)> {
+        let c = &slf.get().0;
+        let args = (c.epoch, c.seq, c.complete, c.objects, c.bytes).into_pyobject(slf.py())?;
+        Ok((slf.get_type().into_any(), args))
+    }
+}
+
+/// What a restore did: the copy it installed (None: an empty start) and every copy it
+/// passed over on the way, newest first.
+#[pyclass(frozen, eq, module = "gotry_tenant_state", name = "RestoreReport")]
+#[derive(PartialEq)]
+pub struct PyRestoreReport(RestoreReport);
+
+#[pymethods]
+impl PyRestoreReport {
+    #[getter]
+    fn restored(&self) -> Option<PyCopyId> {
+        self.0.restored.map(PyCopyId)
+    }
+
+    #[getter]
+    fn skipped(&self) -> Vec<PySkippedCopy> {
+        self.0.skipped.iter().cloned().map(PySkippedCopy).collect()
+    }
+
+    /// Files now in the tenant root.
+    #[getter]
+    fn files(&self) -> usize {
+        self.0.files
+    }
+
+    #[getter]
+    fn bytes(&self) -> u64 {
+        self.0.bytes
+    }
+
+    fn __repr__(&self) -> String {
+        let r = &self.0;
+        let restored = r
+            .restored
+            .map_or_else(|| "None".to_owned(), |id| PyCopyId(id).__repr__());
+        let skipped: Vec<String> = r
+            .skipped
+            .iter()
+            .map(|s| PySkippedCopy(s.clone()).__repr__())
+            .collect();
+        format!(
+            "RestoreReport(restored={restored}, skipped=[{}], files={}, bytes={})",
+            skipped.join(", "),
+            r.files,
+            r.bytes
+        )
+    }
+}
+
+/// What a garbage collection kept and deleted, each newest first.
+#[pyclass(frozen, eq, module = "gotry_tenant_state", name = "GcReport")]
+#[derive(PartialEq)]
+pub struct PyGcReport(GcReport);
+
+fn copy_ids(ids: &[CopyId]) -> Vec<PyCopyId> {
+    ids.iter().copied().map(PyCopyId).collect()
+}
+
+fn copy_ids_repr(ids: &[CopyId]) -> String {
+    let shown: Vec<String> = ids.iter().map(|id| PyCopyId(*id).__repr__()).collect();
+    format!("[{}]", shown.join(", "))
+}
+
+#[pymethods]
+impl PyGcReport {
+    #[getter]
+    fn kept(&self) -> Vec<PyCopyId> {
+        copy_ids(&self.0.kept)
+    }
+
+    #[getter]
+    fn deleted(&self) -> Vec<PyCopyId> {
+        copy_ids(&self.0.deleted)
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "GcReport(kept={}, deleted={})",
+            copy_ids_repr(&self.0.kept),
+            copy_ids_repr(&self.0.deleted)
+        )
+    }
+}
+
+/// The copies of tenant roots in one durable store; safe to share between threads (copies
+/// of one tenant are written one at a time, of different tenants in parallel). It remembers
+/// which objects of a tenure it wrote, since anything else in that epoch's prefix is a
+/// conflict: a holder keeps one `EpochCopies` for its whole tenure.
+#[pyclass(frozen, module = "gotry_tenant_state", name = "EpochCopies")]
+pub struct PyEpochCopies {
+    copies: EpochCopies,
+    location: String,
+}
+
+#[pymethods]
+impl PyEpochCopies {
+    #[new]
+    fn new(store: &Bound<'_, PyDurableStore>) -> PyEpochCopies {
+        let store = store.get().shared();
+        PyEpochCopies {
+            location: store.location(),
+            copies: EpochCopies::new(store),
+        }
+    }
+
+    /// Writes a complete copy of the tenant root `root` under the lease's epoch.
+    fn write_copy(
+        &self,
+        py: Python<'_>,
+        lease: &Bound<'_, PyTenantLease>,
+        root: PathBuf,
+    ) -> PyResult<PyWrittenCopy> {
+        let lease = lease.get().shared();
+        let written = py
+            .detach(|| self.copies.write_copy(&lease, &root))
+            .map_err(CoreError)?;
+        Ok(PyWrittenCopy(written))
+    }
+
+    /// Restores, at the start of the lease's tenure, the newest copy that verifies into
+    /// `root`. `verify(path)` sees each candidate that passed every other check, restored
+    /// into the folder `path` and not yet in place; False passes it over (reason `fold`),
+    /// and an exception it raises ends the restore and comes out of this call as itself.
+    #[pyo3(signature = (lease, root, *, verify = None))]
+    fn restore(
+        &self,
+        py: Python<'_>,
+        lease: &Bound<'_, PyTenantLease>,
+        root: PathBuf,
+        verify: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<PyRestoreReport> {
+        let lease = lease.get().shared();
+        let verify = match verify {
+            Some(callback) if !callback.is_callable() => {
+                return Err(PyTypeError::new_err(
+                    "verify must be a callable taking the restored folder's path and returning a bool",
+                ))
+            }
+            callback => callback.map(|callback| callback.clone().unbind()),
+        };
+        let report = py
+            .detach(|| {
+                let check = verify
+                    .as_ref()
+                    .map(|callback| move |path: &Path| fold_check(callback, path));
+                let check = check.as_ref().map(|check| check as FoldCheck<'_>);
+                self.copies.restore(&lease, &root, check)
+            })
+            .map_err(CoreError)?;
+        Ok(PyRestoreReport(report))
+    }
+
+    /// Every copy of the tenant `key` in the store, oldest first.
+    fn list(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<Vec<PyCopyListing>> {
+        let key = store_text("key", key)?;
+        let listing = py.detach(|| self.copies.list(&key)).map_err(CoreError)?;
+        Ok(listing.into_iter().map(PyCopyListing).collect())
+    }
+
+    /// Deletes every copy of epochs up to the forgotten floor, which it reads from the lease
+    /// store first: LeaseLostError unless the store still names this holder.
+    fn forget_copies(&self, py: Python<'_>, lease: &Bound<'_, PyTenantLease>) -> PyResult<Vec<PyCopyId>> {
+        let lease = lease.get().shared();
+        let deleted = py
+            .detach(|| self.copies.forget_copies(&lease))
+            .map_err(CoreError)?;
+        Ok(copy_ids(&deleted))
+    }
+
+    /// Keeps the newest `keep` copies that look valid and deletes older ones, never the
+    /// newest valid copy; checks the lease store first, as `forget_copies` does.
+    #[pyo3(signature = (lease, *, keep))]
+    fn gc(
+        &self,
+        py: Python<'_>,
+        lease: &Bound<'_, PyTenantLease>,
+        keep: &Bound<'_, PyAny>,
+    ) -> PyResult<PyGcReport> {
+        let lease = lease.get().shared();
+        let keep = count("keep", keep)?;
+        let report = py.detach(|| self.copies.gc(&lease, keep)).map_err(CoreError)?;
+        Ok(PyGcReport(report))
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        let location = pyo3::types::PyString::new(py, &self.location).repr()?;
+        Ok(format!("EpochCopies(store={location})"))
+    }
+}
+
+/// One call of the host's `verify`, from inside a restore running without the lock. A
+/// verdict that is not a bool is refused rather than read for its truth: a check that
+/// returned a message or None by mistake must not accept a copy.
+fn fold_check(verify: &Py<PyAny>, path: &Path) -> gotry_tenant_state::Result<bool> {
+    call_host("verify", |py| {
+        let verdict = verify.bind(py).call1((path.as_os_str(),))?;
+        match verdict.cast::<PyBool>() {
+            Ok(verdict) => Ok(verdict.is_true()),
+            Err(_) => Err(PyTypeError::new_err(format!(
+                "verify must return a bool, got {}",
+                verdict.get_type().name()?
+            ))),
+        }
+    })
+}
