@@ -182,7 +182,6 @@ struct TenureMarker {
 /// conflict.
 #[derive(Debug, Default)]
 struct Tenure {
-    epoch: i64,
     marker: bool,
     seqs: BTreeSet<u64>,
 }
@@ -192,7 +191,7 @@ struct Tenure {
 #[derive(Debug)]
 pub struct EpochCopies {
     store: Arc<dyn DurableStore>,
-    tenures: Mutex<HashMap<String, Arc<Mutex<Tenure>>>>,
+    tenures: Mutex<HashMap<(String, i64), Arc<Mutex<Tenure>>>>,
 }
 
 impl EpochCopies {
@@ -207,18 +206,15 @@ impl EpochCopies {
         &self.store
     }
 
-    /// This process's record of `lease`'s tenure, started afresh when the lease is of a
-    /// newer epoch than the one recorded (that older tenure is over).
+    /// This process's record of `lease`'s tenure. Keyed by epoch too: one `EpochCopies` may
+    /// serve a stale holder and its successor side by side (a test does, a confused host
+    /// might), and neither may forget what it wrote because the other acted. A few bytes a
+    /// tenure, for the life of the process.
     fn tenure(&self, lease: &TenantLease) -> Arc<Mutex<Tenure>> {
-        let mut tenures = lock(&self.tenures);
-        let entry = tenures.entry(lease.key().to_owned()).or_default();
-        if lock(entry).epoch != lease.epoch() {
-            *entry = Arc::new(Mutex::new(Tenure {
-                epoch: lease.epoch(),
-                ..Tenure::default()
-            }));
-        }
-        entry.clone()
+        lock(&self.tenures)
+            .entry((lease.key().to_owned(), lease.epoch()))
+            .or_default()
+            .clone()
     }
 
     /// Writes a complete copy of `root` under the lease's epoch.

@@ -775,3 +775,21 @@ fn a_read_only_directory_is_unavailable_and_the_next_copy_succeeds() {
     );
     drop(world);
 }
+
+#[test]
+fn one_instance_serves_a_stale_holder_and_its_successor_apart() {
+    let world = World::directory();
+    let copies = world.copies();
+    let a = world.holder("replica-a");
+    let root = world.root("a");
+    write_state(&root, &["a1"]);
+    copies.write_copy(&a, &root).unwrap();
+    world.let_leases_expire();
+    let b = world.holder("replica-b");
+    let root_b = world.root("b");
+    copies.restore(&b, &root_b, None).unwrap();
+    copies.write_copy(&b, &root_b).unwrap();
+    // Each still knows its own objects.
+    assert_eq!(copies.write_copy(&a, &root).unwrap().seq, 2);
+    assert_eq!(copies.write_copy(&b, &root_b).unwrap().seq, 2);
+}
