@@ -53,8 +53,8 @@ export declare class DurableStoreUnavailableError extends TenantStateError {
     constructor(message: string, options?: ErrorOptions);
 }
 export declare class RestoreVerificationError extends TenantStateError {
-    skipped: string[];
-    constructor(message: string, skipped?: string[]);
+    skipped: Array<{ epoch: number; seq: number; reason: string }>;
+    constructor(message: string, skipped?: Array<{ epoch: number; seq: number; reason: string }>);
 }
 export declare class CopyConflictError extends TenantStateError {
     constructor(message: string);

@@ -166,6 +166,13 @@ export declare const MAX_LEASE_TTL_MS: number
 /** Shortest lease a store grants, in milliseconds. */
 export declare const MIN_LEASE_TTL_MS: number
 
+/** A durable copy a restore passed over, and why (`checksum`, `integrity`, `tenant`, ...). */
+export interface SkippedCopy {
+  epoch: number
+  seq: number
+  reason: string
+}
+
 /**
  * `<resolved state root>/orgs/<organization>/tenants/<ledger tenant>`, resolved as
  * `path.resolve` does.

@@ -58,6 +58,14 @@ fn build(env: &Env, error: &Error) -> napi::Result<napi::Error> {
 
 type FieldResult = std::result::Result<(), std::result::Result<Error, napi::Error>>;
 
+/// A durable copy a restore passed over, and why (`checksum`, `integrity`, `tenant`, ...).
+#[napi(object, js_name = "SkippedCopy")]
+pub struct JsSkippedCopy {
+    pub epoch: f64,
+    pub seq: f64,
+    pub reason: String,
+}
+
 fn set_fields(object: &mut Object<'_>, error: &Error) -> FieldResult {
     let number = |name: &str, value: i64| safe_number(name, value).map_err(Ok);
     let napi = |result: napi::Result<()>| result.map_err(Err);
@@ -71,7 +79,23 @@ fn set_fields(object: &mut Object<'_>, error: &Error) -> FieldResult {
             napi(object.set("key", key.as_str()))?;
             napi(object.set("epoch", number("epoch", *epoch)?))
         }
-        Error::RestoreInvalid { skipped, .. } => napi(object.set("skipped", skipped.clone())),
+        Error::RestoreInvalid { skipped, .. } => {
+            let skipped = skipped
+                .iter()
+                .map(|copy| {
+                    Ok(JsSkippedCopy {
+                        epoch: safe_number("epoch", copy.epoch)?,
+                        seq: safe_number("seq", i64::try_from(copy.seq).unwrap_or(i64::MAX))?,
+                        reason: copy.reason.as_str().to_owned(),
+                    })
+                })
+                .collect::<Result<Vec<_>>>()
+                .map_err(Ok)?;
+            napi(object.set("skipped", skipped))
+        }
+        Error::DurableStoreUnavailable { backend_code, .. } => {
+            napi(object.set("backendCode", backend_code.as_str()))
+        }
         Error::Draining { key } => napi(object.set("key", key.as_str())),
         Error::DrainTimeout {
             key,
