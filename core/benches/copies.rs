@@ -128,12 +128,16 @@ fn moto() -> Option<Moto> {
         .local_addr()
         .unwrap()
         .port();
-    let child = Command::new(server)
-        .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    // Owned by the guard at once, so every way out of here stops the server.
+    let server = Moto(
+        Command::new(server)
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+        port,
+    );
     for _ in 0..200 {
         if let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port)) {
             let request = format!("PUT /bench HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
@@ -141,7 +145,7 @@ fn moto() -> Option<Moto> {
             let mut answer = String::new();
             let _ = std::io::Read::read_to_string(&mut stream, &mut answer);
             if answer.starts_with("HTTP/1.1 200") {
-                return Some(Moto(child, port));
+                return Some(server);
             }
         }
         std::thread::sleep(Duration::from_millis(50));

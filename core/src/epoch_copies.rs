@@ -186,12 +186,15 @@ struct Tenure {
     seqs: BTreeSet<u64>,
 }
 
+/// A lease key and its epoch: one tenure.
+type TenureKey = (String, i64);
+
 /// Copies of tenant roots in one durable store. `Send + Sync`; copies of one tenant are
 /// written one at a time, copies of different tenants in parallel.
 #[derive(Debug)]
 pub struct EpochCopies {
     store: Arc<dyn DurableStore>,
-    tenures: Mutex<HashMap<(String, i64), Arc<Mutex<Tenure>>>>,
+    tenures: Mutex<HashMap<TenureKey, Arc<Mutex<Tenure>>>>,
 }
 
 impl EpochCopies {
