@@ -616,15 +616,15 @@ static void store_unavailable(const char *dir) {
     const char *code = NULL;
     const Tenant tenant = fresh_tenant("unavailable");
 
-    /* A store folder under a file: the errno name comes with the status (EEXIST: creating
-     * the folders meets the file, as the core's own test of the backend expects). */
+    /* A store folder under a file: the errno name comes with the status (ENOTDIR: a file
+     * stands where a folder must be). */
     snprintf(path, sizeof path, "%s/a-file", dir);
     CHECK(write_text(path, "x") == 0);
     snprintf(path, sizeof path, "%s/a-file/store", dir);
     STATUS(gotry_durable_store_open(path, strlen(path), &durable, &err), GOTRY_STATUS_DURABLE_STORE_UNAVAILABLE);
     CHECK(durable == NULL);
     STATUS(gotry_error_backend_code(err, &code), GOTRY_STATUS_OK);
-    CHECK(code != NULL && strcmp(code, "EEXIST") == 0);
+    CHECK(code != NULL && strcmp(code, "ENOTDIR") == 0);
     ERROR_IS(GOTRY_STATUS_DURABLE_STORE_UNAVAILABLE, "GOTRY_TENANT_DURABLE_STORE_UNAVAILABLE");
 
     /* A file where the tenant's folder of the store should be: the copy fails, the lease and
