@@ -25,13 +25,22 @@
 //! SQLite files are read through SQLite's online backup API, which gives a
 //! transaction-consistent image of a database that other connections keep writing; other
 //! files are read as they are, so the host keeps them still while a copy is written (or
-//! keeps its state in the ledger). Every restored SQLite file passes `integrity_check`
+//! keeps its state in the ledger).
+//!
+//! A file that another handle of this process has open is never opened here. POSIX locks
+//! belong to the process, not to the descriptor: if this library's SQLite (a copy of its
+//! own, not the host's better-sqlite3 or Python `sqlite3`) opened the host's ledger, its
+//! close would drop the host's locks, and, finding no other connection it knows of, it
+//! would checkpoint and delete the WAL the host still writes to (SQLite's "how to corrupt"
+//! §2.2.1). Such files go to the host's [`HostSnapshot`], which reads them through the host's
+//! own library; without one the copy is refused (OPEN_IN_PROCESS), and so is a restore into
+//! a root whose files the host still has open. Every restored SQLite file passes `integrity_check`
 //! before the restore is installed, atomically, in place of the tenant root.
 
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fmt::Write as _;
 use std::fs::{self, File};
 use std::io::{ErrorKind, Write as _};
@@ -143,6 +152,13 @@ pub struct GcReport {
     pub deleted: Vec<CopyId>,
 }
 
+/// Writes a transaction-consistent, self-contained image of the file at `source`, which
+/// another handle of this process has open, to `image` (a fresh path in a scratch folder),
+/// through the library that holds it: `VACUUM INTO` or the backup API of the host's own
+/// SQLite. Called for every such file in a tenant root, one at a time, while a copy is
+/// taken; an error fails the copy.
+pub type HostSnapshot = Arc<dyn Fn(&Path, &Path) -> Result<()> + Send + Sync>;
+
 /// A host's check of restored state (gotry verifies its ledger's fold): given the folder the
 /// copy was restored into, before it is installed, `Ok(false)` passes the copy over.
 pub type FoldCheck<'a> = &'a dyn Fn(&Path) -> Result<bool>;
@@ -191,10 +207,19 @@ type TenureKey = (String, i64);
 
 /// Copies of tenant roots in one durable store. `Send + Sync`; copies of one tenant are
 /// written one at a time, copies of different tenants in parallel.
-#[derive(Debug)]
 pub struct EpochCopies {
     store: Arc<dyn DurableStore>,
     tenures: Mutex<HashMap<TenureKey, Arc<Mutex<Tenure>>>>,
+    snapshot: Option<HostSnapshot>,
+}
+
+impl std::fmt::Debug for EpochCopies {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EpochCopies")
+            .field("store", &self.store)
+            .field("host_snapshot", &self.snapshot.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl EpochCopies {
@@ -202,7 +227,14 @@ impl EpochCopies {
         EpochCopies {
             store,
             tenures: Mutex::default(),
+            snapshot: None,
         }
+    }
+
+    /// Reads the files that the host has open through `snapshot` (see [`HostSnapshot`]).
+    pub fn with_host_snapshot(mut self, snapshot: Option<HostSnapshot>) -> EpochCopies {
+        self.snapshot = snapshot;
+        self
     }
 
     pub fn store(&self) -> &Arc<dyn DurableStore> {
@@ -235,7 +267,7 @@ impl EpochCopies {
         let seq = self.claim_next_seq(lease, &mut tenure, &prefix, &found)?;
         let copy_prefix = format!("{prefix}{seq:020}/");
 
-        let snapshot = Snapshot::take(root)?;
+        let snapshot = Snapshot::take(root, self.snapshot.as_ref())?;
         let mut files = Vec::with_capacity(snapshot.files.len());
         let mut bytes = 0;
         for (index, file) in snapshot.files.iter().enumerate() {
@@ -339,6 +371,7 @@ impl EpochCopies {
         verify: Option<FoldCheck<'_>>,
     ) -> Result<RestoreReport> {
         lease.assert_held()?;
+        assert_root_not_open(root)?;
         let tenure = self.tenure(lease);
         let mut tenure = lock(&tenure);
         let layout = self.layout(lease.key())?;
@@ -381,6 +414,7 @@ impl EpochCopies {
         root: &Path,
         verify: Option<FoldCheck<'_>>,
     ) -> Result<RestoreReport> {
+        assert_root_not_open(root)?;
         let layout = self.layout(key)?;
         let plan = self.plan(&layout, key, forgotten_at_epoch, below_epoch)?;
         self.stage_newest(key, &plan, root, verify)?.install(root)
@@ -707,7 +741,13 @@ impl Staged {
         sync_tree(&scratch.path)?;
         let parent = parent_of(root)?;
         match fs::symlink_metadata(root) {
-            Ok(_) => exchange(&scratch.path, root)?,
+            Ok(meta) if meta.is_dir() => exchange(&scratch.path, root)?,
+            Ok(_) => {
+                return Err(Error::invalid_argument(format!(
+                    "{} is not a folder: a restore replaces a tenant root, never a file or a link",
+                    root.display()
+                )))
+            }
             Err(e) if e.kind() == ErrorKind::NotFound => fs::rename(&scratch.path, root)
                 .map_err(|e| Error::io(format!("{} cannot be put in place", root.display()), &e))?,
             Err(e) => return Err(Error::io(format!("{} cannot be read", root.display()), &e)),
@@ -805,24 +845,46 @@ struct SnapshotFile {
 }
 
 impl Snapshot {
-    fn take(root: &Path) -> Result<Snapshot> {
+    fn take(root: &Path, host: Option<&HostSnapshot>) -> Result<Snapshot> {
         let mut paths = Vec::new();
         collect_files(root, "", &mut paths)?;
         paths.sort();
+        // Listed before this function opens anything of the root, and everything it opens
+        // is closed again before the next file: every match is someone else's handle.
+        let open = open_in_process()?;
+        let held = |path: &str| -> Result<bool> {
+            let source = root.join(path);
+            let meta = fs::symlink_metadata(&source)
+                .map_err(|e| Error::io(format!("{} cannot be read", source.display()), &e))?;
+            Ok(open.contains(&file_id(&meta)))
+        };
         let present: BTreeSet<&str> = paths.iter().map(String::as_str).collect();
         let scratch = Scratch::beside(root)?;
         let mut files = Vec::new();
         for path in &paths {
-            // A database's journal and WAL are inside its backup image.
+            // A database's journal and WAL are inside its image.
             let sidecar_of = ["-wal", "-shm", "-journal"]
                 .iter()
                 .find_map(|suffix| path.strip_suffix(suffix))
-                .filter(|db| present.contains(db) && is_sqlite(&root.join(db)));
-            if sidecar_of.is_some() {
-                continue;
+                .filter(|db| present.contains(db));
+            if let Some(db) = sidecar_of {
+                if held(db)? || is_sqlite(&root.join(db)) {
+                    continue;
+                }
             }
             let source = root.join(path);
-            if is_sqlite(&source) {
+            if held(path)? {
+                let Some(host) = host else {
+                    return Err(open_in_process_error(&source, "copied"));
+                };
+                let image = scratch.path.join(format!("{:06}", files.len()));
+                host(&source, &image)?;
+                files.push(SnapshotFile {
+                    path: path.clone(),
+                    sqlite: is_sqlite(&image),
+                    source: image,
+                });
+            } else if is_sqlite(&source) {
                 let image = scratch.path.join(format!("{:06}", files.len()));
                 backup_sqlite(&source, &image)?;
                 files.push(SnapshotFile {
@@ -843,6 +905,71 @@ impl Snapshot {
             _scratch: scratch,
         })
     }
+}
+
+/// A file's identity, whatever path or descriptor reaches it.
+fn file_id(meta: &fs::Metadata) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    (meta.dev(), meta.ino())
+}
+
+/// Every file this process has open, by identity. Unreadable `/proc` is an error, not an
+/// empty set: guessing "nothing is open" is how a host's WAL gets deleted.
+fn open_in_process() -> Result<HashSet<(u64, u64)>> {
+    let fds = Path::new("/proc/self/fd");
+    let entries = fs::read_dir(fds).map_err(|e| {
+        Error::io(
+            format!(
+                "{} cannot be listed, so a copy cannot tell which files this process has open",
+                fds.display()
+            ),
+            &e,
+        )
+    })?;
+    let mut open = HashSet::new();
+    for entry in entries.flatten() {
+        // A descriptor closed since the listing has nothing to tell.
+        if let Ok(meta) = fs::metadata(entry.path()) {
+            open.insert(file_id(&meta));
+        }
+    }
+    Ok(open)
+}
+
+fn open_in_process_error(path: &Path, what: &str) -> Error {
+    Error::Storage {
+        code: "OPEN_IN_PROCESS".to_owned(),
+        message: format!(
+            "{} is open through another handle in this process, so it cannot be {what} here: \
+             this library's SQLite would release that handle's locks and could delete its WAL. \
+             Close it first, or give the copies a host snapshot function that reads it through \
+             the library that has it open",
+            path.display()
+        ),
+    }
+}
+
+/// Refuses to replace a tenant root while the host still has a file in it open: the host
+/// would go on writing into a file that is no longer the tenant's.
+fn assert_root_not_open(root: &Path) -> Result<()> {
+    if !root.is_dir() {
+        return Ok(());
+    }
+    let mut paths = Vec::new();
+    collect_files(root, "", &mut paths)?;
+    if paths.is_empty() {
+        return Ok(());
+    }
+    let open = open_in_process()?;
+    for path in paths {
+        let source = root.join(path);
+        if let Ok(meta) = fs::symlink_metadata(&source) {
+            if open.contains(&file_id(&meta)) {
+                return Err(open_in_process_error(&source, "replaced by a restore"));
+            }
+        }
+    }
+    Ok(())
 }
 
 fn collect_files(dir: &Path, relative: &str, out: &mut Vec<String>) -> Result<()> {
@@ -993,10 +1120,16 @@ fn as_local(error: Error) -> Error {
     }
 }
 
+/// The folder that holds `path`; `.` for a bare relative name.
 fn parent_of(path: &Path) -> Result<&Path> {
-    path.parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .ok_or_else(|| Error::invalid_argument(format!("{} has no parent folder", path.display())))
+    match path.parent() {
+        Some(parent) if parent.as_os_str().is_empty() => Ok(Path::new(".")),
+        Some(parent) => Ok(parent),
+        None => Err(Error::invalid_argument(format!(
+            "{} has no parent folder",
+            path.display()
+        ))),
+    }
 }
 
 /// A manifest path as a relative path of plain names: never absolute, never `..`.

@@ -639,6 +639,24 @@ fn gc_keeps_the_newest_valid_copies() {
 
 /// A writer commits to the ledger while copies are taken; every restored ledger must be one
 /// of the states it committed (entries 0..n for some n), never a torn page mix.
+/// Commits until its stdin closes, printing each commit's number once it is durable. Each
+/// transaction writes a row and a page-sized blob, so torn images show.
+const LEDGER_WRITER: &str = r#"
+import sqlite3, sys, threading
+db = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=5)
+done = threading.Event()
+threading.Thread(target=lambda: (sys.stdin.read(), done.set()), daemon=True).start()
+db.execute("CREATE TABLE IF NOT EXISTS pad (b BLOB)")
+n = 0
+while not done.is_set():
+    n += 1
+    db.execute("BEGIN")
+    db.execute("INSERT INTO entries (text) VALUES (?)", (str(n),))
+    db.execute("INSERT INTO pad VALUES (randomblob(3000))")
+    db.execute("COMMIT")
+    print(n, flush=True)
+"#;
+
 #[test]
 fn a_copy_of_a_ledger_being_written_is_a_committed_state() {
     for (backend, world) in worlds() {
@@ -647,24 +665,31 @@ fn a_copy_of_a_ledger_being_written_is_a_committed_state() {
         write_state(&root, &[]);
         let stop = Arc::new(AtomicBool::new(false));
         let committed = Arc::new(AtomicI64::new(0));
-        let writer = {
+        // The writer is another process (Python's sqlite3): one of this process would be the
+        // host's open ledger, which the copy leaves to a host snapshot.
+        let mut writer = std::process::Command::new("python3")
+            .arg("-c")
+            .arg(LEDGER_WRITER)
+            .arg(root.join("gotry-state/gotry-state.db"))
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("python3 runs the ledger writer");
+        let reader = {
             let (stop, committed) = (stop.clone(), committed.clone());
-            let ledger = root.join("gotry-state/gotry-state.db");
+            let stdout = writer.stdout.take().unwrap();
             std::thread::spawn(move || {
-                let db = rusqlite::Connection::open(ledger).unwrap();
-                db.busy_timeout(std::time::Duration::from_secs(5)).unwrap();
-                let mut n = 0i64;
-                while !stop.load(Ordering::Relaxed) {
-                    n += 1;
-                    // Each transaction writes a row and a page-sized blob, so torn images show.
-                    db.execute_batch(&format!(
-                        "BEGIN; INSERT INTO entries (text) VALUES ('{n}'); CREATE TABLE IF NOT EXISTS pad (b BLOB); INSERT INTO pad VALUES (randomblob(3000)); COMMIT;"
-                    ))
-                    .unwrap();
-                    committed.store(n, Ordering::Relaxed);
+                use std::io::BufRead;
+                for line in std::io::BufReader::new(stdout).lines() {
+                    committed.store(line.unwrap().parse().unwrap(), Ordering::Relaxed);
                 }
+                stop.store(true, Ordering::Relaxed);
             })
         };
+        while committed.load(Ordering::Relaxed) < 3 {
+            assert!(!stop.load(Ordering::Relaxed), "the writer ended early");
+            std::thread::yield_now();
+        }
         let copies = world.copies();
         let mut seen = Vec::new();
         while seen.len() < 5 {
@@ -672,8 +697,9 @@ fn a_copy_of_a_ledger_being_written_is_a_committed_state() {
             copies.write_copy(&a, &root).unwrap();
             seen.push(before);
         }
-        stop.store(true, Ordering::Relaxed);
-        writer.join().unwrap();
+        drop(writer.stdin.take());
+        assert!(writer.wait().unwrap().success());
+        reader.join().unwrap();
 
         for seq in 1..=5u64 {
             assert_eq!(
@@ -792,4 +818,85 @@ fn one_instance_serves_a_stale_holder_and_its_successor_apart() {
     // Each still knows its own objects.
     assert_eq!(copies.write_copy(&a, &root).unwrap().seq, 2);
     assert_eq!(copies.write_copy(&b, &root_b).unwrap().seq, 2);
+}
+
+/// The host's SQLite in these tests is this library's own, with which sharing a file would be
+/// safe; the copies cannot tell libraries apart, so they treat every other handle as the
+/// host's (the Node and Python suites show the real case, better-sqlite3 and `sqlite3`).
+#[test]
+fn files_the_host_has_open_are_read_only_through_its_snapshot() {
+    let world = World::directory();
+    let a = world.holder("replica-a");
+    let root = world.root("a");
+    write_state(&root, &["one", "two"]);
+    let ledger = root.join("gotry-state/gotry-state.db");
+    let host = rusqlite::Connection::open(&ledger).unwrap();
+    host.execute("INSERT INTO entries (text) VALUES ('three')", [])
+        .unwrap();
+    fs::write(root.join("notes/last.txt"), "one,two,three").unwrap();
+    let wal = root.join("gotry-state/gotry-state.db-wal");
+    assert!(wal.exists());
+
+    let error = world.copies().write_copy(&a, &root).unwrap_err();
+    assert!(
+        matches!(&error, Error::Storage { code, message }
+            if code == "OPEN_IN_PROCESS" && message.contains("gotry-state.db")),
+        "{error:?}"
+    );
+    assert!(wal.exists(), "the host's WAL was left alone");
+    assert!(world.copies().list(&key()).unwrap().is_empty());
+
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let seen = asked.clone();
+    let snapshot: HostSnapshot = Arc::new(move |source: &Path, image: &Path| {
+        lock(&seen).push(source.to_path_buf());
+        let db = rusqlite::Connection::open(source).map_err(|e| sqlite_failure(source, e))?;
+        db.execute("VACUUM INTO ?1", [image.to_str().unwrap()])
+            .map_err(|e| sqlite_failure(source, e))?;
+        Ok(())
+    });
+    let copies = world.copies().with_host_snapshot(Some(snapshot));
+    assert_eq!(copies.write_copy(&a, &root).unwrap().files, 2);
+    // Only the file the host holds went to it; the notes were read here.
+    assert_eq!(*lock(&asked), [ledger]);
+    host.execute("INSERT INTO entries (text) VALUES ('four')", [])
+        .unwrap();
+    assert!(wal.exists());
+
+    world.let_leases_expire();
+    let b = world.holder("replica-b");
+    let error = copies.restore(&b, &root, None).unwrap_err();
+    assert!(
+        matches!(&error, Error::Storage { code, .. } if code == "OPEN_IN_PROCESS"),
+        "{error:?}"
+    );
+    let count: i64 = host
+        .query_row("SELECT count(*) FROM entries", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(count, 4, "the refused restore left the host's ledger as it was");
+    drop(host);
+    let report = copies.restore(&b, &root, None).unwrap();
+    assert_eq!(report.restored, id(1, 1));
+    assert_eq!(read_state(&root), ["one", "two", "three"]);
+}
+
+#[test]
+fn a_restore_refuses_a_root_that_is_a_file_and_takes_a_bare_relative_name() {
+    let world = World::directory();
+    let a = world.holder("replica-a");
+    let file = world.dir.path().join("a-file");
+    fs::write(&file, b"not a folder").unwrap();
+    let error = world.copies().restore(&a, &file, None).unwrap_err();
+    assert!(matches!(error, Error::InvalidArgument { .. }), "{error:?}");
+    assert_eq!(fs::read(&file).unwrap(), b"not a folder");
+    // A bare name is a folder of the working directory (the restore is an empty start).
+    let cwd = std::env::current_dir().unwrap();
+    let name = format!("gotry-bare-root-{:016x}", random_u64());
+    let report = world
+        .copies()
+        .restore_latest(&key(), 0, None, Path::new(&name), None);
+    let made = cwd.join(&name).is_dir();
+    let _ = fs::remove_dir_all(cwd.join(&name));
+    assert_eq!(report.unwrap().restored, None);
+    assert!(made);
 }

@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use crate::clock::MonotonicClock;
 use crate::durable_store::DurableStore;
-use crate::epoch_copies::{CopyId, EpochCopies};
+use crate::epoch_copies::{CopyId, EpochCopies, HostSnapshot};
 use crate::errors::{Error, FenceReason, Result};
 use crate::ids::{lease_key_for, tenant_root_for};
 use crate::keeper::{KeeperEvent, KeeperOptions, LeaseKeeper, ShutdownReport};
@@ -79,7 +79,9 @@ pub enum RouterEvent {
 
 pub type RouterEventHandler = Arc<dyn Fn(RouterEvent) + Send + Sync>;
 
-/// What [`TenantRouter::start`] needs to know.
+/// What [`TenantRouter::start`] needs to know. Built with [`RouterOptions::new`], so that a
+/// later option is no breaking change.
+#[non_exhaustive]
 pub struct RouterOptions {
     pub lease_store: Arc<dyn LeaseStore>,
     pub durable_store: Arc<dyn DurableStore>,
@@ -93,7 +95,37 @@ pub struct RouterOptions {
     pub copy_policy: CopyPolicy,
     pub clock: Arc<dyn MonotonicClock>,
     pub verify: Option<SharedFoldCheck>,
+    /// Reads the files of a tenant root that the host has open (see [`HostSnapshot`]).
+    pub snapshot: Option<HostSnapshot>,
     pub on_event: Option<RouterEventHandler>,
+}
+
+impl RouterOptions {
+    /// The stores and the tenure's terms; everything else at its default (capacity from the
+    /// descriptor limit, the default [`CopyPolicy`], the system clock, no host callbacks).
+    pub fn new(
+        lease_store: Arc<dyn LeaseStore>,
+        durable_store: Arc<dyn DurableStore>,
+        state_root: PathBuf,
+        replica_id: String,
+        ttl_ms: i64,
+        margin_ms: i64,
+    ) -> RouterOptions {
+        RouterOptions {
+            lease_store,
+            durable_store,
+            state_root,
+            replica_id,
+            ttl_ms,
+            margin_ms,
+            capacity: None,
+            copy_policy: CopyPolicy::default(),
+            clock: Arc::new(crate::clock::SystemMonotonicClock),
+            verify: None,
+            snapshot: None,
+            on_event: None,
+        }
+    }
 }
 
 /// Descriptors a served tenant costs: the ledger, its WAL and its shared-memory file.
@@ -256,7 +288,7 @@ impl TenantRouter {
         }));
         let shared = Arc::new(Shared {
             keeper: LeaseKeeper::start(keeper_options)?,
-            copies: EpochCopies::new(options.durable_store),
+            copies: EpochCopies::new(options.durable_store).with_host_snapshot(options.snapshot),
             state_root: options.state_root,
             capacity,
             policy: options.copy_policy,

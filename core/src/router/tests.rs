@@ -2,7 +2,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Barrier;
 
 use super::*;
-use crate::clock::{ManualClock, SystemMonotonicClock};
+use crate::clock::ManualClock;
 use crate::durable_store::dir::DirectoryDurableStore;
 use crate::lease_store::sqlite::SqliteLeaseStore;
 
@@ -45,30 +45,28 @@ impl World {
     ) -> (TenantRouter, Arc<Mutex<Vec<String>>>) {
         let events = Arc::new(Mutex::new(Vec::new()));
         let seen = events.clone();
-        let router = TenantRouter::start(RouterOptions {
-            lease_store: self.leases.clone(),
-            durable_store: self.durable.clone(),
-            state_root: self.dir.path().join(replica),
-            replica_id: replica.to_owned(),
-            ttl_ms: 3_000,
-            margin_ms: 500,
-            capacity: Some(capacity),
-            copy_policy: CopyPolicy {
-                interval: Duration::from_millis(50),
-                durability,
-            },
-            clock: Arc::new(SystemMonotonicClock),
-            verify: None,
-            on_event: Some(Arc::new(move |event| {
-                let line = match event {
-                    RouterEvent::Lost { key, epoch } => format!("lost {key} {epoch}"),
-                    RouterEvent::Closed { key, epoch } => format!("closed {key} {epoch}"),
-                    RouterEvent::CopyFailed { key, .. } => format!("copy_failed {key}"),
-                };
-                lock(&seen).push(line);
-            })),
-        })
-        .unwrap();
+        let mut options = RouterOptions::new(
+            self.leases.clone(),
+            self.durable.clone(),
+            self.dir.path().join(replica),
+            replica.to_owned(),
+            3_000,
+            500,
+        );
+        options.capacity = Some(capacity);
+        options.copy_policy = CopyPolicy {
+            interval: Duration::from_millis(50),
+            durability,
+        };
+        options.on_event = Some(Arc::new(move |event| {
+            let line = match event {
+                RouterEvent::Lost { key, epoch } => format!("lost {key} {epoch}"),
+                RouterEvent::Closed { key, epoch } => format!("closed {key} {epoch}"),
+                RouterEvent::CopyFailed { key, .. } => format!("copy_failed {key}"),
+            };
+            lock(&seen).push(line);
+        }));
+        let router = TenantRouter::start(options).unwrap();
         (router, events)
     }
 }
@@ -332,18 +330,17 @@ fn the_lease_is_renewed_through_a_drain_longer_than_its_ttl() {
     // The store decides on the real clock here: the keeper's renewals must beat real expiry.
     let leases: Arc<dyn LeaseStore> = Arc::new(SqliteLeaseStore::open(dir.path().join("leases.db")).unwrap());
     let router = Arc::new(
-        TenantRouter::start(RouterOptions {
-            lease_store: leases.clone(),
-            durable_store: Arc::new(DirectoryDurableStore::open(dir.path().join("durable")).unwrap()),
-            state_root: dir.path().join("state"),
-            replica_id: "replica-a".to_owned(),
-            ttl_ms: 300,
-            margin_ms: 100,
-            capacity: Some(4),
-            copy_policy: CopyPolicy::default(),
-            clock: Arc::new(SystemMonotonicClock),
-            verify: None,
-            on_event: None,
+        TenantRouter::start({
+            let mut options = RouterOptions::new(
+                leases.clone(),
+                Arc::new(DirectoryDurableStore::open(dir.path().join("durable")).unwrap()),
+                dir.path().join("state"),
+                "replica-a".to_owned(),
+                300,
+                100,
+            );
+            options.capacity = Some(4);
+            options
         })
         .unwrap(),
     );
