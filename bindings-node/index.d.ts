@@ -1,6 +1,6 @@
 // Type declarations of @gotry/tenant-state: the exports of gotry's tenant-state modules
-// (errors, ids, lease-store, tenant-lease) plus LeaseKeeper, ManualClock, openLeaseStore and
-// ERROR_CODES.
+// (errors, ids, lease-store, tenant-lease, durable-store, epoch-copies) plus LeaseKeeper,
+// ManualClock, openLeaseStore and ERROR_CODES.
 
 // ---- errors ----------------------------------------------------------------------------
 
@@ -49,13 +49,21 @@ export declare class LeaseStoreUnavailableError extends TenantStateError {
 export declare class InvalidTenantIdError extends TenantStateError {
     constructor(message: string);
 }
+/**
+ * The durable store failed or could not be reached. When the store raised it, `cause` is an
+ * Error whose `code` is the backend's own name for the failure: an errno name (`ENOTDIR`,
+ * `EROFS`, `ENOSPC`, ...) for a folder, an S3 error code (or the client's) for S3.
+ */
 export declare class DurableStoreUnavailableError extends TenantStateError {
+    cause?: Error & { code: string };
     constructor(message: string, options?: ErrorOptions);
 }
+/** Copies exist but none can be trusted; `skipped` lists every one passed over, newest first. */
 export declare class RestoreVerificationError extends TenantStateError {
-    skipped: Array<{ epoch: number; seq: number; reason: string }>;
-    constructor(message: string, skipped?: Array<{ epoch: number; seq: number; reason: string }>);
+    skipped: SkippedCopy[];
+    constructor(message: string, skipped?: SkippedCopy[]);
 }
+/** Something else wrote into this holder's own epoch prefix: the single writer is broken. */
 export declare class CopyConflictError extends TenantStateError {
     constructor(message: string);
 }
@@ -223,6 +231,133 @@ export declare class TenantLease {
     renew(): Promise<void>;
     release(): Promise<void>;
     markForgotten(): Promise<LeaseRecord>;
+}
+
+// ---- durable stores ----------------------------------------------------------------------
+
+export interface ObjectInfo {
+    key: string;
+    size: number;
+}
+
+/**
+ * A durable store of this package. Keys are `/`-separated `[A-Za-z0-9._-]` segments that do
+ * not start with `.` (anything else is a RangeError). Every failure to reach or use the store
+ * rejects with DurableStoreUnavailableError.
+ */
+export interface DurableStore {
+    /** Where the store is, as a URL without any credential: safe to log. */
+    readonly location: string;
+    /** Creates `key` holding `bytes` unless an object of that name exists, which it leaves as it is. */
+    putNew(key: string, bytes: Uint8Array): Promise<'created' | 'alreadyExists'>;
+    /** The whole object (a Buffer), or null when there is none of that name. */
+    get(key: string): Promise<Uint8Array | null>;
+    /** Every object whose key starts with `prefix` ('' for all), ordered by key. */
+    list(prefix?: string): Promise<ObjectInfo[]>;
+    /** Removing an object that is not there is not an error. */
+    delete(key: string): Promise<void>;
+}
+
+export interface DirectoryDurableStoreOptions {
+    /** The folder, created with its parents when missing. */
+    path: string;
+}
+
+/** The store in one folder (a local disk or a shared volume); opening is synchronous. */
+export declare class DirectoryDurableStore implements DurableStore {
+    constructor(options: DirectoryDurableStoreOptions);
+    readonly location: string;
+    putNew(key: string, bytes: Uint8Array): Promise<'created' | 'alreadyExists'>;
+    get(key: string): Promise<Uint8Array | null>;
+    list(prefix?: string): Promise<ObjectInfo[]>;
+    delete(key: string): Promise<void>;
+}
+
+/**
+ * Opens the store a URL names: `file:///abs/dir`, `file:rel/dir`, or
+ * `s3://bucket/prefix?endpoint=http://127.0.0.1:9000&region=us-east-1` (an S3 store proves at
+ * open, in round trips, that the server refuses a second create of one name).
+ */
+export declare function openDurableStore(url: string): Promise<DurableStore>;
+
+// ---- epoch copies --------------------------------------------------------------------------
+
+/** A copy's place in the order restores follow: epoch first, then sequence. */
+export interface CopyId {
+    epoch: number;
+    seq: number;
+}
+
+export type SkipReason = 'manifest' | 'tenant' | 'checksum' | 'integrity' | 'fold' | 'superseded';
+
+/** A copy a restore passed over, and why. */
+export interface SkippedCopy extends CopyId {
+    reason: SkipReason;
+}
+
+/** A copy taken as written: its manifest is durable and the gate held after it. */
+export interface WrittenCopy extends CopyId {
+    files: number;
+    bytes: number;
+}
+
+/** What a restore installed (`null`: an empty start) and passed over, newest first. */
+export interface RestoreReport {
+    restored: CopyId | null;
+    skipped: SkippedCopy[];
+    files: number;
+    bytes: number;
+}
+
+export interface RestoreOptions {
+    /**
+     * The host's own check of a fetched copy (gotry verifies its ledger's fold), given the
+     * folder it was fetched into, before it is installed: false skips the copy ('fold'); a
+     * throw or a rejection rejects the restore with that value. It must not wait for a copy
+     * call of the same tenant, which waits for this restore.
+     */
+    verify?: (dir: string) => boolean | Promise<boolean>;
+}
+
+/** One copy as the store lists it, without reading it. */
+export interface CopyListing extends CopyId {
+    /** The manifest is there: the copy exists (which does not say it verifies). */
+    complete: boolean;
+    objects: number;
+    bytes: number;
+}
+
+export interface GcOptions {
+    /** How many valid copies to keep, at least 1. */
+    keep: number;
+}
+
+export interface GcReport {
+    kept: CopyId[];
+    deleted: CopyId[];
+}
+
+export interface EpochCopiesOptions {
+    store: DurableStore;
+}
+
+/**
+ * Epoch-scoped copies of tenant roots in one durable store. A `lease` is a TenantLease of this
+ * package (from TenantLease.acquire or a LeaseKeeper).
+ */
+export declare class EpochCopies {
+    readonly store: DurableStore;
+    constructor(options: EpochCopiesOptions);
+    /** Writes a complete copy of `root` under the lease's epoch, create-only, manifest last. */
+    writeCopy(lease: TenantLease, root: string): Promise<WrittenCopy>;
+    /** Restores the newest copy that verifies into `root`, atomically, and records the tenure. */
+    restore(lease: TenantLease, root: string, options?: RestoreOptions): Promise<RestoreReport>;
+    /** Every copy of the lease key `<org>/<tenant>`, oldest first. */
+    list(key: string): Promise<CopyListing[]>;
+    /** Deletes the copies of epochs up to the forgotten floor the lease store names now. */
+    forgetCopies(lease: TenantLease): Promise<CopyId[]>;
+    /** Keeps the newest `keep` valid copies, deletes the older ones; never the newest valid one. */
+    gc(lease: TenantLease, options: GcOptions): Promise<GcReport>;
 }
 
 // ---- the lease keeper ------------------------------------------------------------------

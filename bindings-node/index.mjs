@@ -30,6 +30,9 @@ export const {
     systemMonotonicClock,
     TenantLease,
     LeaseKeeper,
+    DirectoryDurableStore,
+    openDurableStore,
+    EpochCopies,
     ManualClock,
     ERROR_CODES,
 } = pkg;

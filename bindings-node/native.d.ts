@@ -17,6 +17,30 @@ export declare class ManualClock {
   advance(deltaMs: unknown): number
 }
 
+/** Any durable store of the core. */
+export declare class NativeDurableStore {
+  /** Opens the store in the folder `path`, creating it and its parents when missing. */
+  static openDirectory(path: unknown): NativeDurableStore
+  /** Where the store is, without any credential: safe to log. */
+  get location(): string
+  putNew(key: unknown, bytes: unknown): Promise<'created' | 'alreadyExists'>
+  get(key: unknown): Promise<Buffer | null>
+  list(prefix: unknown): Promise<Array<ObjectInfo>>
+  delete(key: unknown): Promise<void>
+}
+
+/** Copies of tenant roots in one durable store. */
+export declare class NativeEpochCopies {
+  constructor(store: NativeDurableStore)
+  writeCopy(lease: NativeLease, root: unknown): Promise<WrittenCopy>
+  /** `verify`, when given, is the JS layer's wrapper of the host's check. */
+  restore(lease: NativeLease, root: unknown, verify?: (dir: string) => Promise<boolean>): Promise<RestoreReport>
+  /** Every copy of `key` in the store, oldest first. */
+  list(key: unknown): Promise<Array<CopyListing>>
+  forgetCopies(lease: NativeLease): Promise<Array<CopyId>>
+  gc(lease: NativeLease, keep: unknown): Promise<GcReport>
+}
+
 /** Keeps many leases of one owner on one store renewed; made by `NativeKeeper.start`. */
 export declare class NativeKeeper {
   /**
@@ -121,6 +145,22 @@ export declare function assertOrganizationId(value: unknown): string
 /** Returns the value when it is a valid prompt cache partition. */
 export declare function assertPromptCachePartition(value: unknown): string
 
+/** A copy's place in the order restores follow: epoch first, then sequence. */
+export interface CopyId {
+  epoch: number
+  seq: number
+}
+
+/** One copy as the store lists it, without reading it. */
+export interface CopyListing {
+  epoch: number
+  seq: number
+  /** The manifest is there: the copy exists (which does not say it verifies). */
+  complete: boolean
+  objects: number
+  bytes: number
+}
+
 /** `t-` + the first 128 bits of HMAC-SHA256(key, issuer 0x00 subject). */
 export declare function deriveLedgerTenantId(organizationKey: unknown, issuer: unknown, subject: unknown): string
 
@@ -132,6 +172,12 @@ export declare function derivePromptCachePartition(organizationKey: unknown, led
  * cover exactly this list.
  */
 export declare function errorCodes(): Array<string>
+
+/** What a garbage collection kept and deleted. */
+export interface GcReport {
+  kept: Array<CopyId>
+  deleted: Array<CopyId>
+}
 
 /** One granted operation of the store's log. */
 export interface HistoryEntry {
@@ -166,11 +212,34 @@ export declare const MAX_LEASE_TTL_MS: number
 /** Shortest lease a store grants, in milliseconds. */
 export declare const MIN_LEASE_TTL_MS: number
 
-/** A durable copy a restore passed over, and why (`checksum`, `integrity`, `tenant`, ...). */
+/** One listed object. */
+export interface ObjectInfo {
+  key: string
+  size: number
+}
+
+/**
+ * Opens the store a URL names (`file:///abs/dir`, `file:rel/dir`,
+ * `s3://bucket/prefix?endpoint=...&region=...`).
+ */
+export declare function openDurableStore(url: unknown): Promise<NativeDurableStore>
+
+/**
+ * What a restore did: the copy it installed (`null`: an empty start) and every copy it
+ * passed over, newest first.
+ */
+export interface RestoreReport {
+  restored: CopyId | null
+  skipped: Array<SkippedCopy>
+  files: number
+  bytes: number
+}
+
+/** A copy a restore passed over, and why. */
 export interface SkippedCopy {
   epoch: number
   seq: number
-  reason: string
+  reason: 'manifest' | 'tenant' | 'checksum' | 'integrity' | 'fold' | 'superseded'
 }
 
 /**
@@ -186,4 +255,12 @@ export interface TickReport {
   lost: number
   failed: number
   nextDueMs: number | null
+}
+
+/** A copy taken as written. */
+export interface WrittenCopy {
+  epoch: number
+  seq: number
+  files: number
+  bytes: number
 }

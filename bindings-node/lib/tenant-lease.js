@@ -21,6 +21,17 @@ const systemMonotonicClock = Object.freeze({ nowMs: () => performance.now() });
 
 const INTERNAL = Symbol('gotry native lease');
 
+/** The native holder of every TenantLease made here; EpochCopies writes and restores under it. */
+const holders = new WeakMap();
+
+function nativeLeaseOf(lease) {
+    const held = holders.get(lease);
+    if (held === undefined) {
+        throw new TypeError('lease must be a TenantLease of @gotry/tenant-state (TenantLease.acquire or a LeaseKeeper)');
+    }
+    return held;
+}
+
 /** How the core reads a holder's clock: natively when it can, through the JS function otherwise. */
 function clockArguments(clock) {
     if (clock === systemMonotonicClock) return [null, null];
@@ -56,6 +67,7 @@ class TenantLease {
         this.ttlMs = options.ttlMs;
         this.marginMs = options.marginMs;
         this.#native = held;
+        holders.set(this, held);
     }
 
     /**
@@ -153,4 +165,5 @@ module.exports = {
     TenantLease,
     // Internal to this package (not re-exported by index.js).
     keptLease,
+    nativeLeaseOf,
 };

@@ -14,7 +14,7 @@ const FROM_NATIVE = {
     GOTRY_TENANT_FENCED: e => new errors.FencedError(e.reason, e.key, e.epoch),
     GOTRY_TENANT_LEASE_STORE_UNAVAILABLE: e => new errors.LeaseStoreUnavailableError(e.message),
     GOTRY_TENANT_ID_INVALID: e => new errors.InvalidTenantIdError(e.message),
-    GOTRY_TENANT_DURABLE_STORE_UNAVAILABLE: e => new errors.DurableStoreUnavailableError(e.message),
+    GOTRY_TENANT_DURABLE_STORE_UNAVAILABLE: e => new errors.DurableStoreUnavailableError(e.message, backendCause(e.backendCode)),
     GOTRY_TENANT_RESTORE_INVALID: e => new errors.RestoreVerificationError(e.message, e.skipped),
     GOTRY_TENANT_COPY_CONFLICT: e => new errors.CopyConflictError(e.message),
     GOTRY_TENANT_DRAINING: e => new errors.TenantDrainingError(e.key),
@@ -22,6 +22,18 @@ const FROM_NATIVE = {
     GOTRY_TENANT_ROUTER_CLOSED: () => new errors.RouterClosedError(),
     GOTRY_TENANT_REPLICA_AT_CAPACITY: e => new errors.ReplicaAtCapacityError(e.limit),
 };
+
+/**
+ * The backend's own name for a durable store failure (an errno name such as `ENOTDIR`, or an
+ * S3 error code) as the error's `cause`: an Error whose `code` it is, as Node's own file
+ * system errors carry theirs.
+ */
+function backendCause(code) {
+    if (typeof code !== 'string') return undefined;
+    const cause = new Error(`the durable store's backend answered ${code}`);
+    cause.code = code;
+    return { cause };
+}
 
 function translate(error) {
     if (!(error instanceof Error) || error instanceof errors.TenantStateError) return error;

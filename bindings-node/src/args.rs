@@ -194,6 +194,31 @@ pub fn safe_number(name: &str, value: i64) -> Result<f64> {
     }
 }
 
+/// A count that comes out of the core (files, bytes, a sequence number) as a JS number; past
+/// `i64::MAX` is past the safe range too, so saturating cannot let a wrong value through.
+pub fn safe_count(name: &str, value: u64) -> Result<f64> {
+    safe_number(name, i64::try_from(value).unwrap_or(i64::MAX))
+}
+
+/// A count the host asks for (how many copies to keep): a safe integer of at least zero.
+pub fn count(name: &str, value: &Unknown<'_>) -> Result<usize> {
+    let value = integer(name, value)?;
+    usize::try_from(value).map_err(|_| Error::InvalidArgument {
+        message: format!("{name} must be zero or more, got {value}"),
+    })
+}
+
+/// The bytes of a `Uint8Array` (a `Buffer` too), copied: the call that takes them runs on
+/// another thread, after the JS caller may have changed them.
+pub fn bytes(name: &str, value: &Unknown<'_>) -> Result<Vec<u8>> {
+    // SAFETY: napi refuses anything but a typed array, and the slice any element type but Uint8.
+    unsafe { Uint8ArraySlice::from_napi_value(value.value().env, value.raw()) }
+        .map(|slice| slice.to_vec())
+        .map_err(|_| Error::InvalidArgument {
+            message: format!("{name} must be a Uint8Array, got {}", describe(value)),
+        })
+}
+
 /// A short description of a refused value for error messages, shaped like JS's `String(v)`.
 fn describe(value: &Unknown<'_>) -> String {
     match value.get_type() {

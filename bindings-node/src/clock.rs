@@ -163,13 +163,7 @@ impl HostMonotonicClock {
         if status != Status::Ok {
             return Err(gone());
         }
-        loop {
-            match receiver.recv_timeout(TEARDOWN_POLL) {
-                Ok(reading) => return reading,
-                Err(mpsc::RecvTimeoutError::Timeout) if !self.threadsafe.aborted() => continue,
-                Err(_) => return Err(gone()),
-            }
-        }
+        wait_for_js(&receiver, || self.threadsafe.aborted()).unwrap_or_else(|| Err(gone()))
     }
 }
 
@@ -183,7 +177,22 @@ impl MonotonicClock for HostMonotonicClock {
     }
 }
 
-fn host_failure(error: napi::Error) -> Error {
+/// Waits on a thread other than the JS thread for the answer that a threadsafe call sends;
+/// `None` once `aborted` says the JS environment is gone and no answer will ever come.
+pub(crate) fn wait_for_js<T>(
+    receiver: &mpsc::Receiver<Result<T>>,
+    aborted: impl Fn() -> bool,
+) -> Option<Result<T>> {
+    loop {
+        match receiver.recv_timeout(TEARDOWN_POLL) {
+            Ok(answer) => return Some(answer),
+            Err(mpsc::RecvTimeoutError::Timeout) if !aborted() => continue,
+            Err(_) => return None,
+        }
+    }
+}
+
+pub(crate) fn host_failure(error: napi::Error) -> Error {
     Error::Host(Box::new(error))
 }
 

@@ -7,7 +7,8 @@ use napi::bindgen_prelude::{Object, ToNapiValue};
 use napi::{sys, Env, JsValue};
 use napi_derive::napi;
 
-use crate::args::safe_number;
+use crate::args::{safe_count, safe_number};
+use crate::copies::JsSkippedCopy;
 use crate::store::JsLeaseRecord;
 
 /// The twelve stable codes, in the core's order, so the JS layer can prove that its classes
@@ -58,16 +59,9 @@ fn build(env: &Env, error: &Error) -> napi::Result<napi::Error> {
 
 type FieldResult = std::result::Result<(), std::result::Result<Error, napi::Error>>;
 
-/// A durable copy a restore passed over, and why (`checksum`, `integrity`, `tenant`, ...).
-#[napi(object, js_name = "SkippedCopy")]
-pub struct JsSkippedCopy {
-    pub epoch: f64,
-    pub seq: f64,
-    pub reason: String,
-}
-
 fn set_fields(object: &mut Object<'_>, error: &Error) -> FieldResult {
     let number = |name: &str, value: i64| safe_number(name, value).map_err(Ok);
+    let count = |name: &str, value: u64| safe_count(name, value).map_err(Ok);
     let napi = |result: napi::Result<()>| result.map_err(Err);
     match error {
         Error::LeaseHeld { record } => {
@@ -82,16 +76,9 @@ fn set_fields(object: &mut Object<'_>, error: &Error) -> FieldResult {
         Error::RestoreInvalid { skipped, .. } => {
             let skipped = skipped
                 .iter()
-                .map(|copy| {
-                    Ok(JsSkippedCopy {
-                        epoch: safe_number("epoch", copy.epoch)?,
-                        seq: safe_number("seq", i64::try_from(copy.seq).unwrap_or(i64::MAX))?,
-                        reason: copy.reason.as_str().to_owned(),
-                    })
-                })
-                .collect::<Result<Vec<_>>>()
-                .map_err(Ok)?;
-            napi(object.set("skipped", skipped))
+                .map(JsSkippedCopy::from_core)
+                .collect::<Result<Vec<_>>>();
+            napi(object.set("skipped", skipped.map_err(Ok)?))
         }
         Error::DurableStoreUnavailable { backend_code, .. } => {
             napi(object.set("backendCode", backend_code.as_str()))
@@ -103,18 +90,12 @@ fn set_fields(object: &mut Object<'_>, error: &Error) -> FieldResult {
             timeout_ms,
         } => {
             napi(object.set("key", key.as_str()))?;
-            napi(object.set("inFlight", number("inFlight", clamp(*in_flight))?))?;
-            napi(object.set("timeoutMs", number("timeoutMs", clamp(*timeout_ms))?))
+            napi(object.set("inFlight", count("inFlight", *in_flight)?))?;
+            napi(object.set("timeoutMs", count("timeoutMs", *timeout_ms)?))
         }
-        Error::ReplicaAtCapacity { limit } => napi(object.set("limit", number("limit", clamp(*limit))?)),
+        Error::ReplicaAtCapacity { limit } => napi(object.set("limit", count("limit", *limit)?)),
         _ => Ok(()),
     }
-}
-
-/// A `u64` count as `i64` for the safe-number check; anything past `i64::MAX` is past the
-/// safe range as well, so saturating cannot let a wrong value through.
-fn clamp(value: u64) -> i64 {
-    i64::try_from(value).unwrap_or(i64::MAX)
 }
 
 /// `new Error(message)` with `code` set; a `RangeError` for an argument out of range, the one

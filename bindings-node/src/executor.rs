@@ -14,6 +14,13 @@
 //! one after another got slower (0.88 of the core's speed against 0.92), and spinning spends
 //! CPU that a host under a CPU quota pays for.
 //!
+//! Durable store and copy calls ([`Lane::for_copies`]) run on a second set of threads, as many
+//! again: a copy of a large tenant root takes seconds, and lease renewals queued behind it on
+//! shared threads could see their leases run out. A restore whose `verify` is a JS function
+//! runs on a thread of its own ([`Pending::on_own_thread`]): it waits for JavaScript, and
+//! JavaScript may wait for any other call of this addon meanwhile, so it must hold no thread
+//! that those calls need.
+//!
 //! Everything else `AsyncTask` promises holds: a call owns its inputs, never touches a JS value
 //! off the JS thread and settles on the JS thread (a napi [`Task`]'s `compute` runs here, its
 //! `resolve` there); a pending call keeps the event loop alive (its promise's threadsafe
@@ -35,6 +42,7 @@ const CALLS_PER_TURN: usize = 64;
 /// The calls of one store, run in call order, at most `width` at once.
 pub struct Lane {
     width: usize,
+    pool: &'static Pool,
     state: Mutex<LaneState>,
 }
 
@@ -48,8 +56,20 @@ struct LaneState {
 impl Lane {
     /// A lane for a store that works on `concurrent_calls` calls at once.
     pub fn new(concurrent_calls: usize) -> Arc<Lane> {
+        Lane::on(&STORE_THREADS, concurrent_calls)
+    }
+
+    /// A lane for a durable store and its copies, as wide as its threads: the core runs copies
+    /// of different tenants in parallel and those of one tenant one at a time.
+    pub fn for_copies() -> Arc<Lane> {
+        Lane::on(&COPY_THREADS, usize::MAX)
+    }
+
+    fn on(threads: &'static Threads, concurrent_calls: usize) -> Arc<Lane> {
+        let pool = threads.pool();
         Arc::new(Lane {
-            width: concurrent_calls.clamp(1, pool().max_threads),
+            width: concurrent_calls.clamp(1, pool.max_threads),
+            pool,
             state: Mutex::new(LaneState::default()),
         })
     }
@@ -65,7 +85,7 @@ impl Lane {
         if state.running < self.width {
             state.running += 1;
             drop(state);
-            pool().submit(self.clone());
+            self.pool.submit(self.clone());
         }
     }
 
@@ -103,6 +123,7 @@ impl Lane {
 
 /// The threads, and the lanes waiting for one.
 struct Pool {
+    name: &'static str,
     max_threads: usize,
     state: Mutex<PoolState>,
     wake: Condvar,
@@ -122,13 +143,31 @@ fn max_threads(setting: Option<&str>) -> usize {
         .map_or(4, |threads| threads.clamp(1, 1024))
 }
 
-fn pool() -> &'static Pool {
-    static POOL: OnceLock<Pool> = OnceLock::new();
-    POOL.get_or_init(|| Pool {
-        max_threads: max_threads(std::env::var("UV_THREADPOOL_SIZE").ok().as_deref()),
-        state: Mutex::new(PoolState::default()),
-        wake: Condvar::new(),
-    })
+/// A pool made on first use, its threads named `name`.
+struct Threads {
+    name: &'static str,
+    pool: OnceLock<Pool>,
+}
+
+static STORE_THREADS: Threads = Threads {
+    name: "gotry-store",
+    pool: OnceLock::new(),
+};
+
+static COPY_THREADS: Threads = Threads {
+    name: "gotry-copies",
+    pool: OnceLock::new(),
+};
+
+impl Threads {
+    fn pool(&'static self) -> &'static Pool {
+        self.pool.get_or_init(|| Pool {
+            name: self.name,
+            max_threads: max_threads(std::env::var("UV_THREADPOOL_SIZE").ok().as_deref()),
+            state: Mutex::new(PoolState::default()),
+            wake: Condvar::new(),
+        })
+    }
 }
 
 impl Pool {
@@ -145,7 +184,7 @@ impl Pool {
         let mut refused = None;
         if state.lanes.len() > state.idle && state.threads < self.max_threads {
             match thread::Builder::new()
-                .name("gotry-store".to_owned())
+                .name(self.name.to_owned())
                 .spawn(move || self.serve())
             {
                 Ok(_) => state.threads += 1,
@@ -187,29 +226,64 @@ impl Pool {
     }
 }
 
-/// A napi task run on a lane; its JS value is a promise.
+/// A napi task run on a lane, or on a thread of its own; its JS value is a promise.
 pub struct Pending<T: Task + 'static> {
-    lane: Arc<Lane>,
+    lane: Option<Arc<Lane>>,
     task: T,
 }
 
 impl<T: Task + 'static> Pending<T> {
     pub fn on(lane: &Arc<Lane>, task: T) -> Pending<T> {
         Pending {
-            lane: lane.clone(),
+            lane: Some(lane.clone()),
             task,
         }
     }
+
+    /// For a call that waits for JavaScript while it runs.
+    pub fn on_own_thread(task: T) -> Pending<T> {
+        Pending { lane: None, task }
+    }
+}
+
+/// Runs `call` on a new thread, or rejects it when no thread can be started.
+fn run_alone(call: Box<dyn Call>) {
+    // Handed over through a slot: a failed spawn drops its closure, and the call in it must
+    // still reject its promise.
+    let slot = Arc::new(Mutex::new(Some(call)));
+    let theirs = slot.clone();
+    let spawned = thread::Builder::new()
+        .name("gotry-restore".to_owned())
+        .spawn(move || {
+            if let Some(call) = take(&theirs) {
+                call.run();
+            }
+        });
+    if let Err(error) = spawned {
+        if let Some(call) = take(&slot) {
+            call.refuse(napi::Error::from_reason(format!(
+                "cannot start a thread for the call: {error}"
+            )));
+        }
+    }
+}
+
+fn take(slot: &Mutex<Option<Box<dyn Call>>>) -> Option<Box<dyn Call>> {
+    slot.lock().unwrap_or_else(PoisonError::into_inner).take()
 }
 
 impl<T: Task + 'static> ToNapiValue for Pending<T> {
     unsafe fn to_napi_value(raw_env: sys::napi_env, pending: Pending<T>) -> napi::Result<sys::napi_value> {
         let env = Env::from_raw(raw_env);
         let (deferred, promise) = env.create_deferred()?;
-        pending.lane.push(Box::new(Queued {
+        let call = Box::new(Queued {
             task: pending.task,
             deferred,
-        }));
+        });
+        match pending.lane {
+            Some(lane) => lane.push(call),
+            None => run_alone(call),
+        }
         // SAFETY: the promise was made on this env, on its thread, just above.
         unsafe { Object::to_napi_value(raw_env, promise) }
     }
@@ -237,7 +311,7 @@ impl<T: Task + 'static> Call for Queued<T> {
         // A panic must not take the thread down and leave the promise pending forever.
         let output = catch_unwind(AssertUnwindSafe(|| task.compute())).unwrap_or_else(|_| {
             Err(napi::Error::from_reason(
-                "internal error: a store call panicked; its promise is rejected",
+                "internal error: a native call panicked; its promise is rejected",
             ))
         });
         deferred.resolve(Box::new(move |env| {

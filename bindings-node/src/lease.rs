@@ -149,6 +149,11 @@ impl NativeLease {
 }
 
 impl NativeLease {
+    /// The core's holder, for the copies written and restored under it.
+    pub(crate) fn holder(&self) -> Arc<TenantLease> {
+        self.lease.clone()
+    }
+
     /// A handle on a lease that a keeper holds. A keeper's store never has a JS clock (the
     /// keeper's own thread could not read one), so no call carries a reading.
     pub(crate) fn kept(lease: Arc<TenantLease>, lane: &Arc<Lane>) -> NativeLease {

@@ -1,5 +1,5 @@
-//! The native half of `@gotry/tenant-state`: the core crate's ids, lease store and tenant
-//! lease, translated for Node.js.
+//! The native half of `@gotry/tenant-state`: the core crate's ids, lease store, tenant lease,
+//! durable stores and epoch copies, translated for Node.js.
 //!
 //! This crate only translates. It checks what depends on JavaScript (a number that is not an
 //! integer, a lone UTF-16 surrogate, a key that is not a `Uint8Array`), turns core errors into
@@ -14,6 +14,8 @@
 
 mod args;
 mod clock;
+mod copies;
+mod durable;
 mod errors;
 mod executor;
 mod ids;

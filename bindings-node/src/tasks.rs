@@ -5,11 +5,16 @@
 //! `resolve`, where a core error also becomes its JS error, so the promise rejects with it.
 
 use gotry_tenant_state::errors::{Error, Result};
-use gotry_tenant_state::{LeaseGrant, LeaseRecord, ShutdownReport, TickReport};
-use napi::bindgen_prelude::Task;
+use gotry_tenant_state::{
+    CopyId, CopyListing, GcReport, LeaseGrant, LeaseRecord, ObjectInfo, PutOutcome, RestoreReport,
+    ShutdownReport, TickReport, WrittenCopy,
+};
+use napi::bindgen_prelude::{Buffer, Task};
 use napi::Env;
 
 use crate::clock::with_wall_reading;
+use crate::copies::{JsCopyId, JsCopyListing, JsGcReport, JsRestoreReport, JsWrittenCopy};
+use crate::durable::{object_bytes, put_outcome, JsObjectInfo, NativeDurableStore};
 use crate::errors::OrThrow;
 use crate::keeper::{JsTickReport, ShutdownReportValue};
 use crate::lease::NativeLease;
@@ -114,4 +119,58 @@ blocking_task!(
     /// A keeper's `shutdown`: what became of each lease.
     ShutdownTask: ShutdownReport => ShutdownReportValue,
     |report: ShutdownReport| Ok(ShutdownReportValue(report))
+);
+
+blocking_task!(
+    /// `openDurableStore`: the opened store.
+    OpenDurableTask: NativeDurableStore => NativeDurableStore,
+    Ok
+);
+
+blocking_task!(
+    /// A durable store's `putNew`: whether the object was created.
+    PutTask: PutOutcome => String,
+    |outcome: PutOutcome| Ok(put_outcome(outcome))
+);
+
+blocking_task!(
+    /// A durable store's `get`: the bytes, or `null`.
+    GetTask: Option<Vec<u8>> => Option<Buffer>,
+    |bytes: Option<Vec<u8>>| Ok(object_bytes(bytes))
+);
+
+blocking_task!(
+    /// A durable store's `list`.
+    ListObjectsTask: Vec<ObjectInfo> => Vec<JsObjectInfo>,
+    |objects: Vec<ObjectInfo>| objects.into_iter().map(JsObjectInfo::from_core).collect()
+);
+
+blocking_task!(
+    /// `writeCopy`: the copy taken as written.
+    WrittenCopyTask: WrittenCopy => JsWrittenCopy,
+    JsWrittenCopy::from_core
+);
+
+blocking_task!(
+    /// `restore`: what was restored and skipped.
+    RestoreTask: RestoreReport => JsRestoreReport,
+    JsRestoreReport::from_core
+);
+
+blocking_task!(
+    /// The copies' `list`.
+    CopyListTask: Vec<CopyListing> => Vec<JsCopyListing>,
+    JsCopyListing::all
+);
+
+blocking_task!(
+    /// `forgetCopies`: the copies deleted.
+    CopyIdsTask: Vec<CopyId> => Vec<JsCopyId>,
+    JsCopyId::all
+);
+
+blocking_task!(
+    /// `gc`: what was kept and deleted.
+    GcTask: GcReport => JsGcReport,
+    JsGcReport::from_core
 );

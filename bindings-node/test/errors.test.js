@@ -43,7 +43,8 @@ test('every class has the reference name, code, fields and base classes', () => 
     assert.deepEqual(new pkg.LeaseHeldError({ key: 'k', owner: 'o', epoch: 3 }).record, { key: 'k', owner: 'o', epoch: 3 });
     assert.equal(new pkg.FencedError('lease_lost', 'k', 2).reason, 'lease_lost');
     assert.deepEqual(new pkg.RestoreVerificationError('m').skipped, []);
-    assert.deepEqual(new pkg.RestoreVerificationError('m', ['a']).skipped, ['a']);
+    const skipped = [{ epoch: 1, seq: 2, reason: 'checksum' }];
+    assert.deepEqual(new pkg.RestoreVerificationError('m', skipped).skipped, skipped);
     const drain = new pkg.DrainTimeoutError('k', 2, 500);
     assert.equal(drain.inFlight, 2);
     assert.equal(drain.timeoutMs, 500);
@@ -54,7 +55,8 @@ test('every class has the reference name, code, fields and base classes', () => 
 test('every native code is rebuilt as its class with its fields', () => {
     const fields = {
         record: { key: 'k', owner: 'o', epoch: 1, leaseUntilMs: 5, forgottenAtEpoch: 0 },
-        reason: 'lease_released', key: 'k', epoch: 4, skipped: ['x'], inFlight: 3, timeoutMs: 9, limit: 7,
+        reason: 'lease_released', key: 'k', epoch: 4, skipped: [{ epoch: 1, seq: 1, reason: 'fold' }], inFlight: 3, timeoutMs: 9, limit: 7,
+        backendCode: 'EROFS',
     };
     for (const [name, code] of CLASSES) {
         const raw = Object.assign(new Error('native message'), { code }, fields);
@@ -64,7 +66,13 @@ test('every native code is rebuilt as its class with its fields', () => {
     }
     assert.deepEqual(translate(Object.assign(new Error('m'), { code: 'GOTRY_TENANT_LEASE_HELD', record: fields.record })).record, fields.record);
     assert.equal(translate(Object.assign(new Error('m'), { code: 'GOTRY_TENANT_FENCED', reason: 'lease_lost' })).reason, 'lease_lost');
-    assert.deepEqual(translate(Object.assign(new Error('m'), { code: 'GOTRY_TENANT_RESTORE_INVALID', skipped: ['s'] })).skipped, ['s']);
+    assert.deepEqual(translate(Object.assign(new Error('m'), { code: 'GOTRY_TENANT_RESTORE_INVALID', skipped: fields.skipped })).skipped, fields.skipped);
+    // The backend's code travels as the cause's code, as Node's fs errors carry theirs.
+    const unavailable = translate(Object.assign(new Error('m'), { code: 'GOTRY_TENANT_DURABLE_STORE_UNAVAILABLE', backendCode: 'EROFS' }));
+    assert.ok(unavailable.cause instanceof Error);
+    assert.equal(unavailable.cause.code, 'EROFS');
+    assert.equal(unavailable.message, 'm');
+    assert.equal(translate(Object.assign(new Error('m'), { code: 'GOTRY_TENANT_DURABLE_STORE_UNAVAILABLE' })).cause, undefined);
     // Anything else passes through untouched, including a TenantStateError a host callback threw.
     const range = new RangeError('r');
     assert.equal(translate(range), range);

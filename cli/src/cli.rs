@@ -11,7 +11,7 @@ use crate::failure::exit_status_help;
 #[command(
     name = "gotry-tenant",
     version,
-    about = "Inspect and repair gotry tenant leases, derive tenant ids, and watch a handoff between replicas",
+    about = "Inspect and repair gotry tenant leases, check and restore durable copies, derive tenant ids, and watch a handoff between replicas",
     after_help = top_level_help(),
     subcommand_required = true,
     arg_required_else_help = false
@@ -30,6 +30,7 @@ fn top_level_help() -> String {
         "Examples:
   gotry-tenant demo
   gotry-tenant lease list --held --store /var/lib/gotry/leases.db
+  gotry-tenant copies restore acme/t-5e0c2ba9c4c6b3b5a0f1d1e4b6f5a7c2 --durable /srv/gotry-copies --to ./look
   GOTRY_ORGANIZATION_KEY_FILE=org.key gotry-tenant id derive --issuer https://idp.example --subject alice
 
 The organization key is read from --key-file PATH, or from the environment: GOTRY_ORGANIZATION_KEY_FILE
@@ -60,6 +61,20 @@ pub enum Command {
   gotry-tenant lease read acme/t-5e0c2ba9c4c6b3b5a0f1d1e4b6f5a7c2 --store /var/lib/gotry/leases.db"
     )]
     Lease(LeaseCommand),
+
+    /// List, verify and restore a tenant's durable copies
+    #[command(
+        subcommand,
+        subcommand_required = true,
+        arg_required_else_help = false,
+        after_help = "Examples:
+  gotry-tenant copies list acme/t-5e0c2ba9c4c6b3b5a0f1d1e4b6f5a7c2 --durable /srv/gotry-copies
+  gotry-tenant copies verify acme/t-5e0c2ba9c4c6b3b5a0f1d1e4b6f5a7c2 --durable 's3://copies/prod?endpoint=http://127.0.0.1:9000&region=us-east-1'
+
+Copies live in a durable store: a folder (a path, or file:///abs/dir) or an S3 bucket
+(s3://bucket/prefix?endpoint=...&region=..., credentials from the AWS environment variables)."
+    )]
+    Copies(CopiesCommand),
 
     /// Derive and check tenant ids and the names built from them
     #[command(
@@ -188,6 +203,83 @@ pub struct KeyArg {
     /// GOTRY_ORGANIZATION_KEY)
     #[arg(long, value_name = "PATH")]
     pub key_file: Option<PathBuf>,
+}
+
+/// The durable store option of every `copies` command.
+#[derive(Debug, Args)]
+pub struct DurableArg {
+    /// The durable store: a URL (file:///abs/dir, file:rel/dir, s3://bucket/prefix?endpoint=...)
+    /// or a folder path; a folder named by its path must exist
+    #[arg(long, value_name = "URL|PATH", default_value = crate::durable::DEFAULT_DURABLE)]
+    pub durable: OsString,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CopiesCommand {
+    /// List every copy of a tenant: epoch, sequence, whether its manifest is there, its size
+    #[command(after_help = "Example:
+  gotry-tenant copies list acme/t-5e0c2ba9c4c6b3b5a0f1d1e4b6f5a7c2 --durable /srv/gotry-copies
+
+A copy is complete once its manifest is written; an incomplete one (a writer that died mid-copy)
+is never restored. Listing reads no copy's content: `copies verify` does.")]
+    List {
+        /// The lease key, ORG/TENANT (see `gotry-tenant id lease-key`)
+        key: OsString,
+        #[command(flatten)]
+        durable: DurableArg,
+    },
+
+    /// Check complete copies as a restore would: manifest, tenant, checksums, SQLite integrity
+    #[command(after_help = "Examples:
+  gotry-tenant copies verify acme/t-5e0c2ba9c4c6b3b5a0f1d1e4b6f5a7c2
+  gotry-tenant copies verify acme/t-5e0c2ba9c4c6b3b5a0f1d1e4b6f5a7c2 --epoch 3 --seq 12
+
+Every complete copy gets a verdict, `ok` or the reason a restore would pass over it, and the
+command succeeds. Given --epoch and --seq, only that copy is checked, and the command fails
+(status 8) when it does not verify. The host's own check of its ledger (`fold`) and the
+lineage check (`superseded`) are made by a restore only.")]
+    Verify {
+        /// The lease key, ORG/TENANT
+        key: OsString,
+        /// Only the copy of this epoch (with --seq)
+        #[arg(long, requires = "seq", allow_negative_numbers = true)]
+        epoch: Option<i64>,
+        /// Only the copy of this sequence number (with --epoch)
+        #[arg(long, requires = "epoch")]
+        seq: Option<u64>,
+        #[command(flatten)]
+        durable: DurableArg,
+    },
+
+    /// Restore the newest copy that verifies into a folder, to look at a tenant's data
+    #[command(after_help = "Example:
+  gotry-tenant copies restore acme/t-5e0c2ba9c4c6b3b5a0f1d1e4b6f5a7c2 --to ./acme-look --store /var/lib/gotry/leases.db
+
+Copies are tried newest first (epoch, then sequence); every copy passed over is shown with its
+reason. With --store, copies up to the lease's forgotten epoch (`lease forget`) are left out;
+without it none is. The restore takes no lease and records no tenure: it starts no service.
+It fails (status 8, GOTRY_TENANT_RESTORE_INVALID) when copies exist but none verifies.")]
+    Restore {
+        /// The lease key, ORG/TENANT
+        key: OsString,
+        /// The folder to restore into: created if missing, refused if it holds anything
+        /// (unless --force)
+        #[arg(long, value_name = "DIR")]
+        to: PathBuf,
+        /// Replace what DIR holds: its old content is deleted once the copy is in place
+        #[arg(long)]
+        force: bool,
+        /// Only copies of epochs below this one, such as the copies the holder of that epoch
+        /// could restore from
+        #[arg(long, value_name = "EPOCH", allow_negative_numbers = true)]
+        below_epoch: Option<i64>,
+        /// The lease store (a URL or a SQLite file path, which must exist) whose record of the
+        /// key gives the forgotten epoch; without it no copy is left out as forgotten
+        #[arg(long, value_name = "URL|PATH")]
+        store: Option<OsString>,
+        #[command(flatten)]
+        durable: DurableArg,
+    },
 }
 
 #[derive(Debug, Subcommand)]

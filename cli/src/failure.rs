@@ -1,14 +1,14 @@
 //! Exit statuses and the one-line report of a failure.
 //!
 //! Scripts branch on the exit status, so each status stands for one kind of outcome that
-//! calls for a different reaction (wait, fix the input, retry later, repair the store). The
-//! status follows the kind of the core's error; the CLI never reinterprets what the store
-//! decided.
+//! calls for a different reaction (wait, fix the input, retry later, repair the store, look
+//! at the copies). The status follows the kind of the core's error; the CLI never
+//! reinterprets what the store decided.
 
 use std::io;
 
-use gotry_tenant_state::{Error, LeaseRecord};
-use serde_json::{json, Value};
+use gotry_tenant_state::{Error, SkippedCopy};
+use serde_json::{json, Map, Value};
 
 use crate::render;
 
@@ -22,10 +22,11 @@ pub enum Exit {
     Invalid,
     Unavailable,
     Storage,
+    Unverified,
 }
 
 impl Exit {
-    pub const ALL: [Exit; 7] = [
+    pub const ALL: [Exit; 8] = [
         Exit::Failure,
         Exit::Usage,
         Exit::Held,
@@ -33,6 +34,7 @@ impl Exit {
         Exit::Invalid,
         Exit::Unavailable,
         Exit::Storage,
+        Exit::Unverified,
     ];
 
     pub const fn code(self) -> u8 {
@@ -44,6 +46,7 @@ impl Exit {
             Exit::Invalid => 5,
             Exit::Unavailable => 6,
             Exit::Storage => 7,
+            Exit::Unverified => 8,
         }
     }
 
@@ -57,6 +60,7 @@ impl Exit {
             Exit::Invalid => "invalid",
             Exit::Unavailable => "unavailable",
             Exit::Storage => "storage",
+            Exit::Unverified => "unverified",
         }
     }
 
@@ -71,15 +75,20 @@ impl Exit {
                 "the named owner and epoch do not hold the lease, or it expired (GOTRY_TENANT_LEASE_LOST)"
             }
             Exit::Invalid => {
-                "invalid input: an id, key, owner, epoch, store URL or organization key is refused"
+                "invalid input: an id, key, owner, epoch, store URL, organization key or folder is refused"
             }
             Exit::Unavailable => {
-                "the lease store is busy or cannot be reached; nothing was decided, retry later \
-                 (GOTRY_TENANT_LEASE_STORE_UNAVAILABLE)"
+                "the lease store or the durable store is busy or cannot be reached; nothing was \
+                 decided, retry later (GOTRY_TENANT_LEASE_STORE_UNAVAILABLE, \
+                 GOTRY_TENANT_DURABLE_STORE_UNAVAILABLE with the backend's code)"
             }
             Exit::Storage => {
                 "the store's file is missing, cannot be opened, or is not a lease store; the report \
                  carries the storage engine's code (SQLITE_NOTADB, SQLITE_CANTOPEN, ENOENT, ...)"
+            }
+            Exit::Unverified => {
+                "copies exist but none that was asked for verifies; the report lists each with its \
+                 reason (GOTRY_TENANT_RESTORE_INVALID, ERR_COPY_INVALID)"
             }
         }
     }
@@ -107,8 +116,10 @@ pub struct Failure {
     pub code: String,
     pub message: String,
     pub hint: String,
-    /// The holder's record of a LEASE_HELD refusal, so a script can see who holds the tenant.
-    pub record: Option<Box<LeaseRecord>>,
+    /// Fields of the error that a script acts on, added to the JSON report: the holder's
+    /// `record` of a LEASE_HELD refusal (who to forward to), the `skipped` copies of a
+    /// RESTORE_INVALID (what to repair), the durable store's `backendCode` (why it failed).
+    pub details: Map<String, Value>,
 }
 
 impl Failure {
@@ -123,8 +134,19 @@ impl Failure {
             code: code.into(),
             message: message.into(),
             hint: hint.into(),
-            record: None,
+            details: Map::new(),
         }
+    }
+
+    /// Copies that were passed over, each with its reason, in the JSON report as `skipped`.
+    pub fn skipped(self, skipped: &[SkippedCopy]) -> Failure {
+        let skipped = skipped.iter().map(render::skipped_json).collect();
+        self.detail("skipped", Value::Array(skipped))
+    }
+
+    fn detail(mut self, field: &str, value: Value) -> Failure {
+        self.details.insert(field.to_owned(), value);
+        self
     }
 
     /// A failure of the file system, named by its usual `errno` name.
@@ -165,8 +187,8 @@ impl Failure {
             "message": self.message,
             "hint": self.hint,
         });
-        if let Some(record) = &self.record {
-            error["record"] = render::record_json(record);
+        if let Value::Object(fields) = &mut error {
+            fields.extend(self.details.clone());
         }
         json!({ "error": error })
     }
@@ -196,6 +218,14 @@ impl From<Error> for Failure {
                 Exit::Storage,
                 "check that --store names a lease store that this user can read and write",
             ),
+            Error::DurableStoreUnavailable { .. } => (
+                Exit::Unavailable,
+                "retry later; check that --durable names a store that is reachable and that this user can use",
+            ),
+            Error::RestoreInvalid { .. } => (
+                Exit::Unverified,
+                "no copy can be restored as it is; see each copy's verdict with `gotry-tenant copies verify KEY`",
+            ),
             _ => (
                 Exit::Failure,
                 "this command did not expect that failure; please report it",
@@ -204,24 +234,29 @@ impl From<Error> for Failure {
         let message = match &error {
             // The code is reported beside the message already.
             Error::Storage { message, .. } => message.clone(),
+            // The backend's code says what a retry is up against (EROFS will not go away).
+            Error::DurableStoreUnavailable {
+                message,
+                backend_code,
+            } => format!("{message} ({backend_code})"),
             other => other.to_string(),
         };
-        let record = match error {
-            Error::LeaseHeld { record } => Some(Box::new(record)),
-            _ => None,
-        };
-        Failure {
-            exit,
-            code,
-            message,
-            hint: hint.to_owned(),
-            record,
+        let failure = Failure::new(exit, code, message, hint);
+        match error {
+            Error::LeaseHeld { record } => failure.detail("record", render::record_json(&record)),
+            Error::DurableStoreUnavailable { backend_code, .. } => {
+                failure.detail("backendCode", backend_code.into())
+            }
+            Error::RestoreInvalid { skipped, .. } => failure.skipped(&skipped),
+            _ => failure,
         }
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use gotry_tenant_state::{LeaseRecord, SkipReason};
+
     use super::*;
 
     #[test]
@@ -268,6 +303,7 @@ mod tests {
                 },
                 Exit::Storage,
             ),
+            (Error::CopyConflict { message: "x".into() }, Exit::Failure),
             (Error::RouterClosed, Exit::Failure),
         ];
         for (error, exit) in cases {
@@ -275,8 +311,48 @@ mod tests {
             let failure = Failure::from(error);
             assert_eq!(failure.exit, exit, "{code}");
             assert_eq!(failure.code, code);
-            assert!(failure.record.is_none());
+            assert!(failure.details.is_empty());
         }
+    }
+
+    #[test]
+    fn copy_errors_carry_what_a_script_needs() {
+        let unavailable = Failure::from(Error::DurableStoreUnavailable {
+            message: "copies/x cannot be written: read-only file system".into(),
+            backend_code: "EROFS".into(),
+        });
+        assert_eq!(unavailable.exit, Exit::Unavailable);
+        assert_eq!(unavailable.code, "GOTRY_TENANT_DURABLE_STORE_UNAVAILABLE");
+        assert!(unavailable
+            .line()
+            .contains("read-only file system (EROFS) [GOTRY_TENANT_DURABLE"));
+        assert_eq!(unavailable.json()["error"]["backendCode"], "EROFS");
+
+        let skipped = vec![
+            SkippedCopy {
+                epoch: 2,
+                seq: 1,
+                reason: SkipReason::Checksum,
+            },
+            SkippedCopy {
+                epoch: 1,
+                seq: 4,
+                reason: SkipReason::Tenant,
+            },
+        ];
+        let invalid = Failure::from(Error::RestoreInvalid {
+            message: "none can be trusted".into(),
+            skipped,
+        });
+        assert_eq!((invalid.exit, invalid.exit.code()), (Exit::Unverified, 8));
+        assert_eq!(invalid.code, "GOTRY_TENANT_RESTORE_INVALID");
+        assert_eq!(
+            invalid.json()["error"]["skipped"],
+            json!([
+                { "epoch": 2, "seq": 1, "reason": "checksum" },
+                { "epoch": 1, "seq": 4, "reason": "tenant" },
+            ])
+        );
     }
 
     #[test]

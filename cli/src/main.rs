@@ -1,12 +1,14 @@
-//! `gotry-tenant`: the operators' command-line tool for tenant leases and ids, and a
-//! newcomer's first run (`gotry-tenant demo`).
+//! `gotry-tenant`: the operators' command-line tool for tenant leases, durable copies and ids,
+//! and a newcomer's first run (`gotry-tenant demo`).
 //!
 //! Every rule is the core's; this binary parses, calls, and prints. Output is text for people
 //! or, with `--json`, JSON for scripts; failures are one line on stderr and an exit status
 //! per kind of outcome (see `--help`).
 
 mod cli;
+mod copies;
 mod demo;
+mod durable;
 mod failure;
 mod id;
 mod key;
@@ -69,6 +71,7 @@ fn main() -> ExitCode {
     let outcome = match &cli.command {
         Command::Demo(args) => demo::run(args),
         Command::Lease(command) => lease::run(command),
+        Command::Copies(command) => copies::run(command),
         Command::Id(command) => id::run(command),
         Command::Completions { shell } => Ok(completions(*shell)),
     };
@@ -186,8 +189,8 @@ mod tests {
         }
         let mut checked = 0;
         visit(&Cli::command(), "", &mut checked);
-        // The root, demo, lease and its 5, id and its 4, completions.
-        assert_eq!(checked, 14);
+        // The root, demo, lease and its 5, copies and its 3, id and its 4, completions.
+        assert_eq!(checked, 18);
     }
 
     #[test]

@@ -5,7 +5,7 @@
 
 use std::borrow::Cow;
 
-use gotry_tenant_state::{HistoryEntry, LeaseRecord};
+use gotry_tenant_state::{HistoryEntry, LeaseRecord, SkipReason, SkippedCopy};
 use serde_json::{json, Value};
 
 /// Whether a record still holds its tenant at `now_ms` on the store's clock. The store's
@@ -157,6 +157,26 @@ pub fn history_json(entry: &HistoryEntry) -> Value {
         "epoch": entry.epoch,
         "atMs": entry.at_ms,
     })
+}
+
+/// A copy a restore passed over, with the names the Node binding uses: `{epoch, seq, reason}`.
+pub fn skipped_json(copy: &SkippedCopy) -> Value {
+    json!({ "epoch": copy.epoch, "seq": copy.seq, "reason": copy.reason.as_str() })
+}
+
+/// What a reason to pass over a copy means, beside its code, so that a verdict can be acted on
+/// without the manual.
+pub fn reason_meaning(reason: SkipReason) -> &'static str {
+    match reason {
+        SkipReason::Manifest => "the manifest is missing, does not parse, or contradicts its place",
+        SkipReason::Tenant => "the manifest names another tenant",
+        SkipReason::Checksum => "a file is missing, or its size or SHA-256 differs from the manifest",
+        SkipReason::Integrity => "a SQLite file fails PRAGMA integrity_check",
+        SkipReason::Fold => "the host's own check of the restored state refused it",
+        SkipReason::Superseded => {
+            "written into an older epoch after a later tenure began: a stale holder's copy"
+        }
+    }
 }
 
 #[cfg(test)]

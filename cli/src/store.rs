@@ -36,10 +36,7 @@ impl StoreTarget {
     pub fn describe(&self) -> String {
         match self {
             StoreTarget::File(path) => path.display().to_string(),
-            StoreTarget::Url(url) => {
-                let scheme = url.split_once(':').map_or("", |(scheme, _)| scheme);
-                format!("{scheme}:... (from --store)")
-            }
+            StoreTarget::Url(url) => scheme_only(url, "--store"),
         }
     }
 
@@ -75,10 +72,16 @@ impl StoreTarget {
     }
 }
 
+/// A URL as messages show it: its scheme, and the option it came from.
+pub fn scheme_only(url: &str, option: &str) -> String {
+    let scheme = url.split_once(':').map_or("", |(scheme, _)| scheme);
+    format!("{scheme}:... (from {option})")
+}
+
 /// `scheme:` as RFC 3986 spells it, at least two characters long so that a Windows drive
 /// letter (`C:\leases.db`) stays a path. A file whose name has such a prefix is named
 /// `./name`.
-fn has_scheme(text: &str) -> bool {
+pub fn has_scheme(text: &str) -> bool {
     match text.split_once(':') {
         Some((scheme, _)) => {
             scheme.len() >= 2

@@ -3,7 +3,10 @@ import {
     deriveLedgerTenantId, derivePromptCachePartition, leaseKeyFor, tenantRootFor, assertOrganizationId,
     SqliteLeaseStore, TenantLease, ManualClock, systemMonotonicClock, openLeaseStore, assertLeaseTtl,
     MIN_LEASE_TTL_MS, MAX_LEASE_TTL_MS, ERROR_CODES, LeaseHeldError, FencedError, TenantStateError,
-    LeaseKeeper, LeaseLostError,
+    LeaseKeeper, LeaseLostError, DirectoryDurableStore, openDurableStore, EpochCopies,
+    DurableStoreUnavailableError, RestoreVerificationError,
+    type DurableStore, type RestoreReport, type SkipReason, type WrittenCopy, type CopyListing, type GcReport,
+    type CopyId, type ObjectInfo,
     type LeaseRecord, type LeaseGrant, type LeaseStore, type TenantStateErrorCode, type FenceReason,
     type KeeperEvent, type TickReport, type ShutdownReport, type RenewAnswer,
 } from '@gotry/tenant-state';
@@ -65,6 +68,27 @@ async function usage(): Promise<void> {
     const next: number | null = tick.nextDueMs;
     const report: ShutdownReport = await keeper.shutdown();
     use(again?.epoch, removed, next, keeper.size, report.released, report.failed[0]?.error, report.timedOut);
+
+    const directory = new DirectoryDurableStore({ path: '/tmp/copies' });
+    const durable: DurableStore = await openDurableStore('s3://bucket/prefix?endpoint=http://127.0.0.1:9000&region=us-east-1');
+    const outcome: 'created' | 'alreadyExists' = await directory.putNew('a/b', new Uint8Array([1]));
+    const bytes: Uint8Array | null = await directory.get('a/b');
+    const objects: ObjectInfo[] = await durable.list('a/');
+    await durable.delete('a/b');
+    const copies = new EpochCopies({ store: directory });
+    const written: WrittenCopy = await copies.writeCopy(lease, root);
+    const restored: RestoreReport = await copies.restore(kept, root, { verify: async dir => dir.length > 0 });
+    const from: CopyId | null = restored.restored;
+    const listed: CopyListing[] = await copies.list(leaseKey);
+    const gc: GcReport = await copies.gc(lease, { keep: 2 });
+    const forgottenCopies: CopyId[] = await copies.forgetCopies(lease);
+    try {
+        await copies.restore(lease, root);
+    } catch (error) {
+        if (error instanceof RestoreVerificationError) { const reason: SkipReason = error.skipped[0].reason; use(reason); }
+        if (error instanceof DurableStoreUnavailableError) use(error.cause?.code);
+    }
+    use(directory.location, outcome, bytes?.length, objects[0]?.size, written.seq, from?.epoch, listed[0]?.complete, gc.kept, forgottenCopies);
 
     store.close();
     use(tenant, partition, root, codes, grant.ttlMs, record?.epoch, held, remaining, forgotten.epoch, clock.advance(5));

@@ -3,7 +3,7 @@
 use crate::Sandbox;
 
 /// Every command path, checked against the `Commands:` sections of the help itself below.
-const COMMANDS: [&str; 13] = [
+const COMMANDS: [&str; 17] = [
     "demo",
     "lease",
     "lease read",
@@ -11,6 +11,10 @@ const COMMANDS: [&str; 13] = [
     "lease list",
     "lease release",
     "lease forget",
+    "copies",
+    "copies list",
+    "copies verify",
+    "copies restore",
     "id",
     "id derive",
     "id cache-partition",
@@ -41,7 +45,7 @@ fn help(sandbox: &Sandbox, path: &str) -> String {
 fn every_command_has_help_with_an_example_of_itself() {
     let sandbox = Sandbox::new();
     let mut found: Vec<String> = listed_commands(&help(&sandbox, ""));
-    for group in ["lease", "id"] {
+    for group in ["lease", "copies", "id"] {
         found.extend(
             listed_commands(&help(&sandbox, group))
                 .into_iter()
@@ -96,11 +100,12 @@ fn exit_statuses_are_distinct_and_documented_in_help_and_readme() {
             "lost",
             "invalid",
             "unavailable",
-            "storage"
+            "storage",
+            "unverified"
         ]
     );
     let codes: Vec<u8> = statuses.iter().map(|(code, _)| *code).collect();
-    assert_eq!(codes, [0, 1, 2, 3, 4, 5, 6, 7]);
+    assert_eq!(codes, [0, 1, 2, 3, 4, 5, 6, 7, 8]);
     let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
     for (code, name) in &statuses {
         assert!(
@@ -150,6 +155,8 @@ fn completions_cover_every_command() {
             "forget",
             "cache-partition",
             "lease-key",
+            "copies",
+            "durable",
             "store",
             "key-file",
         ] {

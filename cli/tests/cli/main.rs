@@ -1,5 +1,6 @@
 //! The built `gotry-tenant` binary, run over every command in a folder of its own.
 
+mod copies;
 mod demo;
 mod help;
 mod id;

@@ -1,0 +1,113 @@
+'use strict';
+/**
+ * Epoch-scoped copies of a tenant root (the ledger `gotry-state/gotry-state.db` and every
+ * other file under it), and the restore that verifies them. The holder of epoch n writes
+ * only under its own epoch's prefix, create-only, the manifest last; a new holder restores
+ * the newest copy that verifies from the epochs between the forgotten floor and its own. A
+ * stale holder can still write, but nothing it writes late is ever preferred over a newer
+ * tenure's copy. Every rule is the Rust core's; this only moves arguments and results.
+ */
+const nodePath = require('node:path');
+
+const native = require('./native');
+const { nativeDurableStoreOf } = require('./durable-store');
+const { nativeLeaseOf } = require('./tenant-lease');
+const { settle } = require('./translate');
+
+const { NativeEpochCopies } = native;
+
+/** A tenant root as Node's fs calls take it: relative to the working directory. */
+function rootPath(root) {
+    if (typeof root !== 'string') {
+        const error = new TypeError(`The "root" argument must be of type string. Received ${typeof root}`);
+        error.code = 'ERR_INVALID_ARG_TYPE';
+        throw error;
+    }
+    return nodePath.resolve(root);
+}
+
+/**
+ * The host's check as the addon calls it: always a promise of a boolean, so that a throw (a
+ * synchronous one too) rejects the restore with the thrown value, and a verdict that is not
+ * a boolean fails the restore rather than being taken as true or false.
+ */
+function checkOf(verify) {
+    if (verify === undefined || verify === null) return null;
+    if (typeof verify !== 'function') throw new TypeError('verify must be a function (dir) => boolean | Promise<boolean>');
+    return dir =>
+        Promise.resolve(dir)
+            .then(verify)
+            .then(verdict => {
+                if (typeof verdict !== 'boolean') {
+                    throw new TypeError(`verify must return a boolean or a promise of one, got ${verdict === null ? 'null' : typeof verdict}`);
+                }
+                return verdict;
+            });
+}
+
+class EpochCopies {
+    /** The durable store the copies live in. */
+    store;
+    #native;
+
+    /** `{ store }`: a DirectoryDurableStore or a store from openDurableStore. */
+    constructor(options) {
+        if (options === null || typeof options !== 'object') {
+            throw new TypeError('EpochCopies needs an options object { store }');
+        }
+        this.#native = new NativeEpochCopies(nativeDurableStoreOf(options.store));
+        this.store = options.store;
+    }
+
+    /**
+     * Writes a complete copy of `root` under the lease's epoch: `{ epoch, seq, files, bytes }`.
+     * Rejects with FencedError when the gate is closed before the first object or after the
+     * manifest, CopyConflictError when anything in this epoch's prefix was not written by
+     * this holder, DurableStoreUnavailableError when the store fails.
+     */
+    writeCopy(lease, root) {
+        return settle(() => this.#native.writeCopy(nativeLeaseOf(lease), rootPath(root)));
+    }
+
+    /**
+     * Restores the newest copy that verifies into `root` (replaced atomically) and records the
+     * tenure: `{ restored: { epoch, seq } | null, skipped: [{ epoch, seq, reason }], files,
+     * bytes }`; `restored` is null for an empty start. `verify(dir)` is called with the
+     * folder a copy was fetched into, before it is installed; false skips it ('fold').
+     * Rejects with RestoreVerificationError (`skipped`) when copies exist but none verifies,
+     * and with whatever `verify` throws.
+     */
+    restore(lease, root, options = {}) {
+        return settle(() => {
+            if (options === null || typeof options !== 'object') throw new TypeError('restore options must be an object { verify? }');
+            return this.#native.restore(nativeLeaseOf(lease), rootPath(root), checkOf(options.verify));
+        });
+    }
+
+    /** Every copy of the lease key `<org>/<tenant>` in the store, oldest first, unread. */
+    list(key) {
+        return settle(() => this.#native.list(key));
+    }
+
+    /**
+     * Deletes every copy of the epochs up to the lease's forgotten floor (after
+     * `lease.markForgotten()`), as read from the lease store now: `[{ epoch, seq }]`.
+     * LeaseLostError unless the store still names this holder.
+     */
+    forgetCopies(lease) {
+        return settle(() => this.#native.forgetCopies(nativeLeaseOf(lease)));
+    }
+
+    /**
+     * Keeps the newest `keep` copies that look valid and deletes the older ones (never the
+     * newest valid one): `{ kept, deleted }`, each `[{ epoch, seq }]`, newest first.
+     */
+    gc(lease, options) {
+        return settle(() => {
+            if (options === null || typeof options !== 'object') throw new TypeError('gc needs an options object { keep }');
+            return this.#native.gc(nativeLeaseOf(lease), options.keep);
+        });
+    }
+}
+
+module.exports = { EpochCopies };

@@ -1,0 +1,308 @@
+//! Epoch-scoped copies of tenant roots for JavaScript, and their verified restore.
+//!
+//! Every rule is the core's; this only moves arguments and results across. Calls run on
+//! their durable store's lane. A restore given a JS `verify` runs on a thread of its own
+//! instead: the core calls the check while it holds the copies of that tenant, and the check
+//! (a JS function, maybe async) can wait for anything, another copy call on the same lane or
+//! a lease store call included, none of which may then find its threads taken by the wait.
+
+use std::path::{Path, PathBuf};
+use std::sync::{mpsc, Arc};
+
+use gotry_tenant_state::errors::{Error, Result};
+use gotry_tenant_state::{
+    CopyId, CopyListing, EpochCopies, GcReport, RestoreReport, SkippedCopy, TenantLease, WrittenCopy,
+};
+use napi::bindgen_prelude::{CallbackContext, Function, PromiseRaw, Unknown};
+use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
+use napi::{Env, Status};
+use napi_derive::napi;
+
+use crate::args::{self, safe_count, safe_number};
+use crate::clock::{host_failure, wait_for_js};
+use crate::durable::NativeDurableStore;
+use crate::errors::OrThrow;
+use crate::executor::{Lane, Pending};
+use crate::lease::NativeLease;
+use crate::tasks::{CopyIdsTask, CopyListTask, GcTask, Job, RestoreTask, WrittenCopyTask};
+
+/// A copy's place in the order restores follow: epoch first, then sequence.
+#[napi(object, js_name = "CopyId")]
+pub struct JsCopyId {
+    pub epoch: f64,
+    pub seq: f64,
+}
+
+impl JsCopyId {
+    pub fn from_core(id: CopyId) -> Result<JsCopyId> {
+        Ok(JsCopyId {
+            epoch: safe_number("epoch", id.epoch)?,
+            seq: safe_count("seq", id.seq)?,
+        })
+    }
+
+    pub fn all(ids: Vec<CopyId>) -> Result<Vec<JsCopyId>> {
+        ids.into_iter().map(JsCopyId::from_core).collect()
+    }
+}
+
+/// A copy a restore passed over, and why.
+#[napi(object, js_name = "SkippedCopy")]
+pub struct JsSkippedCopy {
+    pub epoch: f64,
+    pub seq: f64,
+    #[napi(ts_type = "'manifest' | 'tenant' | 'checksum' | 'integrity' | 'fold' | 'superseded'")]
+    pub reason: String,
+}
+
+impl JsSkippedCopy {
+    pub fn from_core(skipped: &SkippedCopy) -> Result<JsSkippedCopy> {
+        Ok(JsSkippedCopy {
+            epoch: safe_number("epoch", skipped.epoch)?,
+            seq: safe_count("seq", skipped.seq)?,
+            reason: skipped.reason.as_str().to_owned(),
+        })
+    }
+}
+
+/// A copy taken as written.
+#[napi(object, js_name = "WrittenCopy")]
+pub struct JsWrittenCopy {
+    pub epoch: f64,
+    pub seq: f64,
+    pub files: f64,
+    pub bytes: f64,
+}
+
+impl JsWrittenCopy {
+    pub fn from_core(copy: WrittenCopy) -> Result<JsWrittenCopy> {
+        Ok(JsWrittenCopy {
+            epoch: safe_number("epoch", copy.epoch)?,
+            seq: safe_count("seq", copy.seq)?,
+            files: safe_count("files", copy.files as u64)?,
+            bytes: safe_count("bytes", copy.bytes)?,
+        })
+    }
+}
+
+/// What a restore did: the copy it installed (`null`: an empty start) and every copy it
+/// passed over, newest first.
+#[napi(object, js_name = "RestoreReport", use_nullable = true)]
+pub struct JsRestoreReport {
+    pub restored: Option<JsCopyId>,
+    pub skipped: Vec<JsSkippedCopy>,
+    pub files: f64,
+    pub bytes: f64,
+}
+
+impl JsRestoreReport {
+    pub fn from_core(report: RestoreReport) -> Result<JsRestoreReport> {
+        Ok(JsRestoreReport {
+            restored: report.restored.map(JsCopyId::from_core).transpose()?,
+            skipped: report
+                .skipped
+                .iter()
+                .map(JsSkippedCopy::from_core)
+                .collect::<Result<_>>()?,
+            files: safe_count("files", report.files as u64)?,
+            bytes: safe_count("bytes", report.bytes)?,
+        })
+    }
+}
+
+/// One copy as the store lists it, without reading it.
+#[napi(object, js_name = "CopyListing")]
+pub struct JsCopyListing {
+    pub epoch: f64,
+    pub seq: f64,
+    /// The manifest is there: the copy exists (which does not say it verifies).
+    pub complete: bool,
+    pub objects: f64,
+    pub bytes: f64,
+}
+
+impl JsCopyListing {
+    pub fn all(listings: Vec<CopyListing>) -> Result<Vec<JsCopyListing>> {
+        listings
+            .into_iter()
+            .map(|copy| {
+                Ok(JsCopyListing {
+                    epoch: safe_number("epoch", copy.epoch)?,
+                    seq: safe_count("seq", copy.seq)?,
+                    complete: copy.complete,
+                    objects: safe_count("objects", copy.objects as u64)?,
+                    bytes: safe_count("bytes", copy.bytes)?,
+                })
+            })
+            .collect()
+    }
+}
+
+/// What a garbage collection kept and deleted.
+#[napi(object, js_name = "GcReport")]
+pub struct JsGcReport {
+    pub kept: Vec<JsCopyId>,
+    pub deleted: Vec<JsCopyId>,
+}
+
+impl JsGcReport {
+    pub fn from_core(report: GcReport) -> Result<JsGcReport> {
+        Ok(JsGcReport {
+            kept: JsCopyId::all(report.kept)?,
+            deleted: JsCopyId::all(report.deleted)?,
+        })
+    }
+}
+
+/// The JS layer's check: always a function returning a promise of a boolean (it wraps the
+/// host's function so that a throw, a plain value and a non-boolean all arrive that way).
+type VerifyFunction<'env> = Function<'env, String, PromiseRaw<'static, bool>>;
+
+/// A host's `verify`, called from the restore's thread, which waits for its promise.
+struct HostCheck {
+    /// Weak: the restore's own promise keeps the event loop alive while it waits.
+    threadsafe: ThreadsafeFunction<String, PromiseRaw<'static, bool>, String, Status, false, true>,
+}
+
+impl HostCheck {
+    fn new(function: &VerifyFunction<'_>) -> napi::Result<HostCheck> {
+        let threadsafe = function
+            .build_threadsafe_function::<String>()
+            .callee_handled::<false>()
+            .weak::<true>()
+            .build()?;
+        Ok(HostCheck { threadsafe })
+    }
+
+    fn ask(&self, dir: &Path) -> Result<bool> {
+        // Two senders may answer (the promise, or a failure to attach to it); the first wins.
+        let (sender, receiver) = mpsc::sync_channel::<Result<bool>>(2);
+        let status = self.threadsafe.call_with_return_value(
+            dir.to_string_lossy().into_owned(),
+            ThreadsafeFunctionCallMode::NonBlocking,
+            move |promise: napi::Result<PromiseRaw<'static, bool>>, _env| {
+                let (on_value, on_error) = (sender.clone(), sender.clone());
+                let attached = promise.and_then(|promise| {
+                    promise
+                        .then(move |settled: CallbackContext<bool>| {
+                            let _ = on_value.send(Ok(settled.value));
+                            Ok(())
+                        })?
+                        .catch(move |thrown: CallbackContext<Unknown<'static>>| {
+                            // The host's own exception, kept by reference: the restore rejects
+                            // with that very value.
+                            let _ = on_error.send(Err(host_failure(napi::Error::from(thrown.value))));
+                            Ok(())
+                        })
+                        .map(drop)
+                });
+                // An error here would end the process (napi reports it as fatal): tell the
+                // waiting thread instead. Its receiver is gone only after a teardown.
+                if let Err(error) = attached {
+                    let _ = sender.send(Err(host_failure(error)));
+                }
+                Ok(())
+            },
+        );
+        if status != Status::Ok {
+            return Err(gone());
+        }
+        wait_for_js(&receiver, || self.threadsafe.aborted()).unwrap_or_else(|| Err(gone()))
+    }
+}
+
+fn gone() -> Error {
+    host_failure(napi::Error::from_reason(
+        "verify cannot be called: its JavaScript environment is shutting down",
+    ))
+}
+
+/// Copies of tenant roots in one durable store.
+#[napi]
+pub struct NativeEpochCopies {
+    copies: Arc<EpochCopies>,
+    lane: Arc<Lane>,
+}
+
+#[napi]
+impl NativeEpochCopies {
+    #[napi(constructor)]
+    pub fn new(store: &NativeDurableStore) -> NativeEpochCopies {
+        NativeEpochCopies {
+            copies: Arc::new(EpochCopies::new(store.store.clone())),
+            lane: store.lane.clone(),
+        }
+    }
+
+    #[napi(ts_return_type = "Promise<WrittenCopy>")]
+    pub fn write_copy(
+        &self,
+        env: Env,
+        lease: &NativeLease,
+        root: Unknown<'_>,
+    ) -> napi::Result<Pending<WrittenCopyTask>> {
+        let (lease, root) = held_and_root(lease, &root).or_throw(&env)?;
+        let copies = self.copies.clone();
+        Ok(Pending::on(
+            &self.lane,
+            WrittenCopyTask(Job::new(None, move || copies.write_copy(&lease, &root))),
+        ))
+    }
+
+    /// `verify`, when given, is the JS layer's wrapper of the host's check.
+    #[napi(ts_return_type = "Promise<RestoreReport>")]
+    pub fn restore(
+        &self,
+        env: Env,
+        lease: &NativeLease,
+        root: Unknown<'_>,
+        #[napi(ts_arg_type = "(dir: string) => Promise<boolean>")] verify: Option<VerifyFunction<'_>>,
+    ) -> napi::Result<Pending<RestoreTask>> {
+        let (lease, root) = held_and_root(lease, &root).or_throw(&env)?;
+        let check = verify.as_ref().map(HostCheck::new).transpose()?;
+        let copies = self.copies.clone();
+        let task = RestoreTask(Job::new(None, move || match &check {
+            Some(check) => copies.restore(&lease, &root, Some(&|dir: &Path| check.ask(dir))),
+            None => copies.restore(&lease, &root, None),
+        }));
+        Ok(if verify.is_some() {
+            Pending::on_own_thread(task)
+        } else {
+            Pending::on(&self.lane, task)
+        })
+    }
+
+    /// Every copy of `key` in the store, oldest first.
+    #[napi(ts_return_type = "Promise<Array<CopyListing>>")]
+    pub fn list(&self, env: Env, key: Unknown<'_>) -> napi::Result<Pending<CopyListTask>> {
+        let key = args::string("key", &key).or_throw(&env)?;
+        let copies = self.copies.clone();
+        Ok(Pending::on(
+            &self.lane,
+            CopyListTask(Job::new(None, move || copies.list(&key))),
+        ))
+    }
+
+    #[napi(ts_return_type = "Promise<Array<CopyId>>")]
+    pub fn forget_copies(&self, lease: &NativeLease) -> Pending<CopyIdsTask> {
+        let (lease, copies) = (lease.holder(), self.copies.clone());
+        Pending::on(
+            &self.lane,
+            CopyIdsTask(Job::new(None, move || copies.forget_copies(&lease))),
+        )
+    }
+
+    #[napi(ts_return_type = "Promise<GcReport>")]
+    pub fn gc(&self, env: Env, lease: &NativeLease, keep: Unknown<'_>) -> napi::Result<Pending<GcTask>> {
+        let keep = args::count("keep", &keep).or_throw(&env)?;
+        let (lease, copies) = (lease.holder(), self.copies.clone());
+        Ok(Pending::on(
+            &self.lane,
+            GcTask(Job::new(None, move || copies.gc(&lease, keep))),
+        ))
+    }
+}
+
+fn held_and_root(lease: &NativeLease, root: &Unknown<'_>) -> Result<(Arc<TenantLease>, PathBuf)> {
+    Ok((lease.holder(), PathBuf::from(args::string("root", root)?)))
+}

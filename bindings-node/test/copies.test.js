@@ -1,0 +1,563 @@
+'use strict';
+/**
+ * Durable stores and epoch-scoped copies through the package: the stale writer of issue 13
+ * (on the directory backend, and on S3 when GOTRY_S3_URL names a server), every reason a
+ * restore skips a copy, conflicts, an unusable store, and restores that keep the event loop
+ * turning and cannot deadlock on a `verify` that waits for other calls.
+ *
+ * Ledgers are real SQLite files written with better-sqlite3. Each write opens and closes its
+ * connection: a connection of this process's other SQLite library that stays open while a
+ * copy is taken loses its WAL file (see the TODO test at the end, and the report to the core).
+ */
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const crypto = require('node:crypto');
+const fs = require('node:fs');
+const path = require('node:path');
+const Database = require('better-sqlite3');
+
+const pkg = require('..');
+const { tempDbPath, rejection } = require('./helpers');
+
+const { SqliteLeaseStore, TenantLease, ManualClock, EpochCopies, DirectoryDurableStore, openDurableStore } = pkg;
+
+const ORG = 'acme';
+const LEDGER = path.join('gotry-state', 'gotry-state.db');
+const NOTES = path.join('notes', 'readme.txt');
+const TTL_MS = 1_000;
+const S3_URL = process.env.GOTRY_S3_URL;
+
+/** A tenant of its own per test, so that copies in a shared S3 bucket never meet. */
+function newTenant() {
+    const tenant = `t-${crypto.randomBytes(16).toString('hex')}`;
+    return { tenant, key: pkg.leaseKeyFor(ORG, tenant) };
+}
+
+function tempDir() {
+    return path.dirname(tempDbPath('unused'));
+}
+
+/** One lease store on a manual wall clock; every holder gets a manual monotonic clock. */
+function leases() {
+    const wall = new ManualClock(1_000_000);
+    const store = new SqliteLeaseStore({ path: tempDbPath(), nowMs: wall });
+    const acquire = (key, replicaId) =>
+        TenantLease.acquire({ key, replicaId, store, ttlMs: TTL_MS, marginMs: 100, clock: new ManualClock(0) });
+    /** Lets every lease run out on the store's clock (a holder's own clock stays where it is). */
+    const expireAll = () => wall.advance(TTL_MS + 1);
+    return { store, acquire, expireAll };
+}
+
+/** A tenant root of one replica: its own state folder, laid out as tenantRootFor says. */
+function tenantRoot(tenant) {
+    return pkg.tenantRootFor(tempDir(), ORG, tenant);
+}
+
+/** Appends entries to a root's ledger (created on first use), one connection per write. */
+function appendLedger(root, ...texts) {
+    fs.mkdirSync(path.join(root, 'gotry-state'), { recursive: true });
+    const db = new Database(path.join(root, LEDGER));
+    try {
+        db.pragma('journal_mode = WAL');
+        db.exec('CREATE TABLE IF NOT EXISTS entries (n INTEGER PRIMARY KEY, text TEXT NOT NULL)');
+        const insert = db.prepare('INSERT INTO entries (text) VALUES (?)');
+        for (const text of texts) insert.run(text);
+    } finally {
+        db.close();
+    }
+}
+
+/** A ledger's entries. Read-write, so that closing leaves no -wal or -shm file behind. */
+function ledgerOf(root) {
+    const db = new Database(path.join(root, LEDGER), { fileMustExist: true });
+    try {
+        return db.prepare('SELECT text FROM entries ORDER BY n').all().map(row => row.text);
+    } finally {
+        db.close();
+    }
+}
+
+function writeNotes(root, text) {
+    fs.mkdirSync(path.join(root, 'notes'), { recursive: true });
+    fs.writeFileSync(path.join(root, NOTES), text);
+}
+
+/** Every file under `dir`, relative, sorted. */
+function filesOf(dir) {
+    return fs.readdirSync(dir, { recursive: true, withFileTypes: true })
+        .filter(entry => entry.isFile())
+        .map(entry => path.relative(dir, path.join(entry.parentPath ?? entry.path, entry.name)))
+        .sort();
+}
+
+const pad = (n, width) => String(n).padStart(width, '0');
+
+/** Where the directory backend keeps one file of one copy. */
+function objectPath(storeDir, tenant, epoch, seq, index) {
+    return path.join(storeDir, 'orgs', ORG, 'tenants', tenant, 'epochs', pad(epoch, 20), pad(seq, 20), 'files', pad(index, 6));
+}
+
+function flipByte(file) {
+    const bytes = fs.readFileSync(file);
+    bytes[Math.floor(bytes.length / 2)] ^= 0xff;
+    fs.writeFileSync(file, bytes);
+}
+
+function directoryStore() {
+    const dir = path.join(tempDir(), 'copies');
+    return { dir, store: new DirectoryDurableStore({ path: dir }) };
+}
+
+function isA(cls, code) {
+    return error => {
+        assert.ok(error instanceof cls, `${error && error.name}: ${error && error.message}`);
+        assert.ok(error instanceof pkg.TenantStateError);
+        assert.equal(error.code, code);
+        return true;
+    };
+}
+
+/**
+ * Issue 13's stale writer: A (epoch 1) copies, stalls past its TTL while its own gate still
+ * passes, B (epoch 2) restores A's last copy and writes its own, A wakes and writes another
+ * copy into epoch 1, and C (epoch 3) restores B's copy, never A's late one.
+ */
+async function staleWriter(durable) {
+    const { tenant, key } = newTenant();
+    const { store, acquire, expireAll } = leases();
+    const copies = new EpochCopies({ store: durable });
+    assert.equal(copies.store, durable);
+
+    const a = await acquire(key, 'replica-a');
+    assert.equal(a.epoch, 1);
+    const rootA = tenantRoot(tenant);
+    assert.deepEqual(await copies.restore(a, rootA), { restored: null, skipped: [], files: 0, bytes: 0 });
+    appendLedger(rootA, 'a1');
+    writeNotes(rootA, 'from A');
+    const first = await copies.writeCopy(a, rootA);
+    assert.equal(first.epoch, 1);
+    assert.equal(first.seq, 1);
+    assert.equal(first.files, 2, 'the ledger and the notes');
+    appendLedger(rootA, 'a2');
+    const last = await copies.writeCopy(a, rootA);
+    assert.deepEqual([last.epoch, last.seq], [1, 2]);
+
+    // A stalls: its lease runs out on the store's clock, while its own clock stands still, so
+    // its gate still passes (the frozen process that checked before it froze).
+    expireAll();
+    a.assertHeld();
+
+    const b = await acquire(key, 'replica-b');
+    assert.equal(b.epoch, 2);
+    const rootB = tenantRoot(tenant);
+    const restoredB = await copies.restore(b, rootB);
+    assert.deepEqual(restoredB.restored, { epoch: 1, seq: 2 });
+    assert.deepEqual(restoredB.skipped, []);
+    assert.equal(restoredB.files, 2);
+    assert.deepEqual(ledgerOf(rootB), ['a1', 'a2']);
+    assert.equal(fs.readFileSync(path.join(rootB, NOTES), 'utf8'), 'from A');
+    assert.deepEqual(filesOf(rootB), [LEDGER, NOTES].sort());
+    appendLedger(rootB, 'b1');
+    writeNotes(rootB, 'from B');
+    const fromB = await copies.writeCopy(b, rootB);
+    assert.deepEqual([fromB.epoch, fromB.seq], [2, 1]);
+
+    // A wakes and writes again: the store takes it, but only into epoch 1's prefix.
+    appendLedger(rootA, 'a-late');
+    writeNotes(rootA, 'late from A');
+    const late = await copies.writeCopy(a, rootA);
+    assert.deepEqual([late.epoch, late.seq], [1, 3]);
+    const listed = await copies.list(key);
+    assert.deepEqual(listed.map(c => [c.epoch, c.seq, c.complete]), [[1, 1, true], [1, 2, true], [1, 3, true], [2, 1, true]]);
+    assert.ok(listed.every(c => c.objects === 3 && c.bytes > 0), JSON.stringify(listed));
+
+    expireAll();
+    const c = await acquire(key, 'replica-c');
+    assert.equal(c.epoch, 3);
+    const rootC = tenantRoot(tenant);
+    const restoredC = await copies.restore(c, rootC);
+    assert.deepEqual(restoredC.restored, { epoch: 2, seq: 1 });
+    assert.deepEqual(ledgerOf(rootC), ['a1', 'a2', 'b1']);
+    assert.equal(fs.readFileSync(path.join(rootC, NOTES), 'utf8'), 'from B');
+    store.close();
+}
+
+test('the stale writer over a directory: C restores B\'s copy, never A\'s late one', async () => {
+    await staleWriter(directoryStore().store);
+});
+
+if (S3_URL) {
+    test('the stale writer over S3 (GOTRY_S3_URL)', async () => {
+        const durable = await openDurableStore(S3_URL);
+        assert.match(durable.location, /^s3:\/\//);
+        // The URL's credentials never show: the location is safe to log.
+        const { username, password } = new URL(S3_URL.replace(/^s3:/, 'http:'));
+        assert.doesNotMatch(durable.location, /^s3:\/\/[^/]*@/, 'the location shows a credential');
+        if (password) assert.ok(!durable.location.includes(`${username}:${password}`), 'the location shows a credential');
+        await staleWriter(durable);
+    });
+} else {
+    const note = 'GOTRY_S3_URL is not set: the stale-writer scenario over S3 did not run (scripts/test.sh starts a moto server and sets it)';
+    process.stderr.write(`NOTE test/copies.test.js: ${note}\n`);
+    test('the stale writer over S3', { skip: note }, () => {});
+}
+
+test('B crashes before its first copy: C skips A\'s late copy as superseded', async () => {
+    const { tenant, key } = newTenant();
+    const { store, acquire, expireAll } = leases();
+    const copies = new EpochCopies({ store: directoryStore().store });
+    const a = await acquire(key, 'a');
+    const rootA = tenantRoot(tenant);
+    appendLedger(rootA, 'a1');
+    await copies.writeCopy(a, rootA);
+    expireAll();
+    const b = await acquire(key, 'b');
+    assert.deepEqual((await copies.restore(b, tenantRoot(tenant))).restored, { epoch: 1, seq: 1 });
+    // B dies here. A wakes and writes a copy that B's tenure never saw.
+    appendLedger(rootA, 'a-late');
+    assert.deepEqual((await copies.writeCopy(a, rootA)).seq, 2);
+    expireAll();
+    const c = await acquire(key, 'c');
+    const rootC = tenantRoot(tenant);
+    const report = await copies.restore(c, rootC);
+    assert.deepEqual(report.restored, { epoch: 1, seq: 1 });
+    assert.deepEqual(report.skipped, [{ epoch: 1, seq: 2, reason: 'superseded' }]);
+    assert.deepEqual(ledgerOf(rootC), ['a1']);
+    store.close();
+});
+
+test('a flipped byte is skipped as checksum; no copy that verifies is RestoreVerificationError with every skip', async () => {
+    const { tenant, key } = newTenant();
+    const { store, acquire, expireAll } = leases();
+    const { dir, store: durable } = directoryStore();
+    const copies = new EpochCopies({ store: durable });
+    const a = await acquire(key, 'a');
+    const rootA = tenantRoot(tenant);
+    appendLedger(rootA, 'one');
+    writeNotes(rootA, 'n');
+    await copies.writeCopy(a, rootA);
+    appendLedger(rootA, 'two');
+    await copies.writeCopy(a, rootA);
+    // Files are numbered in path order: the ledger (gotry-state/...) is 0, the notes 1.
+    flipByte(objectPath(dir, tenant, 1, 2, 0));
+
+    expireAll();
+    const b = await acquire(key, 'b');
+    const rootB = tenantRoot(tenant);
+    const report = await copies.restore(b, rootB);
+    assert.deepEqual(report.restored, { epoch: 1, seq: 1 });
+    assert.deepEqual(report.skipped, [{ epoch: 1, seq: 2, reason: 'checksum' }]);
+    assert.deepEqual(ledgerOf(rootB), ['one']);
+
+    flipByte(objectPath(dir, tenant, 1, 1, 1));
+    expireAll();
+    const c = await acquire(key, 'c');
+    const rootC = tenantRoot(tenant);
+    writeNotes(rootC, 'what C had');
+    const error = await rejection(copies.restore(c, rootC));
+    assert.ok(isA(pkg.RestoreVerificationError, 'GOTRY_TENANT_RESTORE_INVALID')(error));
+    // B's tenure began from (1, 1): the later (1, 2) of epoch 1 is superseded for C.
+    assert.deepEqual(error.skipped, [
+        { epoch: 1, seq: 2, reason: 'superseded' },
+        { epoch: 1, seq: 1, reason: 'checksum' },
+    ]);
+    assert.equal(fs.readFileSync(path.join(rootC, NOTES), 'utf8'), 'what C had', 'a refused restore leaves the root alone');
+    store.close();
+});
+
+test('verify: false skips a copy as fold, sees the fetched copy, and may be async', async () => {
+    const { tenant, key } = newTenant();
+    const { store, acquire, expireAll } = leases();
+    const copies = new EpochCopies({ store: directoryStore().store });
+    const a = await acquire(key, 'a');
+    const rootA = tenantRoot(tenant);
+    appendLedger(rootA, 'good');
+    await copies.writeCopy(a, rootA);
+    appendLedger(rootA, 'bad fold');
+    await copies.writeCopy(a, rootA);
+
+    expireAll();
+    const b = await acquire(key, 'b');
+    const rootB = tenantRoot(tenant);
+    const seen = [];
+    const report = await copies.restore(b, rootB, {
+        verify: async dir => {
+            seen.push({ dir, ledger: ledgerOf(dir) });
+            await new Promise(resolve => setTimeout(resolve, 5));
+            return !ledgerOf(dir).includes('bad fold');
+        },
+    });
+    assert.deepEqual(report.restored, { epoch: 1, seq: 1 });
+    assert.deepEqual(report.skipped, [{ epoch: 1, seq: 2, reason: 'fold' }]);
+    assert.deepEqual(seen.map(s => s.ledger), [['good', 'bad fold'], ['good']]);
+    for (const { dir } of seen) {
+        assert.notEqual(dir, rootB);
+        assert.equal(path.dirname(dir), path.dirname(rootB), 'fetched beside the root, to be renamed into place');
+        assert.equal(fs.existsSync(dir), false, 'the scratch folder is gone after the restore');
+    }
+    assert.deepEqual(ledgerOf(rootB), ['good']);
+
+    // Every copy refused by the host: RESTORE_INVALID, the synchronous verdict taken as well.
+    expireAll();
+    const c = await acquire(key, 'c');
+    const error = await rejection(copies.restore(c, tenantRoot(tenant), { verify: () => false }));
+    assert.ok(isA(pkg.RestoreVerificationError, 'GOTRY_TENANT_RESTORE_INVALID')(error));
+    assert.deepEqual(error.skipped, [{ epoch: 1, seq: 2, reason: 'superseded' }, { epoch: 1, seq: 1, reason: 'fold' }]);
+    store.close();
+});
+
+test('a verify that throws or rejects rejects the restore with that very value; a non-boolean is a TypeError', async () => {
+    const { tenant, key } = newTenant();
+    const { store, acquire, expireAll } = leases();
+    const copies = new EpochCopies({ store: directoryStore().store });
+    const a = await acquire(key, 'a');
+    const rootA = tenantRoot(tenant);
+    appendLedger(rootA);
+    await copies.writeCopy(a, rootA);
+    expireAll();
+    const b = await acquire(key, 'b');
+    const rootB = tenantRoot(tenant);
+    writeNotes(rootB, 'before');
+
+    const thrown = new Error('the fold does not add up');
+    assert.equal(await rejection(copies.restore(b, rootB, { verify: () => { throw thrown; } })), thrown);
+    const rejected = new pkg.LeaseLostError('a host error of this package');
+    assert.equal(await rejection(copies.restore(b, rootB, { verify: async () => { throw rejected; } })), rejected);
+    const notBoolean = await rejection(copies.restore(b, rootB, { verify: () => 1 }));
+    assert.ok(notBoolean instanceof TypeError, String(notBoolean));
+    assert.match(notBoolean.message, /boolean/);
+    assert.ok((await rejection(copies.restore(b, rootB, { verify: 'yes' }))) instanceof TypeError);
+    // None of those touched the root; the same tenure then restores.
+    assert.equal(fs.readFileSync(path.join(rootB, NOTES), 'utf8'), 'before');
+    assert.deepEqual((await copies.restore(b, rootB, { verify: () => true })).restored, { epoch: 1, seq: 1 });
+    assert.deepEqual(filesOf(rootB), [LEDGER]);
+    store.close();
+});
+
+/**
+ * Fails when `promise` has not settled after `ms`, and then ends the process: the calls a
+ * deadlock leaves pending keep the event loop alive, so the runner would wait forever.
+ */
+function within(ms, promise, what) {
+    let timer;
+    const expired = new Promise((_, reject) => {
+        timer = setTimeout(() => {
+            process.stderr.write(`${what} did not settle within ${ms} ms: ending the process\n`);
+            setTimeout(() => process.exit(1), 100);
+            reject(new Error(`${what} did not settle within ${ms} ms`));
+        }, ms);
+    });
+    return Promise.race([promise, expired]).finally(() => clearTimeout(timer));
+}
+
+test('restores whose verify waits for other calls of the addon do not deadlock, more of them than threads', async () => {
+    const { store, acquire, expireAll } = leases();
+    const copies = new EpochCopies({ store: directoryStore().store });
+    // More restores at once than the addon has threads for durable work (4 by default).
+    const tenants = Array.from({ length: 8 }, newTenant);
+    for (const { tenant, key } of tenants) {
+        const root = tenantRoot(tenant);
+        writeNotes(root, key);
+        await copies.writeCopy(await acquire(key, 'a'), root);
+    }
+    expireAll();
+    const holders = await Promise.all(tenants.map(({ key }) => acquire(key, 'b')));
+    const reports = await within(30_000, Promise.all(tenants.map(({ tenant, key }, i) =>
+        copies.restore(holders[i], tenantRoot(tenant), {
+            verify: async dir => {
+                // A copy call on the same store's lane and a lease store call, from inside.
+                const listed = await copies.list(key);
+                const record = await store.read(key);
+                return listed.length === 1 && record.owner === 'b' && fs.readFileSync(path.join(dir, NOTES), 'utf8') === key;
+            },
+        }))), 'the restores');
+    assert.deepEqual(reports.map(r => r.restored), tenants.map(() => ({ epoch: 1, seq: 1 })));
+    store.close();
+});
+
+test('a foreign object in the holder\'s own epoch prefix is CopyConflictError', async () => {
+    const { tenant, key } = newTenant();
+    const { store, acquire } = leases();
+    const { store: durable } = directoryStore();
+    const copies = new EpochCopies({ store: durable });
+    const a = await acquire(key, 'a');
+    const root = tenantRoot(tenant);
+    writeNotes(root, 'x');
+    await copies.writeCopy(a, root);
+    const foreign = `orgs/${ORG}/tenants/${tenant}/epochs/${pad(1, 20)}/${pad(7, 20)}/files/${pad(0, 6)}`;
+    assert.equal(await durable.putNew(foreign, Buffer.from('not mine')), 'created');
+    const error = await rejection(copies.writeCopy(a, root));
+    assert.ok(isA(pkg.CopyConflictError, 'GOTRY_TENANT_COPY_CONFLICT')(error));
+    assert.match(error.message, /not written by this holder/);
+    store.close();
+});
+
+test('an unusable store folder is DurableStoreUnavailableError with the errno as cause.code; the lease is unaffected', async () => {
+    const base = tempDir();
+    const file = path.join(base, 'a-file');
+    fs.writeFileSync(file, '');
+    const unavailable = isA(pkg.DurableStoreUnavailableError, 'GOTRY_TENANT_DURABLE_STORE_UNAVAILABLE');
+    const backendCode = code => error => {
+        assert.ok(error.cause instanceof Error, 'the backend code travels as cause');
+        assert.equal(error.cause.code, code);
+        return true;
+    };
+    // As root, permissions stop nothing: a file where a folder must be fails for everyone.
+    assert.throws(() => new DirectoryDurableStore({ path: path.join(file, 'store') }), unavailable);
+    assert.throws(() => new DirectoryDurableStore({ path: path.join(file, 'store') }), backendCode('ENOTDIR'));
+    const opened = await rejection(openDurableStore(`file://${path.join(file, 'store')}`));
+    assert.ok(unavailable(opened) && backendCode('ENOTDIR')(opened));
+
+    // A store that breaks after it was opened: the next copy fails, the gate stays open, and
+    // once the folder is usable again the copy after succeeds.
+    const { tenant, key } = newTenant();
+    const { store, acquire } = leases();
+    const { dir, store: durable } = directoryStore();
+    const copies = new EpochCopies({ store: durable });
+    const a = await acquire(key, 'a');
+    const root = tenantRoot(tenant);
+    writeNotes(root, 'x');
+    fs.writeFileSync(path.join(dir, 'orgs'), 'in the way');
+    const error = await rejection(copies.writeCopy(a, root));
+    assert.ok(unavailable(error) && backendCode('ENOTDIR')(error));
+    a.assertHeld();
+    fs.rmSync(path.join(dir, 'orgs'));
+    const written = await copies.writeCopy(a, root);
+    assert.equal(written.epoch, 1);
+    assert.deepEqual((await copies.list(key)).map(c => c.complete), [true]);
+    store.close();
+});
+
+test('a large restore leaves the event loop free: timers keep firing', async t => {
+    const { tenant, key } = newTenant();
+    const { store, acquire, expireAll } = leases();
+    const copies = new EpochCopies({ store: directoryStore().store });
+    const root = tenantRoot(tenant);
+    appendLedger(root, ...Array.from({ length: 2_000 }, (_, i) => `entry ${i} ${'x'.repeat(500)}`));
+    for (let i = 0; i < 6; i += 1) {
+        fs.mkdirSync(path.join(root, 'blobs'), { recursive: true });
+        fs.writeFileSync(path.join(root, 'blobs', `b${i}`), crypto.randomBytes(4 << 20));
+    }
+    const written = await copies.writeCopy(await acquire(key, 'a'), root);
+    assert.ok(written.bytes > 24 << 20, `only ${written.bytes} bytes`);
+    expireAll();
+    const b = await acquire(key, 'b');
+
+    let ticks = 0;
+    const timer = setInterval(() => { ticks += 1; }, 5);
+    const started = performance.now();
+    const report = await copies.restore(b, tenantRoot(tenant));
+    const elapsed = performance.now() - started;
+    const ticksDuring = ticks;
+    clearInterval(timer);
+    t.diagnostic(`restored ${report.bytes} bytes in ${elapsed.toFixed(0)} ms, ${ticksDuring} timer ticks meanwhile`);
+    assert.equal(report.bytes, written.bytes);
+    // A restore that blocked the loop would settle before any timer ran.
+    assert.ok(ticksDuring >= 5, `only ${ticksDuring} timer ticks during a restore of ${elapsed.toFixed(0)} ms`);
+    store.close();
+});
+
+test('gc keeps the newest valid copies; forgetCopies deletes up to the forgotten floor', async () => {
+    const { tenant, key } = newTenant();
+    const { store, acquire, expireAll } = leases();
+    const copies = new EpochCopies({ store: directoryStore().store });
+    const a = await acquire(key, 'a');
+    const root = tenantRoot(tenant);
+    for (const text of ['1', '2', '3']) {
+        writeNotes(root, text);
+        await copies.writeCopy(a, root);
+    }
+    assert.deepEqual(await copies.gc(a, { keep: 2 }), {
+        kept: [{ epoch: 1, seq: 3 }, { epoch: 1, seq: 2 }],
+        deleted: [{ epoch: 1, seq: 1 }],
+    });
+    assert.ok((await rejection(copies.gc(a, { keep: 0 }))) instanceof RangeError);
+    assert.ok((await rejection(copies.gc(a, { keep: 1.5 }))) instanceof RangeError);
+    assert.ok((await rejection(copies.gc(a))) instanceof TypeError);
+
+    expireAll();
+    const b = await acquire(key, 'b');
+    const rootB = tenantRoot(tenant);
+    assert.deepEqual((await copies.restore(b, rootB)).restored, { epoch: 1, seq: 3 });
+    await copies.writeCopy(b, rootB);
+    // A's lease is gone from the store: it cannot delete anything any more.
+    assert.ok((await rejection(copies.forgetCopies(a))) instanceof pkg.LeaseLostError);
+    assert.equal((await b.markForgotten()).forgottenAtEpoch, 2);
+    assert.deepEqual(await copies.forgetCopies(b), [{ epoch: 1, seq: 2 }, { epoch: 1, seq: 3 }, { epoch: 2, seq: 1 }]);
+    assert.deepEqual(await copies.list(key), []);
+    store.close();
+});
+
+test('a lease held by a LeaseKeeper writes and restores copies too', async () => {
+    const { tenant, key } = newTenant();
+    const clock = new ManualClock(0);
+    const store = new SqliteLeaseStore({ path: tempDbPath(), nowMs: new ManualClock(5_000) });
+    const keeper = pkg.LeaseKeeper.start({ store, replicaId: 'kept', ttlMs: TTL_MS, marginMs: 100, clock, withoutThread: true });
+    const copies = new EpochCopies({ store: directoryStore().store });
+    const lease = await keeper.acquire(key);
+    const root = tenantRoot(tenant);
+    assert.equal((await copies.restore(lease, root)).restored, null);
+    writeNotes(root, 'kept');
+    assert.deepEqual(await copies.writeCopy(keeper.get(key), root), { epoch: 1, seq: 1, files: 1, bytes: 4 });
+    await keeper.shutdown();
+    store.close();
+});
+
+test('the durable store itself: create-only puts, get, list, delete', async () => {
+    const { store: durable, dir } = directoryStore();
+    assert.equal(durable.location, `file://${dir}`);
+    assert.equal(await durable.putNew('a/b', Buffer.from('one')), 'created');
+    assert.equal(await durable.putNew('a/b', new Uint8Array([1, 2])), 'alreadyExists');
+    const got = await durable.get('a/b');
+    assert.ok(Buffer.isBuffer(got));
+    assert.equal(got.toString(), 'one', 'a refused put leaves the object as it was');
+    assert.equal(await durable.get('a/missing'), null);
+    assert.equal(await durable.putNew('a/c', new Uint8Array(0)), 'created');
+    assert.deepEqual(await durable.list('a/'), [{ key: 'a/b', size: 3 }, { key: 'a/c', size: 0 }]);
+    assert.deepEqual(await durable.list(), await durable.list('a/'));
+    await durable.delete('a/b');
+    await durable.delete('a/b');
+    assert.deepEqual((await durable.list('a/')).map(o => o.key), ['a/c']);
+    for (const key of ['../x', '/abs', '.hidden', 'a//b', '']) {
+        assert.ok((await rejection(durable.putNew(key, Buffer.from('x')))) instanceof RangeError, key);
+    }
+    assert.ok((await rejection(durable.putNew('k', 'a string'))) instanceof RangeError);
+    assert.ok((await rejection(openDurableStore('gs://bucket'))) instanceof RangeError);
+});
+
+test('arguments that are not this package\'s objects are refused', async () => {
+    assert.throws(() => new EpochCopies({ store: {} }), TypeError);
+    assert.throws(() => new EpochCopies(), TypeError);
+    assert.throws(() => new DirectoryDurableStore('a path'), TypeError);
+    assert.throws(() => new DirectoryDurableStore({ path: 1 }), { code: 'ERR_INVALID_ARG_TYPE' });
+    const copies = new EpochCopies({ store: directoryStore().store });
+    const { key, tenant } = newTenant();
+    const { store, acquire } = leases();
+    const lease = await acquire(key, 'a');
+    assert.ok((await rejection(copies.writeCopy({ key }, tenantRoot(tenant)))) instanceof TypeError);
+    assert.equal((await rejection(copies.writeCopy(lease, 42))).code, 'ERR_INVALID_ARG_TYPE');
+    assert.ok((await rejection(copies.list('no-slash'))) instanceof pkg.InvalidTenantIdError);
+    store.close();
+});
+
+test('a ledger connection of this process kept open while a copy is taken keeps its WAL', {
+    todo: 'core issue, reported: the copy opens the live ledger with the addon\'s own SQLite, whose close takes itself for the last connection (POSIX locks are per process), checkpoints and unlinks the WAL that better-sqlite3 still writes to',
+}, async () => {
+    const { tenant, key } = newTenant();
+    const { store, acquire } = leases();
+    const copies = new EpochCopies({ store: directoryStore().store });
+    const lease = await acquire(key, 'a');
+    const root = tenantRoot(tenant);
+    appendLedger(root, 'first');
+    const live = new Database(path.join(root, LEDGER));
+    try {
+        live.prepare('INSERT INTO entries (text) VALUES (?)').run('while live');
+        await copies.writeCopy(lease, root);
+        live.prepare('INSERT INTO entries (text) VALUES (?)').run('after the copy');
+        // Another connection (another process, the next copy) must see both commits.
+        assert.deepEqual(ledgerOf(root), ['first', 'while live', 'after the copy']);
+    } finally {
+        live.close();
+        store.close();
+    }
+});
