@@ -476,7 +476,8 @@ typedef struct GotryWrittenCopy {
  * false to pass it over with reason `fold` (then the next older copy is tried). It runs on
  * the thread that called `gotry_epoch_copies_restore`, before that call returns, once per
  * copy that passed every other check. Read the folder, do not change it, and never let a
- * C++ exception escape.
+ * C++ exception escape. Do not call the same `GotryEpochCopies` for the same tenant from it:
+ * the restore holds that tenant's turn, so such a call would wait forever.
  */
 typedef bool (*GotryFoldCheckFn)(void *user_data, const char *root, size_t root_len);
 

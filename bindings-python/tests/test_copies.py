@@ -195,6 +195,33 @@ def test_a_stale_writer_never_wins(world: World) -> None:
                 assert user_info + "@" not in shown, shown
 
 
+def test_a_stale_writers_late_copy_is_superseded_even_when_the_newer_copy_is_damaged(
+    directory_world: World,
+) -> None:
+    # Without B's copy to fall back on, C reaches epoch 1, where A's late copy is the newest:
+    # B's tenure began from (1, 2), so (1, 3) is a stale holder's and must be passed over.
+    world = directory_world
+    a, copies_a, root_a = a_holder_with_two_copies(world)
+    world.let_leases_expire()
+    b = world.holder("replica-b")
+    root_b = world.root("b")
+    copies_b = gts.EpochCopies(world.durable)
+    assert copies_b.restore(b, root_b).restored == gts.CopyId(1, 2)
+    write_state(root_b, ["a1", "a2", "b1"])
+    assert copies_b.write_copy(b, root_b).seq == 1
+    write_state(root_a, ["a1", "a2", "a-late"])
+    assert copies_a.write_copy(a, root_a).seq == 3
+    flip_a_byte(world.object_path(2, 1, "files/000000"))
+
+    world.let_leases_expire()
+    c = world.holder("replica-c")
+    root_c = world.root("c")
+    report = gts.EpochCopies(world.durable).restore(c, root_c)
+    assert report.skipped == [gts.SkippedCopy(2, 1, "checksum"), gts.SkippedCopy(1, 3, "superseded")]
+    assert report.restored == gts.CopyId(1, 2)
+    assert read_state(root_c) == ["a1", "a2"]
+
+
 def test_a_flipped_byte_is_skipped_and_the_older_copy_restored(directory_world: World) -> None:
     world = directory_world
     a_holder_with_two_copies(world)
