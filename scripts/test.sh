@@ -50,6 +50,15 @@ s3_url() {
     printf 's3://test:test@gotry-test/%s?endpoint=http://127.0.0.1:%s&region=us-east-1' "$1" "$s3_port"
 }
 
+section "libfaketime (Debian's faketime) for the clock-jump runs"
+if [[ ! -e /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 ]]; then
+    sudo=()
+    [[ "$(id -u)" == 0 ]] || sudo=(sudo -n)
+    "${sudo[@]}" apt-get install -y -q faketime >/dev/null 2>&1 \
+        || { "${sudo[@]}" apt-get update -q >/dev/null && "${sudo[@]}" apt-get install -y -q faketime >/dev/null; }
+fi
+ls /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1
+
 section "rust: formatting"
 cargo fmt --all --check
 

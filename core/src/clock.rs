@@ -14,6 +14,73 @@ use crate::errors::{Error, Result};
 /// The store's clock: integer milliseconds since the Unix epoch.
 pub trait WallClock: Send + Sync {
     fn now_ms(&self) -> Result<i64>;
+
+    /// The clock that runs beside this one and that no process can set, if there is one:
+    /// the host's for the system clock; none for a test's or a host's own clock, which
+    /// decide alone.
+    fn host_clock(&self) -> Option<&dyn HostClock> {
+        None
+    }
+}
+
+/// A clock that every process of one host reads alike and nobody sets: what the SQLite
+/// store measures a lease's real life on, whatever the wall clocks of its writers say.
+pub trait HostClock: Send + Sync {
+    /// Names this clock: two readings compare only when their ids are equal.
+    fn id(&self) -> &str;
+    fn now_ms(&self) -> Result<i64>;
+}
+
+/// `CLOCK_MONOTONIC`, named by the boot id and the time namespace.
+///
+/// Every process of one boot shares it (a time namespace may shift it, hence the
+/// namespace in the id). It is the clock every holder's gate runs on (`Instant`, and
+/// `performance.now` in the reference), so the store's measure of a lease stops when the
+/// holders' do: `CLOCK_BOOTTIME` would run on through a suspend that froze the holders, and
+/// declare expired a lease whose holder's gate is still open after the resume.
+#[derive(Debug)]
+pub struct SystemHostClock {
+    id: String,
+}
+
+impl SystemHostClock {
+    /// The host's clock, or `None` where the boot cannot be named (no `/proc`).
+    pub fn get() -> Option<&'static SystemHostClock> {
+        static CLOCK: OnceLock<Option<SystemHostClock>> = OnceLock::new();
+        CLOCK
+            .get_or_init(|| {
+                let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+                // Kernels before time namespaces have no link: one namespace, no shift.
+                let namespace = std::fs::read_link("/proc/self/ns/time")
+                    .map(|link| link.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                Some(SystemHostClock {
+                    id: format!("{}/{namespace}", boot.trim()),
+                })
+            })
+            .as_ref()
+    }
+}
+
+impl HostClock for SystemHostClock {
+    fn id(&self) -> &str {
+        &self.id
+    }
+
+    fn now_ms(&self) -> Result<i64> {
+        let mut now = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: clock_gettime writes the struct it is given and nothing else.
+        if unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) } != 0 {
+            return Err(Error::unavailable(format!(
+                "the host's monotonic clock cannot be read: {}",
+                std::io::Error::last_os_error()
+            )));
+        }
+        Ok(now.tv_sec * 1000 + now.tv_nsec / 1_000_000)
+    }
 }
 
 /// The holder's clock: milliseconds on a clock that only moves forward.
@@ -32,6 +99,10 @@ impl WallClock for SystemWallClock {
             .map_err(|_| Error::invalid_argument("the system clock is set before 1970"))?;
         i64::try_from(since.as_millis())
             .map_err(|_| Error::invalid_argument("the system clock is beyond the year 292 million"))
+    }
+
+    fn host_clock(&self) -> Option<&dyn HostClock> {
+        SystemHostClock::get().map(|clock| clock as &dyn HostClock)
     }
 }
 

@@ -18,7 +18,8 @@ pub mod router;
 pub mod tenant_lease;
 
 pub use clock::{
-    FixedWallClock, ManualClock, MonotonicClock, SystemMonotonicClock, SystemWallClock, WallClock,
+    FixedWallClock, HostClock, ManualClock, MonotonicClock, SystemHostClock, SystemMonotonicClock,
+    SystemWallClock, WallClock,
 };
 pub use durable_store::dir::DirectoryDurableStore;
 pub use durable_store::{open_durable_store, DurableStore, ObjectInfo, PutOutcome};

@@ -345,12 +345,18 @@ pub(crate) use lease_store_writes;
 
 /// The lease rules, in one place: given the record as the store holds it inside its
 /// transaction and the store's clock, either the record to write (and log) or the refusal.
+///
+/// `measured_expired` is whether `current` has run out as measured on a clock that no
+/// process can set, when the store could measure that (see the SQLite store's host clock);
+/// it overrides the wall clock's verdict, and `now_ms` then only dates what is written.
 pub fn decide(
     key: &str,
     current: Option<&LeaseRecord>,
     request: &Request<'_>,
     now_ms: i64,
+    measured_expired: Option<bool>,
 ) -> Result<LeaseRecord> {
+    let expired = |row: &LeaseRecord| measured_expired.unwrap_or_else(|| row.is_expired_at(now_ms));
     let holder = |owner: &str, epoch: i64| -> Result<&LeaseRecord> {
         match current {
             Some(row) if row.owner == owner && row.epoch == epoch => Ok(row),
@@ -360,7 +366,7 @@ pub fn decide(
         }
     };
     let unexpired = |row: &'_ LeaseRecord| -> Result<()> {
-        if row.is_expired_at(now_ms) {
+        if expired(row) {
             Err(Error::lease_lost(format!(
                 "{key}: the lease of epoch {} has expired",
                 row.epoch
@@ -377,7 +383,7 @@ pub fn decide(
     match *request {
         Request::Acquire { owner, ttl_ms } => {
             if let Some(row) = current {
-                if !row.is_expired_at(now_ms) {
+                if !expired(row) {
                     return Err(Error::LeaseHeld { record: row.clone() });
                 }
             }

@@ -893,7 +893,7 @@ impl MysqlLeaseStore {
                 let mut grants = Vec::new();
                 for (key, request) in requests {
                     let current = rows.get(*key);
-                    match decide(key, current, request, now) {
+                    match decide(key, current, request, now, None) {
                         Err(refusal) => outcomes.push(Err(refusal)),
                         Ok(next) => {
                             grants.push(Grant {

@@ -50,6 +50,23 @@ BEFORE DELETE ON leases
 BEGIN SELECT RAISE(ABORT, 'a lease row is the epoch floor of its tenant and is never deleted'); END;
 ";
 
+/// This store's own table, beside the reference's (which it leaves as they are): for each
+/// key, when the lease last written by this implementation runs out on the host clock
+/// ([`crate::HostClock`]), and which row of `leases` that reading belongs to. A wall clock
+/// stepped an hour either way then neither grants a lease whose holder's gate is open nor
+/// keeps a dead holder's lease for an hour. A row that no longer matches `leases` (the
+/// reference, or a store on a test clock, wrote since) or that was read on another boot
+/// is ignored, and the wall clock decides, as it does for the reference.
+const HOST_CLOCK_SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS gotry_lease_host_clock (
+  key TEXT PRIMARY KEY,
+  epoch INTEGER NOT NULL,
+  lease_until_ms INTEGER NOT NULL,
+  clock_id TEXT NOT NULL,
+  until_host_ms INTEGER NOT NULL
+) WITHOUT ROWID;
+";
+
 const SELECT_ROW: &str =
     "SELECT key, owner, epoch, lease_until_ms, forgotten_at_epoch FROM leases WHERE key = ?1";
 
@@ -135,7 +152,9 @@ impl SqliteLeaseStore {
         // waits behind another process's transaction; a new one is created in a transaction.
         if !schema_is_complete(&connection)? {
             immediate(&mut connection, |tx| {
-                tx.execute_batch(SCHEMA).map_err(storage_error)
+                tx.execute_batch(SCHEMA)
+                    .and_then(|()| tx.execute_batch(HOST_CLOCK_SCHEMA))
+                    .map_err(storage_error)
             })?;
         }
         if created {
@@ -185,16 +204,79 @@ impl SqliteLeaseStore {
         self.with_open(|connection| {
             immediate(connection, |tx| {
                 let now = self.clock.now_ms()?;
+                let host = match self.clock.host_clock() {
+                    Some(clock) => Some(HostReading {
+                        id: clock.id(),
+                        now_ms: clock.now_ms()?,
+                    }),
+                    None => None,
+                };
                 let mut log = Vec::with_capacity(requests.len());
                 let outcomes = requests
                     .iter()
-                    .map(|(key, request)| apply_one(tx, key, request, now, &mut log))
+                    .map(|(key, request)| apply_one(tx, key, request, now, host.as_ref(), &mut log))
                     .collect::<Result<Vec<_>>>()?;
                 insert_log(tx, &log, now)?;
                 Ok(outcomes)
             })
         })
     }
+}
+
+/// One reading of the host clock, taken with the wall clock's for a transaction.
+struct HostReading<'a> {
+    id: &'a str,
+    now_ms: i64,
+}
+
+/// Whether `current` has run out on the host clock, when this store wrote it on this clock.
+fn measured_expiry(
+    tx: &rusqlite::Transaction<'_>,
+    current: Option<&LeaseRecord>,
+    host: Option<&HostReading<'_>>,
+) -> Result<Option<bool>> {
+    let (Some(row), Some(host)) = (current, host) else {
+        return Ok(None);
+    };
+    let until = tx
+        .prepare_cached(
+            "SELECT until_host_ms FROM gotry_lease_host_clock
+             WHERE key = ?1 AND epoch = ?2 AND lease_until_ms = ?3 AND clock_id = ?4",
+        )
+        .and_then(|mut st| {
+            st.query_row(params![row.key, row.epoch, row.lease_until_ms, host.id], |r| {
+                r.get::<_, i64>(0)
+            })
+            .optional()
+        })
+        .map_err(storage_error)?;
+    Ok(until.map(|until| until <= host.now_ms))
+}
+
+/// Records when the lease just written runs out on the host clock: a grant's TTL from now,
+/// a release at once. A floor raised by a forget leaves the deadline, and its row, as they are.
+fn record_host_expiry(
+    tx: &rusqlite::Transaction<'_>,
+    next: &LeaseRecord,
+    request: &Request<'_>,
+    host: Option<&HostReading<'_>>,
+) -> Result<()> {
+    let Some(host) = host else { return Ok(()) };
+    let until = match *request {
+        Request::Acquire { ttl_ms, .. } | Request::Renew { ttl_ms, .. } => host.now_ms + ttl_ms,
+        Request::Release { .. } => host.now_ms,
+        Request::Forget { .. } => return Ok(()),
+    };
+    tx.prepare_cached(
+        "INSERT INTO gotry_lease_host_clock (key, epoch, lease_until_ms, clock_id, until_host_ms)
+         VALUES (?1, ?2, ?3, ?4, ?5)
+         ON CONFLICT (key) DO UPDATE SET epoch = excluded.epoch,
+           lease_until_ms = excluded.lease_until_ms, clock_id = excluded.clock_id,
+           until_host_ms = excluded.until_host_ms",
+    )
+    .and_then(|mut st| st.execute(params![next.key, next.epoch, next.lease_until_ms, host.id, until]))
+    .map_err(storage_error)?;
+    Ok(())
 }
 
 /// One operation inside an open transaction. `Ok(Err(..))` is a refusal by the rules;
@@ -204,10 +286,12 @@ fn apply_one<'a>(
     key: &'a str,
     request: &Request<'a>,
     now: i64,
+    host: Option<&HostReading<'_>>,
     log: &mut Vec<(&'a str, &'static str, &'a str, i64)>,
 ) -> Result<Result<LeaseRecord>> {
     let current = select_row(tx, key)?;
-    let next = match decide(key, current.as_ref(), request, now) {
+    let measured = measured_expiry(tx, current.as_ref(), host)?;
+    let next = match decide(key, current.as_ref(), request, now, measured) {
         Ok(next) => next,
         Err(refusal) => return Ok(Err(refusal)),
     };
@@ -240,6 +324,7 @@ fn apply_one<'a>(
             }),
     };
     written.map_err(storage_error)?;
+    record_host_expiry(tx, &next, request, host)?;
     log.push((key, request.op().as_str(), request.owner(), next.epoch));
     Ok(Ok(next))
 }
@@ -298,12 +383,13 @@ fn schema_is_complete(connection: &Connection) -> Result<bool> {
     let found: i64 = connection
         .query_row(
             "SELECT count(*) FROM sqlite_master WHERE name IN ('leases', 'lease_log',
-               'leases_epoch_forward_only', 'leases_forgotten_floor_forward_only', 'leases_never_deleted')",
+               'leases_epoch_forward_only', 'leases_forgotten_floor_forward_only', 'leases_never_deleted',
+               'gotry_lease_host_clock')",
             [],
             |row| row.get(0),
         )
         .map_err(storage_error)?;
-    Ok(found == 5)
+    Ok(found == 6)
 }
 
 /// SQLite syncs the folder when it creates its journal or WAL, not when it creates the
@@ -530,7 +616,7 @@ impl LeaseStore for SqliteLeaseStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clock::ManualClock;
+    use crate::clock::{HostClock, ManualClock};
 
     #[test]
     fn a_path_is_a_path_never_a_uri_nor_memory() {
@@ -602,5 +688,163 @@ mod tests {
                 SqliteLeaseStore::open_with(dir.path().join(format!("s{n}/leases.db")), options).unwrap(),
             )
         });
+    }
+
+    /// A process's wall clock, which may be stepped, beside the host clock every process of
+    /// the test shares.
+    struct Jumping {
+        wall: ManualClock,
+        host: Arc<SharedHostClock>,
+    }
+
+    struct SharedHostClock {
+        id: String,
+        now: ManualClock,
+    }
+
+    impl HostClock for SharedHostClock {
+        fn id(&self) -> &str {
+            &self.id
+        }
+        fn now_ms(&self) -> Result<i64> {
+            Ok(self.now.get())
+        }
+    }
+
+    impl WallClock for Jumping {
+        fn now_ms(&self) -> Result<i64> {
+            Ok(self.wall.get())
+        }
+        fn host_clock(&self) -> Option<&dyn HostClock> {
+            Some(&*self.host)
+        }
+    }
+
+    const HOUR: i64 = 3_600_000;
+    const START: i64 = 1_700_000_000_000;
+
+    fn host(id: &str) -> Arc<SharedHostClock> {
+        Arc::new(SharedHostClock {
+            id: id.to_owned(),
+            now: ManualClock::new(50_000),
+        })
+    }
+
+    fn process(store: &SqliteLeaseStore, host: &Arc<SharedHostClock>, wall_ms: i64) -> SqliteLeaseStore {
+        store.with_clock(Arc::new(Jumping {
+            wall: ManualClock::new(wall_ms),
+            host: host.clone(),
+        }))
+    }
+
+    #[test]
+    fn conformance_on_the_host_clock() {
+        let dir = tempfile::tempdir().unwrap();
+        let counter = std::sync::atomic::AtomicUsize::new(0);
+        super::super::conformance::run_all(&|clock: Arc<ManualClock>| {
+            let n = counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            // The host clock is the test's clock itself: every rule must read the same.
+            struct Both(Arc<ManualClock>);
+            impl WallClock for Both {
+                fn now_ms(&self) -> Result<i64> {
+                    Ok(self.0.get())
+                }
+                fn host_clock(&self) -> Option<&dyn HostClock> {
+                    Some(self)
+                }
+            }
+            impl HostClock for Both {
+                fn id(&self) -> &str {
+                    "test-boot"
+                }
+                fn now_ms(&self) -> Result<i64> {
+                    Ok(self.0.get())
+                }
+            }
+            let options = SqliteOptions {
+                clock: Arc::new(Both(clock)),
+                ..SqliteOptions::default()
+            };
+            Arc::new(
+                SqliteLeaseStore::open_with(dir.path().join(format!("s{n}/leases.db")), options).unwrap(),
+            )
+        });
+    }
+
+    #[test]
+    fn a_wall_clock_an_hour_ahead_is_not_granted_a_held_lease() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = SqliteLeaseStore::open(dir.path().join("leases.db")).unwrap();
+        let boot = host("boot-1");
+        let first = process(&file, &boot, START);
+        let ahead = process(&file, &boot, START + HOUR);
+        let granted = first.acquire("k", "first", 10_000).unwrap();
+        // The wall clock alone would call the lease an hour dead.
+        assert!(granted.record.is_expired_at(START + HOUR));
+        assert!(matches!(
+            ahead.acquire("k", "ahead", 10_000),
+            Err(Error::LeaseHeld { record }) if record.owner == "first"
+        ));
+        boot.now.advance(9_999).unwrap();
+        assert!(ahead.acquire("k", "ahead", 10_000).is_err());
+        first.renew("k", "first", 1, 10_000).unwrap();
+        boot.now.advance(9_999).unwrap();
+        assert!(ahead.acquire("k", "ahead", 10_000).is_err());
+        boot.now.advance(1).unwrap();
+        assert_eq!(ahead.acquire("k", "ahead", 10_000).unwrap().record.epoch, 2);
+    }
+
+    #[test]
+    fn a_wall_clock_an_hour_behind_takes_over_a_dead_holder_on_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = SqliteLeaseStore::open(dir.path().join("leases.db")).unwrap();
+        let boot = host("boot-1");
+        let dead = process(&file, &boot, START);
+        let behind = process(&file, &boot, START - HOUR);
+        dead.acquire("k", "dead", 10_000).unwrap();
+        boot.now.advance(9_999).unwrap();
+        assert!(behind.acquire("k", "behind", 10_000).is_err());
+        boot.now.advance(1).unwrap();
+        let taken = behind.acquire("k", "behind", 10_000).unwrap();
+        // Its deadline is written on its own wall clock, an hour in the past for the others:
+        // on this host they still see it held, on the host clock.
+        assert!(taken.record.lease_until_ms < START);
+        assert!(matches!(
+            dead.acquire("k", "dead", 10_000),
+            Err(Error::LeaseHeld { record }) if record.owner == "behind"
+        ));
+        // A release ends it on every clock.
+        behind.release("k", "behind", 2).unwrap();
+        assert_eq!(dead.acquire("k", "dead", 10_000).unwrap().record.epoch, 3);
+    }
+
+    #[test]
+    fn the_wall_clock_decides_what_the_host_clock_did_not_measure() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = SqliteLeaseStore::open(dir.path().join("leases.db")).unwrap();
+        let (boot, other_boot) = (host("boot-1"), host("boot-2"));
+        process(&file, &boot, START)
+            .acquire("k", "first", 10_000)
+            .unwrap();
+        // Another boot (or a shared volume seen from another host) has no common clock.
+        assert!(process(&file, &other_boot, START + HOUR)
+            .acquire("k", "elsewhere", 10_000)
+            .is_ok());
+        // A writer without the host clock (the reference, a test clock) renews: the row
+        // no longer matches, so the wall clock decides again.
+        process(&file, &boot, START)
+            .acquire("j", "first", 10_000)
+            .unwrap();
+        file.with_clock(Arc::new(ManualClock::new(START + 5)))
+            .renew("j", "first", 1, 10_000)
+            .unwrap();
+        boot.now.advance(20_000).unwrap();
+        assert!(matches!(
+            process(&file, &boot, START + 5_000).acquire("j", "second", 10_000),
+            Err(Error::LeaseHeld { .. })
+        ));
+        assert!(process(&file, &boot, START + 10_005)
+            .acquire("j", "second", 10_000)
+            .is_ok());
     }
 }
