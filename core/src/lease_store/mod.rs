@@ -12,6 +12,7 @@
 #[cfg(test)]
 pub(crate) mod conformance;
 pub mod mysql;
+mod server_clock;
 pub mod sqlite;
 mod url;
 

@@ -613,6 +613,7 @@ pub struct MysqlLeaseStore {
     endpoint: Endpoint,
     sql: Sql,
     clock: Option<Arc<dyn WallClock>>,
+    server_clock: super::server_clock::ServerClockGuard,
     idle: Mutex<Vec<Conn>>,
     closed: AtomicBool,
 }
@@ -682,6 +683,7 @@ impl MysqlLeaseStore {
             },
             sql: Sql::new(prefix),
             clock: options.clock,
+            server_clock: Default::default(),
             idle: Mutex::new(Vec::new()),
             closed: AtomicBool::new(false),
         };
@@ -808,13 +810,20 @@ impl MysqlLeaseStore {
         }
     }
 
-    /// The time every decision of one transaction uses: the server's, read after the row
-    /// locks are held, so that later lock holders always read a later time.
-    fn decision_time(&self, conn: &mut Conn) -> Result<i64, Failure> {
-        match &self.clock {
-            Some(clock) => clock.now_ms().map_err(Failure::Core),
-            None => self.server_now(conn),
+    /// The times every decision of one transaction uses: the server's, read after the row
+    /// locks are held, so that later lock holders always read a later time; and the time
+    /// expiry is judged on, which a step of the server's clock does not move (see
+    /// [`super::server_clock`]). An injected clock is both.
+    fn decision_time(&self, conn: &mut Conn) -> Result<(i64, i64), Failure> {
+        if let Some(clock) = &self.clock {
+            let now = clock.now_ms().map_err(Failure::Core)?;
+            return Ok((now, now));
         }
+        let monotonic = || crate::clock::MonotonicClock::now_ms(&crate::clock::SystemMonotonicClock);
+        let asked = monotonic().map_err(Failure::Core)?;
+        let now = self.server_now(conn)?;
+        let answered = monotonic().map_err(Failure::Core)?;
+        Ok((now, self.server_clock.expiry_time(now, asked, answered)))
     }
 
     fn server_now(&self, conn: &mut Conn) -> Result<i64, Failure> {
@@ -888,12 +897,13 @@ impl MysqlLeaseStore {
         self.run(|conn| {
             transaction(conn, |conn| {
                 let mut rows = self.lock_rows(conn, &keys)?;
-                let now = self.decision_time(conn)?;
+                let (now, expiry) = self.decision_time(conn)?;
                 let mut outcomes = Vec::with_capacity(requests.len());
                 let mut grants = Vec::new();
                 for (key, request) in requests {
                     let current = rows.get(*key);
-                    match decide(key, current, request, now, None) {
+                    let measured = current.map(|row| row.is_expired_at(expiry));
+                    match decide(key, current, request, now, measured) {
                         Err(refusal) => outcomes.push(Err(refusal)),
                         Ok(next) => {
                             grants.push(Grant {
