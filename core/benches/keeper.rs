@@ -85,6 +85,9 @@ impl LeaseStore for Switch {
     fn now_ms(&self) -> Result<i64> {
         self.get().now_ms()
     }
+    fn compact_log(&self) -> Result<u64> {
+        self.get().compact_log()
+    }
     fn close(&self) -> Result<()> {
         self.get().close()
     }
@@ -151,6 +154,9 @@ impl LeaseStore for Memory {
     }
     fn now_ms(&self) -> Result<i64> {
         Ok(0)
+    }
+    fn compact_log(&self) -> Result<u64> {
+        Memory::unused()
     }
     fn close(&self) -> Result<()> {
         Ok(())

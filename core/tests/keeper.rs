@@ -139,6 +139,9 @@ impl LeaseStore for Probe {
     fn now_ms(&self) -> Result<i64, Error> {
         self.inner.now_ms()
     }
+    fn compact_log(&self) -> Result<u64, Error> {
+        self.inner.compact_log()
+    }
     fn close(&self) -> Result<(), Error> {
         self.inner.close()
     }

@@ -177,6 +177,9 @@ impl LeaseStore for FlakyStore {
     fn now_ms(&self) -> Result<i64, Error> {
         self.inner.now_ms()
     }
+    fn compact_log(&self) -> Result<u64, Error> {
+        self.inner.compact_log()
+    }
     fn close(&self) -> Result<(), Error> {
         self.inner.close()
     }

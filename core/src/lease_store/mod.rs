@@ -131,6 +131,10 @@ pub trait LeaseStore: Send + Sync {
     fn list(&self, prefix: &str) -> Result<Vec<LeaseRecord>>;
     /// The store's clock, as its decisions see it.
     fn now_ms(&self) -> Result<i64>;
+    /// Prunes the whole log of renewals beyond the store's retention now, in short
+    /// transactions (writes prune as they go; this catches up on a log written before, or
+    /// by the reference). Returns the rows deleted.
+    fn compact_log(&self) -> Result<u64>;
     /// Closes the store; every later call fails with LEASE_STORE_UNAVAILABLE.
     fn close(&self) -> Result<()>;
     /// How many calls the store works on at once. A store on one connection answers 1: its

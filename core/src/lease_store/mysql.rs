@@ -1014,6 +1014,14 @@ impl LeaseStore for MysqlLeaseStore {
         self.run(|conn| fetch_records(conn, &self.sql.list, params.clone(), &self.sql.leases))
     }
 
+    /// Not yet: this schema's triggers make the log append-only, and letting them delete old
+    /// renewals needs a migration of existing databases' triggers that this build does not make.
+    fn compact_log(&self) -> Result<u64> {
+        Err(Error::invalid_argument(
+            "the MySQL store's lease log is append-only (its triggers refuse deletes): it is not pruned",
+        ))
+    }
+
     fn now_ms(&self) -> Result<i64> {
         match &self.clock {
             Some(clock) => clock.now_ms(),

@@ -19,6 +19,15 @@ use crate::errors::{Error, Result};
 /// How long an operation waits for another process's write lock, as in the reference.
 pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_millis(5_000);
 
+/// How long every renewal stays in the log; beyond it only the last renewal of each tenure
+/// does. Ten minutes is longer than the longest TTL, so an audit of the recent past sees
+/// every renewal, and a keeper's log stops growing after ten minutes.
+pub const DEFAULT_LOG_RETENTION: Duration = Duration::from_secs(600);
+
+/// The fewest log rows a write examines for pruning; it examines twice the rows it logs when
+/// that is more, so pruning keeps pace with any rate of renewals.
+const PRUNE_MIN_BATCH: usize = 64;
+
 /// The reference's schema, verbatim in structure. The triggers hold the invariants that a
 /// buggy writer (ours, the reference, or a hand-typed `sqlite3` session) must not break.
 const SCHEMA: &str = "
@@ -50,14 +59,23 @@ BEFORE DELETE ON leases
 BEGIN SELECT RAISE(ABORT, 'a lease row is the epoch floor of its tenant and is never deleted'); END;
 ";
 
-/// This store's own table, beside the reference's (which it leaves as they are): for each
-/// key, when the lease last written by this implementation runs out on the host clock
-/// ([`crate::HostClock`]), and which row of `leases` that reading belongs to. A wall clock
-/// stepped an hour either way then neither grants a lease whose holder's gate is open nor
-/// keeps a dead holder's lease for an hour. A row that no longer matches `leases` (the
-/// reference, or a store on a test clock, wrote since) or that was read on another boot
-/// is ignored, and the wall clock decides, as it does for the reference.
-const HOST_CLOCK_SCHEMA: &str = "
+/// This implementation's own objects, beside the reference's tables (which it leaves as
+/// they are, so the reference opens the file as before):
+///
+/// * `gotry_lease_host_clock`: for each key, when the lease last written here runs out on
+///   the host clock ([`crate::HostClock`]), and which row of `leases` that belongs to. A
+///   wall clock stepped an hour either way then neither grants a lease whose holder's gate
+///   is open nor keeps a dead holder's lease for an hour. A row that no longer matches
+///   `leases` (the reference, or a store on a test clock, wrote since), or that was read on
+///   another boot, is ignored, and the wall clock decides, as it does for the reference.
+/// * `gotry_lease_log_tenure` and `gotry_lease_log_pruned`: what pruning the log needs, an
+///   index that finds a tenure's later renewals and the mark of how far it has judged.
+const OWN_SCHEMA: &str = "
+CREATE INDEX IF NOT EXISTS gotry_lease_log_tenure ON lease_log (key, epoch, id);
+CREATE TABLE IF NOT EXISTS gotry_lease_log_pruned (
+  one INTEGER PRIMARY KEY CHECK (one = 1),
+  through_id INTEGER NOT NULL
+);
 CREATE TABLE IF NOT EXISTS gotry_lease_host_clock (
   key TEXT PRIMARY KEY,
   epoch INTEGER NOT NULL,
@@ -96,6 +114,7 @@ pub struct SqliteLeaseStore {
     connection: Arc<Mutex<Option<Connection>>>,
     path: Arc<PathBuf>,
     clock: Arc<dyn WallClock>,
+    log_retention_ms: i64,
 }
 
 impl std::fmt::Debug for SqliteLeaseStore {
@@ -153,7 +172,7 @@ impl SqliteLeaseStore {
         if !schema_is_complete(&connection)? {
             immediate(&mut connection, |tx| {
                 tx.execute_batch(SCHEMA)
-                    .and_then(|()| tx.execute_batch(HOST_CLOCK_SCHEMA))
+                    .and_then(|()| tx.execute_batch(OWN_SCHEMA))
                     .map_err(storage_error)
             })?;
         }
@@ -164,6 +183,7 @@ impl SqliteLeaseStore {
             connection: Arc::new(Mutex::new(Some(connection))),
             path: Arc::new(path.to_path_buf()),
             clock: options.clock,
+            log_retention_ms: DEFAULT_LOG_RETENTION.as_millis() as i64,
         })
     }
 
@@ -178,6 +198,19 @@ impl SqliteLeaseStore {
             clock,
             ..self.clone()
         }
+    }
+
+    /// The same store keeping every renewal for `retention` instead of
+    /// [`DEFAULT_LOG_RETENTION`].
+    pub fn with_log_retention(&self, retention: Duration) -> Result<SqliteLeaseStore> {
+        let ms = i64::try_from(retention.as_millis())
+            .ok()
+            .filter(|ms| *ms <= 100 * 365 * 86_400_000)
+            .ok_or_else(|| Error::invalid_argument("a log retention is at most a hundred years"))?;
+        Ok(SqliteLeaseStore {
+            log_retention_ms: ms,
+            ..self.clone()
+        })
     }
 
     fn connection(&self) -> Result<MutexGuard<'_, Option<Connection>>> {
@@ -217,9 +250,84 @@ impl SqliteLeaseStore {
                     .map(|(key, request)| apply_one(tx, key, request, now, host.as_ref(), &mut log))
                     .collect::<Result<Vec<_>>>()?;
                 insert_log(tx, &log, now)?;
+                let budget = (2 * log.len()).max(PRUNE_MIN_BATCH);
+                self.prune_log(tx, now, budget)?;
                 Ok(outcomes)
             })
         })
+    }
+}
+
+impl SqliteLeaseStore {
+    /// Judges up to `budget` log rows after the last one judged (a mark every process of
+    /// the file shares, written in the same transaction), in log order, and deletes the
+    /// renewals among them that are older than the retention and that a later renewal of the
+    /// same tenure follows. Every acquire, release and forget stays, and so does the last
+    /// renewal of each tenure, so an audit still sees how far each epoch was renewed. Stops
+    /// at the first row still inside the retention: it is judged once it is old. Returns the
+    /// rows judged and deleted.
+    fn prune_log(&self, tx: &rusqlite::Transaction<'_>, now: i64, budget: usize) -> Result<(usize, usize)> {
+        let cutoff = now.saturating_sub(self.log_retention_ms);
+        let start: i64 = tx
+            .prepare_cached("SELECT through_id FROM gotry_lease_log_pruned WHERE one = 1")
+            .and_then(|mut st| st.query_row([], |r| r.get(0)).optional())
+            .map_err(storage_error)?
+            .unwrap_or(0);
+        let rows: Vec<(i64, String, i64, String, i64)> = tx
+            .prepare_cached(
+                "SELECT id, key, epoch, op, at_ms FROM lease_log WHERE id > ?1 ORDER BY id LIMIT ?2",
+            )
+            .and_then(|mut st| {
+                st.query_map(params![start, budget as i64], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+                })?
+                .collect()
+            })
+            .map_err(storage_error)?;
+        let (mut through, mut judged, mut deleted) = (start, 0, 0);
+        for (id, key, epoch, op, at_ms) in &rows {
+            if *at_ms >= cutoff {
+                break;
+            }
+            (through, judged) = (*id, judged + 1);
+            if op == "renew" {
+                deleted += tx
+                    .prepare_cached(
+                        "DELETE FROM lease_log WHERE id = ?1 AND EXISTS (SELECT 1 FROM lease_log
+                           WHERE key = ?2 AND epoch = ?3 AND id > ?1 AND op = 'renew')",
+                    )
+                    .and_then(|mut st| st.execute(params![id, key, epoch]))
+                    .map_err(storage_error)?;
+            }
+        }
+        if through != start {
+            tx.prepare_cached(
+                "INSERT INTO gotry_lease_log_pruned (one, through_id) VALUES (1, ?1)
+                 ON CONFLICT (one) DO UPDATE SET through_id = excluded.through_id",
+            )
+            .and_then(|mut st| st.execute(params![through]))
+            .map_err(storage_error)?;
+        }
+        Ok((judged, deleted))
+    }
+
+    /// [`LeaseStore::compact_log`]: transactions of a few thousand rows, so that no other
+    /// writer waits long for any of them.
+    fn compact(&self) -> Result<u64> {
+        const BATCH: usize = 4_096;
+        let mut deleted = 0u64;
+        loop {
+            let (judged, gone) = self.with_open(|connection| {
+                immediate(connection, |tx| {
+                    let now = self.clock.now_ms()?;
+                    self.prune_log(tx, now, BATCH)
+                })
+            })?;
+            deleted += gone as u64;
+            if judged < BATCH {
+                return Ok(deleted);
+            }
+        }
     }
 }
 
@@ -384,12 +492,12 @@ fn schema_is_complete(connection: &Connection) -> Result<bool> {
         .query_row(
             "SELECT count(*) FROM sqlite_master WHERE name IN ('leases', 'lease_log',
                'leases_epoch_forward_only', 'leases_forgotten_floor_forward_only', 'leases_never_deleted',
-               'gotry_lease_host_clock')",
+               'gotry_lease_host_clock', 'gotry_lease_log_tenure', 'gotry_lease_log_pruned')",
             [],
             |row| row.get(0),
         )
         .map_err(storage_error)?;
-    Ok(found == 6)
+    Ok(found == 8)
 }
 
 /// SQLite syncs the folder when it creates its journal or WAL, not when it creates the
@@ -600,6 +708,10 @@ impl LeaseStore for SqliteLeaseStore {
         })
     }
 
+    fn compact_log(&self) -> Result<u64> {
+        self.compact()
+    }
+
     fn now_ms(&self) -> Result<i64> {
         self.clock.now_ms()
     }
@@ -735,6 +847,98 @@ mod tests {
             wall: ManualClock::new(wall_ms),
             host: host.clone(),
         }))
+    }
+
+    /// A keeper's day in miniature: 300 leases renewed every 10 s for a simulated hour. The
+    /// file at the end is no bigger than at ten minutes (the retention), give or take pages.
+    #[test]
+    fn the_log_keeps_a_retention_window_of_renewals_and_every_tenure_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(START));
+        let path = dir.path().join("leases.db");
+        let store = SqliteLeaseStore::open_with(
+            &path,
+            SqliteOptions {
+                clock: clock.clone(),
+                ..SqliteOptions::default()
+            },
+        )
+        .unwrap();
+        let keys: Vec<String> = (0..300).map(|i| format!("acme/t-{i:032x}")).collect();
+        for key in &keys {
+            store.acquire(key, "keeper", 30_000).unwrap();
+        }
+        let held: Vec<(&str, i64)> = keys.iter().map(|k| (k.as_str(), 1)).collect();
+        let file_size = || {
+            store
+                .with_open(|c| {
+                    c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+                        .map_err(storage_error)
+                })
+                .unwrap();
+            std::fs::metadata(&path).unwrap().len()
+        };
+        let mut at_ten_minutes = 0;
+        for round in 1..=360 {
+            clock.advance(10_000).unwrap();
+            // One tenure ends half-way: its last renewal must outlive the retention.
+            let batch = if round > 180 { &held[1..] } else { &held[..] };
+            for answer in store.renew_batch("keeper", 30_000, batch).unwrap() {
+                answer.unwrap();
+            }
+            if round == 60 {
+                at_ten_minutes = file_size();
+            }
+        }
+        let at_an_hour = file_size();
+        eprintln!("lease log: {at_ten_minutes} bytes at ten minutes, {at_an_hour} after an hour");
+        assert!(
+            (at_an_hour as f64) <= 1.5 * at_ten_minutes as f64,
+            "{at_an_hour} bytes after an hour against {at_ten_minutes} at ten minutes"
+        );
+        let history = store.history(None).unwrap();
+        let renewals = |key: &str| {
+            history
+                .iter()
+                .filter(|h| h.key == key && h.op == LeaseOp::Renew)
+                .count()
+        };
+        // The retention's renewals of a lease that goes on (60 rounds, give or take the
+        // pruning's pace), and the last renewal of the tenure that stopped.
+        assert!((60..=62).contains(&renewals(&keys[1])), "{}", renewals(&keys[1]));
+        let ended: Vec<_> = history.iter().filter(|h| h.key == keys[0]).collect();
+        assert_eq!(ended.len(), 2, "{ended:?}");
+        assert_eq!((ended[0].op, ended[1].op), (LeaseOp::Acquire, LeaseOp::Renew));
+        assert_eq!(ended[1].at_ms, START + 180 * 10_000);
+        // Every acquire is kept, however old.
+        assert_eq!(history.iter().filter(|h| h.op == LeaseOp::Acquire).count(), 300);
+        assert_eq!(store.compact_log().unwrap(), 0, "the writes kept pace");
+    }
+
+    #[test]
+    fn compact_prunes_a_log_written_before_pruning() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(START));
+        let store = SqliteLeaseStore::open_with(
+            dir.path().join("leases.db"),
+            SqliteOptions {
+                clock: clock.clone(),
+                ..SqliteOptions::default()
+            },
+        )
+        .unwrap()
+        .with_log_retention(Duration::from_secs(3_600))
+        .unwrap();
+        store.acquire("k", "a", 30_000).unwrap();
+        for _ in 0..5_000 {
+            clock.advance(100).unwrap();
+            store.renew("k", "a", 1, 30_000).unwrap();
+        }
+        clock.advance(3_600_000).unwrap();
+        let tight = store.with_log_retention(Duration::from_secs(60)).unwrap();
+        assert_eq!(tight.compact_log().unwrap(), 4_999);
+        let ops: Vec<LeaseOp> = store.history(Some("k")).unwrap().iter().map(|h| h.op).collect();
+        assert_eq!(ops, [LeaseOp::Acquire, LeaseOp::Renew]);
     }
 
     #[test]
