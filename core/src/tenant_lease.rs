@@ -197,11 +197,16 @@ impl TenantLease {
         if let Some(reason) = TenantLease::closed_reason(phase) {
             return Err(self.fenced(reason));
         }
-        // The clock is read outside the lock: a host clock may call back into the host.
-        if self.clock.now_ms()? >= fence_at_ms {
-            return Err(self.fenced(FenceReason::LeaseExpiredLocally));
+        // The clock is read outside the lock: a host clock may call back into the host. A
+        // reading that is no point in time (NaN, an infinity) cannot show the fence is ahead:
+        // the gate is closed, as FENCED like any closed gate (NaN would compare as open). A
+        // clock that fails says so with its own error.
+        let now = self.clock.now_ms()?;
+        if now.is_finite() && now < fence_at_ms {
+            Ok(())
+        } else {
+            Err(self.fenced(FenceReason::LeaseExpiredLocally))
         }
-        Ok(())
     }
 
     /// Why the gate is closed, if it is, and the fence, read together without a clock

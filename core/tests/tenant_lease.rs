@@ -324,3 +324,37 @@ fn store_and_lease_are_shareable_between_threads() {
     send_sync::<TenantLease>();
     send_sync::<Arc<dyn LeaseStore>>();
 }
+
+/// A clock that reads true until told to read something that is no point in time.
+struct BreakingClock {
+    inner: ManualClock,
+    bad: std::sync::Mutex<Option<f64>>,
+}
+
+impl MonotonicClock for BreakingClock {
+    fn now_ms(&self) -> Result<f64, Error> {
+        Ok(self.bad.lock().unwrap().unwrap_or(self.inner.get() as f64))
+    }
+}
+
+#[test]
+fn a_gate_whose_clock_reads_no_point_in_time_is_fenced() {
+    let f = fixture();
+    let clock = Arc::new(BreakingClock {
+        inner: ManualClock::new(50),
+        bad: std::sync::Mutex::new(None),
+    });
+    let lease = TenantLease::acquire(options(f.store.clone(), clock.clone(), "a")).unwrap();
+    lease.assert_held().unwrap();
+    for bad in [f64::NAN, f64::NEG_INFINITY, f64::INFINITY] {
+        *clock.bad.lock().unwrap() = Some(bad);
+        assert_eq!(
+            fenced_reason(lease.assert_held()),
+            FenceReason::LeaseExpiredLocally,
+            "{bad}"
+        );
+        assert!(!lease.is_held());
+    }
+    *clock.bad.lock().unwrap() = None;
+    lease.assert_held().unwrap();
+}

@@ -24,6 +24,9 @@ use crate::errors::{Error, Result};
 pub const MIN_LEASE_TTL_MS: i64 = 100;
 /// Longest lease a store grants, in milliseconds (ten minutes).
 pub const MAX_LEASE_TTL_MS: i64 = 600_000;
+/// The latest store clock reading a decision accepts: a deadline a TTL later is still a
+/// safe integer in JavaScript (2^53 - 1).
+pub const MAX_STORE_CLOCK_MS: i64 = (1 << 53) - 1 - MAX_LEASE_TTL_MS;
 /// Longest key or owner, in UTF-16 code units (what JS `length` counts, so that every
 /// language accepts exactly the strings the reference accepts).
 pub const MAX_TEXT_UTF16_UNITS: usize = 200;
@@ -361,6 +364,13 @@ pub fn decide(
     now_ms: i64,
     measured_expired: Option<bool>,
 ) -> Result<LeaseRecord> {
+    // Every door reads times as doubles (JS numbers): a reading past 2^53 would be written,
+    // and then make every later read of the key fail in Node.
+    if !(0..=MAX_STORE_CLOCK_MS).contains(&now_ms) {
+        return Err(Error::invalid_argument(format!(
+            "the store's clock reads {now_ms} ms, outside 0..={MAX_STORE_CLOCK_MS} that every door can read"
+        )));
+    }
     let expired = |row: &LeaseRecord| measured_expired.unwrap_or_else(|| row.is_expired_at(now_ms));
     let holder = |owner: &str, epoch: i64| -> Result<&LeaseRecord> {
         match current {
@@ -380,11 +390,8 @@ pub fn decide(
             Ok(())
         }
     };
-    let until = |ttl_ms: i64| {
-        now_ms
-            .checked_add(ttl_ms)
-            .ok_or_else(|| Error::invalid_argument("the store's clock is too far in the future"))
-    };
+    // In range: the clock is bounded above, and so is every TTL.
+    let until = |ttl_ms: i64| now_ms + ttl_ms;
     match *request {
         Request::Acquire { owner, ttl_ms } => {
             if let Some(row) = current {
@@ -396,7 +403,7 @@ pub fn decide(
                 key: key.to_owned(),
                 owner: owner.to_owned(),
                 epoch: current.map_or(1, |row| row.epoch + 1),
-                lease_until_ms: until(ttl_ms)?,
+                lease_until_ms: until(ttl_ms),
                 forgotten_at_epoch: current.map_or(0, |row| row.forgotten_at_epoch),
             })
         }
@@ -404,7 +411,7 @@ pub fn decide(
             let row = holder(owner, epoch)?;
             unexpired(row)?;
             Ok(LeaseRecord {
-                lease_until_ms: until(ttl_ms)?,
+                lease_until_ms: until(ttl_ms),
                 ..row.clone()
             })
         }
@@ -451,6 +458,22 @@ mod tests {
         assert!(assert_epoch(0).is_err());
         assert!(assert_epoch(-1).is_err());
         assert_eq!(assert_epoch(1).unwrap(), 1);
+    }
+
+    #[test]
+    fn a_store_clock_no_door_could_read_back_decides_nothing() {
+        let acquire = Request::acquire("k", "a", 1_000).unwrap();
+        for now in [1 << 62, MAX_STORE_CLOCK_MS + 1, -1] {
+            assert!(
+                matches!(
+                    decide("k", None, &acquire, now, None),
+                    Err(Error::InvalidArgument { .. })
+                ),
+                "{now}"
+            );
+        }
+        let granted = decide("k", None, &acquire, MAX_STORE_CLOCK_MS, None).unwrap();
+        assert!(granted.lease_until_ms as f64 <= 9_007_199_254_740_991.0);
     }
 
     #[test]

@@ -167,6 +167,7 @@ impl SqliteLeaseStore {
             .busy_timeout(options.busy_timeout)
             .map_err(storage_error)?;
         configure_durability(&connection)?;
+        assert_intact(&connection, path)?;
         // An existing store is opened without taking the write lock, so that opening never
         // waits behind another process's transaction; a new one is created in a transaction.
         if !schema_is_complete(&connection)? {
@@ -486,6 +487,24 @@ fn configure_durability(connection: &Connection) -> Result<()> {
         .map_err(storage_error)
 }
 
+/// A file whose header is intact but whose pages are not would open and grant on whatever
+/// rows still read: `quick_check` (a few milliseconds for a lease store) refuses it first.
+fn assert_intact(connection: &Connection, path: &Path) -> Result<()> {
+    let verdict: String = connection
+        .query_row("PRAGMA quick_check(1)", [], |row| row.get(0))
+        .map_err(storage_error)?;
+    if verdict == "ok" {
+        return Ok(());
+    }
+    Err(Error::Storage {
+        code: "SQLITE_CORRUPT".to_owned(),
+        message: format!(
+            "{} is damaged ({verdict}): restore it from a copy",
+            path.display()
+        ),
+    })
+}
+
 /// Whether every table and trigger of the schema is already in the file.
 fn schema_is_complete(connection: &Connection) -> Result<bool> {
     let found: i64 = connection
@@ -765,6 +784,33 @@ mod tests {
             SqliteLeaseStore::open_with(dir.path().join("a.db"), options),
             Err(Error::InvalidArgument { .. })
         ));
+    }
+
+    #[test]
+    fn a_damaged_file_with_an_intact_header_is_refused_at_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("leases.db");
+        let store = SqliteLeaseStore::open(&path).unwrap();
+        for i in 0..200 {
+            store.acquire(&format!("acme/t-{i:032x}"), "a", 10_000).unwrap();
+        }
+        store.close().unwrap();
+        drop(store);
+        let mut bytes = std::fs::read(&path).unwrap();
+        assert!(bytes.len() > 8 * 4096, "{}", bytes.len());
+        for b in &mut bytes[4096 * 3..4096 * 5] {
+            *b = 0x5a;
+        }
+        std::fs::write(&path, &bytes).unwrap();
+        match SqliteLeaseStore::open(&path) {
+            Err(Error::Storage { code, message }) => {
+                assert!(
+                    code.starts_with("SQLITE_CORRUPT") || code == "SQLITE_NOTADB",
+                    "{code}: {message}"
+                )
+            }
+            other => panic!("a damaged file opened: {other:?}"),
+        }
     }
 
     #[test]
