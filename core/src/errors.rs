@@ -274,22 +274,50 @@ impl Error {
 /// An errno as Node names it (`ENOENT`, `ENOTDIR`, ...), so hosts see the same code in every
 /// language.
 fn errno_name(error: &std::io::Error) -> &'static str {
-    match error.raw_os_error() {
-        Some(1) => "EPERM",
-        Some(2) => "ENOENT",
-        Some(5) => "EIO",
-        Some(13) => "EACCES",
-        Some(17) => "EEXIST",
-        Some(20) => "ENOTDIR",
-        Some(21) => "EISDIR",
-        Some(24) => "EMFILE",
-        Some(28) => "ENOSPC",
-        Some(30) => "EROFS",
-        Some(36) => "ENAMETOOLONG",
-        Some(39) => "ENOTEMPTY",
-        Some(122) => "EDQUOT",
-        _ => "EIO",
+    /// The platform's own constants, so each name means what this platform's number does.
+    macro_rules! names {
+        ($errno:expr, $($name:ident),* $(,)?) => {
+            match $errno {
+                $(libc::$name => stringify!($name),)*
+                // Not an errno the layer meets on files (or not one at all): an I/O failure.
+                _ => "EIO",
+            }
+        };
     }
+    let Some(errno) = error.raw_os_error() else {
+        return "EIO";
+    };
+    names!(
+        errno,
+        EPERM,
+        ENOENT,
+        EIO,
+        ENXIO,
+        EBADF,
+        EAGAIN,
+        ENOMEM,
+        EACCES,
+        EBUSY,
+        EEXIST,
+        EXDEV,
+        ENOTDIR,
+        EISDIR,
+        EINVAL,
+        ENFILE,
+        EMFILE,
+        ETXTBSY,
+        EFBIG,
+        ENOSPC,
+        EROFS,
+        EMLINK,
+        ENAMETOOLONG,
+        ENOTEMPTY,
+        ELOOP,
+        ENOTSUP,
+        EDQUOT,
+        ESTALE,
+        EINTR,
+    )
 }
 
 impl fmt::Display for Error {
@@ -359,6 +387,15 @@ mod tests {
         assert_eq!(error.code_str(), "ENOTDIR");
         assert!(error.to_string().contains("open x"));
         assert_eq!(Error::io("x", &std::io::Error::other("boom")).code_str(), "EIO");
+        for (errno, name) in [
+            (libc::ENAMETOOLONG, "ENAMETOOLONG"),
+            (libc::EDQUOT, "EDQUOT"),
+            (libc::EXDEV, "EXDEV"),
+            (libc::ENOTEMPTY, "ENOTEMPTY"),
+        ] {
+            let error = std::io::Error::from_raw_os_error(errno);
+            assert_eq!(Error::io("x", &error).code_str(), name);
+        }
     }
 
     #[test]

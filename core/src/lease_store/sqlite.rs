@@ -604,65 +604,82 @@ fn storage_error(error: rusqlite::Error) -> Error {
 /// SQLite's name for a result code: the extended name where it has one that matters to a
 /// caller, the primary name otherwise (as better-sqlite3 reports `error.code`).
 pub fn sqlite_code_name(extended: i32) -> &'static str {
-    match extended {
-        261 => "SQLITE_BUSY_RECOVERY",
-        517 => "SQLITE_BUSY_SNAPSHOT",
-        773 => "SQLITE_BUSY_TIMEOUT",
-        266 => "SQLITE_IOERR_READ",
-        522 => "SQLITE_IOERR_SHORT_READ",
-        778 => "SQLITE_IOERR_WRITE",
-        1034 => "SQLITE_IOERR_FSYNC",
-        1290 => "SQLITE_IOERR_DIR_FSYNC",
-        1546 => "SQLITE_IOERR_TRUNCATE",
-        2570 => "SQLITE_IOERR_DELETE",
-        3338 => "SQLITE_IOERR_LOCK",
-        267 => "SQLITE_CORRUPT_VTAB",
-        523 => "SQLITE_CORRUPT_SEQUENCE",
-        779 => "SQLITE_CORRUPT_INDEX",
-        264 => "SQLITE_READONLY_RECOVERY",
-        520 => "SQLITE_READONLY_CANTLOCK",
-        776 => "SQLITE_READONLY_ROLLBACK",
-        1032 => "SQLITE_READONLY_DBMOVED",
-        270 => "SQLITE_CANTOPEN_NOTEMPDIR",
-        526 => "SQLITE_CANTOPEN_ISDIR",
-        782 => "SQLITE_CANTOPEN_FULLPATH",
-        275 => "SQLITE_CONSTRAINT_CHECK",
-        787 => "SQLITE_CONSTRAINT_FOREIGNKEY",
-        1043 => "SQLITE_CONSTRAINT_FUNCTION",
-        1299 => "SQLITE_CONSTRAINT_NOTNULL",
-        1555 => "SQLITE_CONSTRAINT_PRIMARYKEY",
-        1811 => "SQLITE_CONSTRAINT_TRIGGER",
-        2067 => "SQLITE_CONSTRAINT_UNIQUE",
-        _ => match extended & 0xff {
-            1 => "SQLITE_ERROR",
-            2 => "SQLITE_INTERNAL",
-            3 => "SQLITE_PERM",
-            4 => "SQLITE_ABORT",
-            5 => "SQLITE_BUSY",
-            6 => "SQLITE_LOCKED",
-            7 => "SQLITE_NOMEM",
-            8 => "SQLITE_READONLY",
-            9 => "SQLITE_INTERRUPT",
-            10 => "SQLITE_IOERR",
-            11 => "SQLITE_CORRUPT",
-            12 => "SQLITE_NOTFOUND",
-            13 => "SQLITE_FULL",
-            14 => "SQLITE_CANTOPEN",
-            15 => "SQLITE_PROTOCOL",
-            16 => "SQLITE_EMPTY",
-            17 => "SQLITE_SCHEMA",
-            18 => "SQLITE_TOOBIG",
-            19 => "SQLITE_CONSTRAINT",
-            20 => "SQLITE_MISMATCH",
-            21 => "SQLITE_MISUSE",
-            22 => "SQLITE_NOLFS",
-            23 => "SQLITE_AUTH",
-            24 => "SQLITE_FORMAT",
-            25 => "SQLITE_RANGE",
-            26 => "SQLITE_NOTADB",
-            _ => "SQLITE_UNKNOWN",
-        },
+    use rusqlite::ffi;
+    /// SQLite's own constants, by the names its documentation gives them.
+    macro_rules! names {
+        ($code:expr, $($name:ident),* $(,)?) => {
+            match $code {
+                $(ffi::$name => Some(stringify!($name)),)*
+                _ => None,
+            }
+        };
     }
+    let extended_name = names!(
+        extended,
+        SQLITE_BUSY_RECOVERY,
+        SQLITE_BUSY_SNAPSHOT,
+        SQLITE_BUSY_TIMEOUT,
+        SQLITE_IOERR_READ,
+        SQLITE_IOERR_SHORT_READ,
+        SQLITE_IOERR_WRITE,
+        SQLITE_IOERR_FSYNC,
+        SQLITE_IOERR_DIR_FSYNC,
+        SQLITE_IOERR_TRUNCATE,
+        SQLITE_IOERR_DELETE,
+        SQLITE_IOERR_LOCK,
+        SQLITE_IOERR_NOMEM,
+        SQLITE_IOERR_ACCESS,
+        SQLITE_IOERR_SHMOPEN,
+        SQLITE_IOERR_SHMMAP,
+        SQLITE_CORRUPT_VTAB,
+        SQLITE_CORRUPT_SEQUENCE,
+        SQLITE_CORRUPT_INDEX,
+        SQLITE_READONLY_RECOVERY,
+        SQLITE_READONLY_CANTLOCK,
+        SQLITE_READONLY_ROLLBACK,
+        SQLITE_READONLY_DBMOVED,
+        SQLITE_CANTOPEN_NOTEMPDIR,
+        SQLITE_CANTOPEN_ISDIR,
+        SQLITE_CANTOPEN_FULLPATH,
+        SQLITE_CONSTRAINT_CHECK,
+        SQLITE_CONSTRAINT_FOREIGNKEY,
+        SQLITE_CONSTRAINT_FUNCTION,
+        SQLITE_CONSTRAINT_NOTNULL,
+        SQLITE_CONSTRAINT_PRIMARYKEY,
+        SQLITE_CONSTRAINT_TRIGGER,
+        SQLITE_CONSTRAINT_UNIQUE,
+    );
+    extended_name
+        .or(names!(
+            extended & 0xff,
+            SQLITE_ERROR,
+            SQLITE_INTERNAL,
+            SQLITE_PERM,
+            SQLITE_ABORT,
+            SQLITE_BUSY,
+            SQLITE_LOCKED,
+            SQLITE_NOMEM,
+            SQLITE_READONLY,
+            SQLITE_INTERRUPT,
+            SQLITE_IOERR,
+            SQLITE_CORRUPT,
+            SQLITE_NOTFOUND,
+            SQLITE_FULL,
+            SQLITE_CANTOPEN,
+            SQLITE_PROTOCOL,
+            SQLITE_EMPTY,
+            SQLITE_SCHEMA,
+            SQLITE_TOOBIG,
+            SQLITE_CONSTRAINT,
+            SQLITE_MISMATCH,
+            SQLITE_MISUSE,
+            SQLITE_NOLFS,
+            SQLITE_AUTH,
+            SQLITE_FORMAT,
+            SQLITE_RANGE,
+            SQLITE_NOTADB,
+        ))
+        .unwrap_or("SQLITE_UNKNOWN")
 }
 
 impl LeaseStore for SqliteLeaseStore {
@@ -784,6 +801,17 @@ mod tests {
             SqliteLeaseStore::open_with(dir.path().join("a.db"), options),
             Err(Error::InvalidArgument { .. })
         ));
+    }
+
+    #[test]
+    fn result_codes_have_sqlites_names() {
+        use rusqlite::ffi;
+        assert_eq!(sqlite_code_name(ffi::SQLITE_IOERR_FSYNC), "SQLITE_IOERR_FSYNC");
+        assert_eq!(sqlite_code_name(ffi::SQLITE_BUSY), "SQLITE_BUSY");
+        assert_eq!(sqlite_code_name(ffi::SQLITE_NOTADB), "SQLITE_NOTADB");
+        // An extended code this build does not name falls back to its primary code.
+        assert_eq!(sqlite_code_name(ffi::SQLITE_IOERR | (99 << 8)), "SQLITE_IOERR");
+        assert_eq!(sqlite_code_name(250), "SQLITE_UNKNOWN");
     }
 
     #[test]
