@@ -445,6 +445,26 @@ impl LeaseKeeper {
 
     /// How many leases are kept (including any closed through their handle since the last
     /// round).
+    /// The replica id every lease of this keeper is held under.
+    pub fn replica_id(&self) -> &str {
+        &self.shared.replica_id
+    }
+
+    pub fn ttl_ms(&self) -> i64 {
+        self.shared.ttl_ms
+    }
+
+    pub fn margin_ms(&self) -> i64 {
+        self.shared.margin_ms
+    }
+
+    /// What [`LeaseKeeper::shutdown`] waits when the host names no timeout: one TTL. Past
+    /// it, every lease the keeper held has gone a whole TTL unrenewed and has run out in
+    /// the store anyway, so a release would hand nothing back early.
+    pub fn default_shutdown_timeout(&self) -> Duration {
+        Duration::from_millis(self.shared.ttl_ms.unsigned_abs())
+    }
+
     pub fn len(&self) -> usize {
         lock(&self.shared.entries).len()
     }

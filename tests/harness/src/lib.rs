@@ -2,6 +2,8 @@
 //! in any language, one JSON object per line:
 //! `{"key":"k3","op":"acquire","owner":"c-1","epoch":7}`.
 
+pub mod crash_copies;
+
 use std::path::Path;
 
 use gotry_tenant_state::audit::Acknowledged;
