@@ -271,14 +271,14 @@ impl EpochCopies {
         let mut files = Vec::with_capacity(snapshot.files.len());
         let mut bytes = 0;
         for (index, file) in snapshot.files.iter().enumerate() {
-            let content =
-                fs::read(&file.source).map_err(|e| Error::io(format!("{} cannot be read", file.path), &e))?;
-            self.create(&format!("{copy_prefix}files/{index:06}"), &content)?;
+            let content = file.content()?;
+            let content = &*content;
+            self.create(&format!("{copy_prefix}files/{index:06}"), content)?;
             bytes += content.len() as u64;
             files.push(ManifestFile {
                 path: file.path.clone(),
                 size: content.len() as u64,
-                sha256: sha256_hex(&content),
+                sha256: sha256_hex(content),
                 sqlite: file.sqlite,
             });
         }
@@ -678,7 +678,7 @@ impl EpochCopies {
             return Ok(Some(SkipReason::Tenant));
         }
         let prefix = copy_prefix(key, id)?;
-        let mut sqlite_files = Vec::new();
+        let mut intact = true;
         for (index, file) in manifest.files.iter().enumerate() {
             let Some(content) = self.store.get(&format!("{prefix}files/{index:06}"))? else {
                 return Ok(Some(SkipReason::Checksum));
@@ -687,15 +687,22 @@ impl EpochCopies {
                 return Ok(Some(SkipReason::Checksum));
             }
             let target = into.join(relative_path(&file.path).expect("checked above"));
-            write_durably(&target, &content)?;
             if file.sqlite || content.starts_with(SQLITE_HEADER) {
-                sqlite_files.push(target);
+                // The check (CPU) runs on the bytes in memory while they are written out
+                // and flushed (I/O): a restore costs the longer of the two, not their sum.
+                let written = std::thread::scope(|scope| {
+                    let check = scope.spawn(|| integrity_ok(&content));
+                    let written = write_durably(&target, &content);
+                    intact &= check.join().unwrap_or(false);
+                    written
+                });
+                written?;
+            } else {
+                write_durably(&target, &content)?;
             }
         }
-        for file in &sqlite_files {
-            if !integrity_ok(file) {
-                return Ok(Some(SkipReason::Integrity));
-            }
+        if !intact {
+            return Ok(Some(SkipReason::Integrity));
         }
         if let Some(verify) = verify {
             if !verify(into)? {
@@ -840,8 +847,27 @@ struct Snapshot {
 
 struct SnapshotFile {
     path: String,
-    source: PathBuf,
+    source: Source,
     sqlite: bool,
+}
+
+enum Source {
+    /// Read when it is stored: a plain file, or a host's image in the scratch folder.
+    File(PathBuf),
+    /// A database's pages as one read transaction saw them (`sqlite3_serialize`), in memory:
+    /// no scratch file to write and read back.
+    Image(rusqlite::serialize::OwnedData),
+}
+
+impl SnapshotFile {
+    fn content(&self) -> Result<std::borrow::Cow<'_, [u8]>> {
+        match &self.source {
+            Source::File(path) => fs::read(path)
+                .map(std::borrow::Cow::Owned)
+                .map_err(|e| Error::io(format!("{} cannot be read", self.path), &e)),
+            Source::Image(image) => Ok(std::borrow::Cow::Borrowed(image)),
+        }
+    }
 }
 
 impl Snapshot {
@@ -882,20 +908,18 @@ impl Snapshot {
                 files.push(SnapshotFile {
                     path: path.clone(),
                     sqlite: is_sqlite(&image),
-                    source: image,
+                    source: Source::File(image),
                 });
             } else if is_sqlite(&source) {
-                let image = scratch.path.join(format!("{:06}", files.len()));
-                backup_sqlite(&source, &image)?;
                 files.push(SnapshotFile {
                     path: path.clone(),
-                    source: image,
+                    source: Source::Image(serialize_sqlite(&source)?),
                     sqlite: true,
                 });
             } else {
                 files.push(SnapshotFile {
                     path: path.clone(),
-                    source,
+                    source: Source::File(source),
                     sqlite: false,
                 });
             }
@@ -1012,6 +1036,38 @@ fn is_sqlite(path: &Path) -> bool {
         .is_ok_and(|()| &header == SQLITE_HEADER)
 }
 
+/// The database at `source` as one read transaction sees it, read through its pager so that
+/// pages still in the WAL are in the image. A writer in WAL mode goes on meanwhile; a
+/// rollback-journal writer is waited for (busy timeout).
+fn serialize_sqlite(source: &Path) -> Result<rusqlite::serialize::OwnedData> {
+    use rusqlite::{serialize::Data, Connection, OpenFlags, MAIN_DB};
+    let sqlite = |e: rusqlite::Error| sqlite_failure(source, e);
+    let mut from = Connection::open_with_flags(
+        source,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(sqlite)?;
+    from.busy_timeout(std::time::Duration::from_millis(5_000))
+        .map_err(sqlite)?;
+    match from.serialize(MAIN_DB).map_err(sqlite)? {
+        Data::Owned(image) => Ok(image),
+        // Only an in-memory database lends its own buffer, and a root holds files.
+        Data::Shared(_) => Err(Error::Storage {
+            code: "SQLITE_MISUSE".to_owned(),
+            message: format!(
+                "{}: SQLite lent its buffer instead of copying it",
+                source.display()
+            ),
+        }),
+    }
+}
+
+/// A [`HostSnapshot`] for a host whose SQLite is this crate's own (a Rust host on the same
+/// `rusqlite`/`libsqlite3-sys`): the backup API of the one library the process has.
+pub fn same_library_snapshot() -> HostSnapshot {
+    Arc::new(|source: &Path, image: &Path| backup_sqlite(source, image))
+}
+
 fn backup_sqlite(source: &Path, image: &Path) -> Result<()> {
     use rusqlite::{backup::Backup, Connection, OpenFlags};
     let sqlite = |e: rusqlite::Error| sqlite_failure(source, e);
@@ -1059,9 +1115,23 @@ fn sqlite_failure(path: &Path, error: rusqlite::Error) -> Error {
     }
 }
 
-fn integrity_ok(path: &Path) -> bool {
+/// Whether a database image passes `PRAGMA integrity_check`, checked in memory. An image
+/// written in WAL mode is read as a rollback-journal one (header bytes 18 and 19), which
+/// changes no page and lets the in-memory VFS, which has no WAL, open it.
+fn integrity_ok(image: &[u8]) -> bool {
+    use rusqlite::{Connection, MAIN_DB};
+    const HEADER: usize = 100;
+    if image.is_empty() {
+        return true;
+    }
+    if image.len() < HEADER {
+        return false;
+    }
     let check = || -> rusqlite::Result<bool> {
-        let db = rusqlite::Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE)?;
+        let mut db = Connection::open_in_memory()?;
+        let legacy: &[u8] = &[1, 1];
+        let reader = std::io::Read::chain(std::io::Read::chain(&image[..18], legacy), &image[20..]);
+        db.deserialize_read_exact(MAIN_DB, reader, image.len(), true)?;
         let verdict: String = db.query_row("PRAGMA integrity_check", [], |row| row.get(0))?;
         Ok(verdict == "ok")
     };

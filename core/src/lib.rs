@@ -24,8 +24,8 @@ pub use clock::{
 pub use durable_store::dir::DirectoryDurableStore;
 pub use durable_store::{open_durable_store, DurableStore, ObjectInfo, PutOutcome};
 pub use epoch_copies::{
-    CopyId, CopyListing, EpochCopies, FoldCheck, GcReport, HostSnapshot, RestoreReport, SkipReason,
-    SkippedCopy, WrittenCopy,
+    same_library_snapshot, CopyId, CopyListing, EpochCopies, FoldCheck, GcReport, HostSnapshot,
+    RestoreReport, SkipReason, SkippedCopy, WrittenCopy,
 };
 pub use errors::{Error, ErrorCode, FenceReason, Result};
 pub use ids::{

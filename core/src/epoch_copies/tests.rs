@@ -657,73 +657,123 @@ while not done.is_set():
     print(n, flush=True)
 "#;
 
+/// Who writes the ledger while it is copied.
+#[derive(Clone, Copy, Debug)]
+enum Writer {
+    /// A thread of this process, on this library's SQLite: the host holds the ledger open,
+    /// so the copy reads it through the host's snapshot (here the same library's backup).
+    Thread,
+    /// Another process (Python's `sqlite3`): the copy reads it through its own SQLite.
+    Process,
+}
+
 #[test]
 fn a_copy_of_a_ledger_being_written_is_a_committed_state() {
-    for (backend, world) in worlds() {
-        let a = world.holder("replica-a");
-        let root = world.root("a");
-        write_state(&root, &[]);
-        let stop = Arc::new(AtomicBool::new(false));
-        let committed = Arc::new(AtomicI64::new(0));
-        // The writer is another process (Python's sqlite3): one of this process would be the
-        // host's open ledger, which the copy leaves to a host snapshot.
-        let mut writer = std::process::Command::new("python3")
-            .arg("-c")
-            .arg(LEDGER_WRITER)
-            .arg(root.join("gotry-state/gotry-state.db"))
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .expect("python3 runs the ledger writer");
-        let reader = {
-            let (stop, committed) = (stop.clone(), committed.clone());
-            let stdout = writer.stdout.take().unwrap();
-            std::thread::spawn(move || {
-                use std::io::BufRead;
-                for line in std::io::BufReader::new(stdout).lines() {
-                    committed.store(line.unwrap().parse().unwrap(), Ordering::Relaxed);
-                }
-                stop.store(true, Ordering::Relaxed);
-            })
-        };
-        while committed.load(Ordering::Relaxed) < 3 {
-            assert!(!stop.load(Ordering::Relaxed), "the writer ended early");
-            std::thread::yield_now();
+    for writer in [Writer::Thread, Writer::Process] {
+        for (backend, world) in worlds() {
+            copies_of_a_ledger_being_written(&world, &format!("{backend}, {writer:?}"), writer);
         }
-        let copies = world.copies();
-        let mut seen = Vec::new();
-        while seen.len() < 5 {
-            let before = committed.load(Ordering::Relaxed);
-            copies.write_copy(&a, &root).unwrap();
-            seen.push(before);
-        }
-        drop(writer.stdin.take());
-        assert!(writer.wait().unwrap().success());
-        reader.join().unwrap();
+    }
+}
 
-        for seq in 1..=5u64 {
-            assert_eq!(
-                copies.verify(&key(), CopyId { epoch: 1, seq }, None).unwrap(),
-                None,
-                "{backend}"
-            );
-        }
-        let into = world.dir.path().join("latest");
-        copies.restore_latest(&key(), 0, None, &into, None).unwrap();
-        let db = rusqlite::Connection::open(into.join("gotry-state/gotry-state.db")).unwrap();
-        let (count, max): (i64, i64) = db
-            .query_row(
-                "SELECT count(*), coalesce(max(CAST(text AS INTEGER)), 0) FROM entries",
-                [],
-                |r| Ok((r.get(0)?, r.get(1)?)),
+fn copies_of_a_ledger_being_written(world: &World, case: &str, writer: Writer) {
+    let a = world.holder("replica-a");
+    let root = world.root("a");
+    write_state(&root, &[]);
+    let ledger = root.join("gotry-state/gotry-state.db");
+    let stop = Arc::new(AtomicBool::new(false));
+    let committed = Arc::new(AtomicI64::new(0));
+    let (copies, finish): (EpochCopies, Box<dyn FnOnce()>) = match writer {
+        Writer::Thread => {
+            let (writing, committed) = (stop.clone(), committed.clone());
+            let thread = std::thread::spawn(move || {
+                let db = rusqlite::Connection::open(ledger).unwrap();
+                db.busy_timeout(std::time::Duration::from_secs(5)).unwrap();
+                db.execute_batch("CREATE TABLE IF NOT EXISTS pad (b BLOB)")
+                    .unwrap();
+                let mut n = 0i64;
+                while !writing.load(Ordering::Relaxed) {
+                    n += 1;
+                    // Each transaction writes a row and a page-sized blob, so torn images show.
+                    db.execute_batch(&format!(
+                        "BEGIN; INSERT INTO entries (text) VALUES ('{n}'); INSERT INTO pad VALUES (randomblob(3000)); COMMIT;"
+                    ))
+                    .unwrap();
+                    committed.store(n, Ordering::Relaxed);
+                }
+            });
+            let copies = world.copies().with_host_snapshot(Some(same_library_snapshot()));
+            let stop = stop.clone();
+            (
+                copies,
+                Box::new(move || {
+                    stop.store(true, Ordering::Relaxed);
+                    thread.join().unwrap();
+                }),
             )
-            .unwrap();
-        assert_eq!(count, max, "{backend}: entries 1..n with none missing");
-        assert!(
-            max >= seen[4],
-            "{backend}: the copy holds every commit made before it began"
+        }
+        Writer::Process => {
+            let mut child = std::process::Command::new("python3")
+                .arg("-c")
+                .arg(LEDGER_WRITER)
+                .arg(&ledger)
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .expect("python3 runs the ledger writer");
+            let stdout = child.stdout.take().unwrap();
+            let reader = {
+                let committed = committed.clone();
+                std::thread::spawn(move || {
+                    use std::io::BufRead;
+                    for line in std::io::BufReader::new(stdout).lines() {
+                        committed.store(line.unwrap().parse().unwrap(), Ordering::Relaxed);
+                    }
+                })
+            };
+            (
+                world.copies(),
+                Box::new(move || {
+                    drop(child.stdin.take());
+                    assert!(child.wait().unwrap().success());
+                    reader.join().unwrap();
+                }),
+            )
+        }
+    };
+    while committed.load(Ordering::Relaxed) < 3 {
+        std::thread::yield_now();
+    }
+    let mut seen = Vec::new();
+    while seen.len() < 5 {
+        let before = committed.load(Ordering::Relaxed);
+        copies.write_copy(&a, &root).unwrap();
+        seen.push(before);
+    }
+    finish();
+
+    for seq in 1..=5u64 {
+        assert_eq!(
+            copies.verify(&key(), CopyId { epoch: 1, seq }, None).unwrap(),
+            None,
+            "{case}"
         );
     }
+    let into = world.dir.path().join(format!("latest-{writer:?}"));
+    copies.restore_latest(&key(), 0, None, &into, None).unwrap();
+    let db = rusqlite::Connection::open(into.join("gotry-state/gotry-state.db")).unwrap();
+    let (count, max): (i64, i64) = db
+        .query_row(
+            "SELECT count(*), coalesce(max(CAST(text AS INTEGER)), 0) FROM entries",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!(count, max, "{case}: entries 1..n with none missing");
+    assert!(
+        max >= seen[4],
+        "{case}: the copy holds every commit made before it began"
+    );
 }
 
 /// A tmpfs of the test's own, made read-only and writable again with `mount -o remount`:
