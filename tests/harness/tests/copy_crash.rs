@@ -722,7 +722,7 @@ fn sigkill_during_directory_copies_never_leaves_a_copy_a_restore_would_take() {
     let dir = tempfile::tempdir().unwrap();
     let folder = dir.path().join("store");
     let url = format!("file://{}", folder.display());
-    let mut run = Run::new("directory", url, Some(folder), seed, 1 << 20);
+    let mut run = Run::new("directory", url, Some(folder), seed, 4 << 20);
     run.run(20, seed);
 }
 
@@ -830,7 +830,7 @@ fn sigkill_during_s3_copies_never_leaves_a_copy_a_restore_would_take() {
     let seed = seed() ^ 0x5_3000;
     let url = moto.url(&format!("copy-crash-{}", std::process::id()));
     // moto is a Python server: a smaller ledger keeps a copy near the directory's duration.
-    let mut run = Run::new("s3", url, None, seed, 512 << 10);
+    let mut run = Run::new("s3", url, None, seed, 2 << 20);
     run.run(8, seed);
     drop(moto);
 }
