@@ -11,7 +11,7 @@ use crate::failure::exit_status_help;
 #[command(
     name = "gotry-tenant",
     version,
-    about = "Inspect and repair gotry tenant leases, check and restore durable copies, derive tenant ids, and watch a handoff between replicas",
+    about = "Inspect and repair gotry tenant leases, check and restore durable copies, see what routers serve, derive tenant ids, and watch a handoff between replicas",
     after_help = top_level_help(),
     subcommand_required = true,
     arg_required_else_help = false
@@ -31,6 +31,7 @@ fn top_level_help() -> String {
   gotry-tenant demo
   gotry-tenant lease list --held --store /var/lib/gotry/leases.db
   gotry-tenant copies restore acme/t-5e0c2ba9c4c6b3b5a0f1d1e4b6f5a7c2 --durable /srv/gotry-copies --to ./look
+  gotry-tenant router status --org acme --store /var/lib/gotry/leases.db --durable /srv/gotry-copies
   GOTRY_ORGANIZATION_KEY_FILE=org.key gotry-tenant id derive --issuer https://idp.example --subject alice
 
 The organization key is read from --key-file PATH, or from the environment: GOTRY_ORGANIZATION_KEY_FILE
@@ -75,6 +76,19 @@ Copies live in a durable store: a folder (a path, or file:///abs/dir) or an S3 b
 (s3://bucket/prefix?endpoint=...&region=..., credentials from the AWS environment variables)."
     )]
     Copies(CopiesCommand),
+
+    /// What a fleet of routers serves, as the lease store and the durable store see it
+    #[command(
+        subcommand,
+        subcommand_required = true,
+        arg_required_else_help = false,
+        after_help = "Example:
+  gotry-tenant router status --store /var/lib/gotry/leases.db --durable /srv/gotry-copies
+
+A router lives inside its host process, out of this tool's reach; `router status` shows what
+every router's work leaves in the stores: who holds each tenant, and its newest copy."
+    )]
+    Router(RouterCommand),
 
     /// Derive and check tenant ids and the names built from them
     #[command(
@@ -277,6 +291,31 @@ It fails (status 8, GOTRY_TENANT_RESTORE_INVALID) when copies exist but none ver
         /// key gives the forgotten epoch; without it no copy is left out as forgotten
         #[arg(long, value_name = "URL|PATH")]
         store: Option<OsString>,
+        #[command(flatten)]
+        durable: DurableArg,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RouterCommand {
+    /// Every tenant's lease and newest complete copy: who holds it, and whether its holder
+    /// has written a copy in its own epoch
+    #[command(after_help = "Examples:
+  gotry-tenant router status --store /var/lib/gotry/leases.db --durable /srv/gotry-copies
+  gotry-tenant router status --org acme --json | jq -r '.tenants[] | select(.newestCopy.currentEpoch != true) | .key'
+
+One row per lease in the lease store (per lease of ORG with --org). The state is the store's:
+`held by OWNER` until the lease expires on the store's clock, then `released` (its holder
+gave it back), `forgotten` (its copies up to its epoch are marked dead) or `expired`. The
+newest complete copy is the one with the highest epoch, then sequence, whose manifest is
+written; `current` says whether it is of the lease's epoch. Nothing is verified: see
+`gotry-tenant copies verify KEY`.")]
+    Status {
+        /// Only this organization's tenants
+        #[arg(long, value_name = "ORG")]
+        org: Option<OsString>,
+        #[command(flatten)]
+        store: StoreArg,
         #[command(flatten)]
         durable: DurableArg,
     },

@@ -43,14 +43,14 @@ pub fn run(command: &CopiesCommand) -> Result<Report, Failure> {
 }
 
 /// The copies in the store `--durable` names, and how to report that store's failures.
-struct Opened {
+pub struct Opened {
     target: DurableTarget,
     copies: EpochCopies,
     /// The store as its backend names it, credentials masked.
-    location: String,
+    pub location: String,
 }
 
-fn open(durable: &DurableArg) -> Result<Opened, Failure> {
+pub fn open(durable: &DurableArg) -> Result<Opened, Failure> {
     let target = DurableTarget::parse(&durable.durable);
     let store = target.open()?;
     let location = target.mask(&store.location());
@@ -62,7 +62,7 @@ fn open(durable: &DurableArg) -> Result<Opened, Failure> {
 }
 
 impl Opened {
-    fn listing(&self, key: &str) -> Result<Vec<CopyListing>, Failure> {
+    pub fn listing(&self, key: &str) -> Result<Vec<CopyListing>, Failure> {
         self.copies.list(key).map_err(|e| self.target.failure(e))
     }
 }

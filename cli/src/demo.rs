@@ -26,7 +26,7 @@ use serde_json::{json, Value};
 
 use crate::cli::DemoArgs;
 use crate::failure::{Exit, Failure};
-use crate::render::{self, held_at};
+use crate::render;
 use crate::store::StoreTarget;
 use crate::Report;
 
@@ -427,7 +427,7 @@ impl Story {
             loop {
                 let record = self.record()?;
                 let now = self.store.now_ms()?;
-                if !held_at(&record, now) {
+                if record.is_expired_at(now) {
                     break;
                 }
                 self.pace.wait(record.lease_until_ms - now)?;

@@ -8,9 +8,9 @@
 //! empty store. (A `file:` URL is opened by the core, which creates a missing folder.)
 //!
 //! An S3 URL may hold credentials (`s3://KEY:SECRET@bucket/prefix`, or a query parameter).
-//! A URL is shown by its scheme only, and every secret it holds is masked in whatever the
-//! command prints, even in a message from the core that would quote one: what an operator
-//! pastes into a ticket must not carry a key.
+//! Every secret it holds is masked in whatever the command prints, even in a message from the
+//! core that quotes one on its own (a key id, a decoded secret), on top of the masking of
+//! every report (`crate::secrets`): what an operator pastes into a ticket must not carry a key.
 
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
@@ -19,13 +19,12 @@ use std::sync::Arc;
 use gotry_tenant_state::{open_durable_store, DirectoryDurableStore, DurableStore, Error};
 
 use crate::failure::{Exit, Failure};
-use crate::store::{has_scheme, scheme_only};
+use crate::secrets::{self, shown_argument, MASK};
+use crate::store::has_scheme;
 
 /// The store `copies` commands use when `--durable` is not given: beside the default lease
 /// store, `./gotry-leases.db`.
 pub const DEFAULT_DURABLE: &str = "./gotry-copies";
-
-const MASK: &str = "***";
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DurableTarget {
@@ -46,8 +45,8 @@ impl DurableTarget {
     /// How the store is named before it is open.
     pub fn describe(&self) -> String {
         match self {
-            DurableTarget::Folder(path) => path.display().to_string(),
-            DurableTarget::Url(url) => scheme_only(url, "--durable"),
+            DurableTarget::Folder(path) => shown_argument(&path.display().to_string()).into_owned(),
+            DurableTarget::Url(url) => self.mask(&shown_argument(url)),
         }
     }
 
@@ -82,7 +81,9 @@ impl DurableTarget {
         failure
     }
 
-    /// `text` with every secret of the URL replaced by `***`.
+    /// `text` with every secret of the URL replaced by `***`, wherever it appears (a backend
+    /// may quote a key id or a decoded secret on its own), and every other credential-shaped
+    /// text masked as every report is.
     pub fn mask(&self, text: &str) -> String {
         let mut masked = text.to_owned();
         if let DurableTarget::Url(url) = self {
@@ -90,7 +91,7 @@ impl DurableTarget {
                 masked = masked.replace(&secret, MASK);
             }
         }
-        masked
+        secrets::mask(&masked).into_owned()
     }
 }
 
@@ -162,13 +163,19 @@ fn require_folder(path: &Path) -> Result<(), Failure> {
         Ok(_) => Err(Failure::new(
             Exit::Storage,
             "ENOTDIR",
-            format!("the durable store {} is not a folder", path.display()),
+            format!(
+                "the durable store {} is not a folder",
+                shown_argument(&path.display().to_string())
+            ),
             hint,
         )),
         Err(error) => Err(Failure::io(
             Exit::Storage,
             &error,
-            format!("no durable store at {}", path.display()),
+            format!(
+                "no durable store at {}",
+                shown_argument(&path.display().to_string())
+            ),
             hint,
         )),
     }
@@ -200,7 +207,10 @@ mod tests {
         let target = DurableTarget::parse(OsStr::new(
             "s3://AKIAEXAMPLE:wJalr%2FK7MDENG%2Bbxx@copies/prod?endpoint=http://h:9000&region=eu&session_token=FwoG%3D%3D",
         ));
-        assert_eq!(target.describe(), "s3:... (from --durable)");
+        assert_eq!(
+            target.describe(),
+            "s3://***@copies/prod?endpoint=http://h:9000&region=eu&session_token=***"
+        );
         let quoted = "denied for AKIAEXAMPLE with wJalr/K7MDENG+bxx (raw wJalr%2FK7MDENG%2Bbxx), token FwoG==; region eu";
         let masked = target.mask(quoted);
         for secret in ["AKIAEXAMPLE", "wJalr", "K7MDENG", "FwoG"] {
@@ -213,9 +223,14 @@ mod tests {
             backend_code: "InvalidAccessKeyId".into(),
         });
         assert_eq!(failure.message, "*** is refused (InvalidAccessKeyId)");
-        // A folder has no secrets: its text is left as it is.
-        let folder = DurableTarget::parse(OsStr::new("./a:b@c"));
-        assert_eq!(folder.mask("./a:b@c is missing"), "./a:b@c is missing");
+        // A folder has no secrets of its own, but a path shaped like a credential (a URL
+        // mistyped into a path) is masked all the same; other text is left as it is.
+        let folder = DurableTarget::parse(OsStr::new("s3//KEY:SECRET@copies"));
+        assert_eq!(folder.describe(), "s3//***@copies");
+        assert_eq!(
+            folder.mask("./copies@2024 is missing"),
+            "./copies@2024 is missing"
+        );
     }
 
     #[test]

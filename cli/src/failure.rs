@@ -11,6 +11,7 @@ use gotry_tenant_state::{Error, SkippedCopy};
 use serde_json::{json, Map, Value};
 
 use crate::render;
+use crate::secrets;
 
 /// The exit statuses of `gotry-tenant`, besides 0 for success.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -172,13 +173,15 @@ impl Failure {
         self
     }
 
-    /// The report on stderr for people: one line, what went wrong and what to do.
+    /// The report on stderr for people: one line, what went wrong and what to do, with every
+    /// credential masked (escaped first, so that a control character cannot split one).
     pub fn line(&self) -> String {
         let line = format!("gotry-tenant: {} [{}]; {}", self.message, self.code, self.hint);
-        render::printable(&line).into_owned()
+        secrets::mask(&render::printable(&line)).into_owned()
     }
 
-    /// The report on stderr for scripts: one line of JSON.
+    /// The report on stderr for scripts: one line of JSON, every string in it masked as the
+    /// line is.
     pub fn json(&self) -> Value {
         let mut error = json!({
             "exit": self.exit.code(),
@@ -190,6 +193,7 @@ impl Failure {
         if let Value::Object(fields) = &mut error {
             fields.extend(self.details.clone());
         }
+        secrets::mask_json(&mut error);
         json!({ "error": error })
     }
 }

@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 
 use crate::cli::{HolderArgs, LeaseCommand, StoreArg};
 use crate::failure::Failure;
-use crate::render::{self, held_at, printable};
+use crate::render::{self, printable};
 use crate::store::StoreTarget;
 use crate::{text_arg, Report};
 
@@ -73,7 +73,7 @@ fn describe_record(record: &LeaseRecord, now: i64) -> String {
 }
 
 fn state(record: &LeaseRecord, now: i64) -> &'static str {
-    if held_at(record, now) {
+    if !record.is_expired_at(now) {
         "held"
     } else {
         "expired"
@@ -129,7 +129,7 @@ fn list(store: &StoreArg, prefix: Option<&OsStr>, held: Option<bool>) -> Result<
     let mut records = store.list(prefix)?;
     let now = store.now_ms()?;
     if let Some(held) = held {
-        records.retain(|record| held_at(record, now) == held);
+        records.retain(|record| record.is_expired_at(now) != held);
     }
     let json = json!({
         "nowMs": now,
@@ -161,7 +161,7 @@ fn list(store: &StoreArg, prefix: Option<&OsStr>, held: Option<bool>) -> Result<
             ]
         })
         .collect();
-    let held_count = records.iter().filter(|r| held_at(r, now)).count();
+    let held_count = records.iter().filter(|r| !r.is_expired_at(now)).count();
     let mut text = render::table(&["KEY", "OWNER", "EPOCH", "STATE", "EXPIRY", "FORGOTTEN"], &rows);
     let plural = if records.len() == 1 { "" } else { "s" };
     text.push_str(&format!("\n{} lease{plural}, {held_count} held\n", records.len()));

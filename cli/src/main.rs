@@ -14,6 +14,8 @@ mod id;
 mod key;
 mod lease;
 mod render;
+mod router;
+mod secrets;
 mod store;
 
 use std::ffi::OsStr;
@@ -72,6 +74,7 @@ fn main() -> ExitCode {
         Command::Demo(args) => demo::run(args),
         Command::Lease(command) => lease::run(command),
         Command::Copies(command) => copies::run(command),
+        Command::Router(command) => router::run(command),
         Command::Id(command) => id::run(command),
         Command::Completions { shell } => Ok(completions(*shell)),
     };
@@ -93,9 +96,17 @@ fn completions(shell: clap_complete::Shell) -> Report {
 }
 
 fn print(report: Report, json: bool) -> ExitCode {
+    // Every report is masked as failures are: a key, a folder or a store named on the
+    // command line may be a store URL with its password in it, put in the wrong place. A
+    // completion script (the one report without JSON) is code for the shell, and holds no
+    // argument.
     let text = match (json, report.json) {
-        (true, Some(value)) => format!("{value:#}\n"),
-        _ => report.text,
+        (true, Some(mut value)) => {
+            secrets::mask_json(&mut value);
+            format!("{value:#}\n")
+        }
+        (false, Some(_)) => secrets::mask(&report.text).into_owned(),
+        (_, None) => report.text,
     };
     let mut stdout = io::stdout().lock();
     match stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()) {
@@ -189,8 +200,9 @@ mod tests {
         }
         let mut checked = 0;
         visit(&Cli::command(), "", &mut checked);
-        // The root, demo, lease and its 5, copies and its 3, id and its 4, completions.
-        assert_eq!(checked, 18);
+        // The root, demo, lease and its 5, copies and its 3, router and its 1, id and its 4,
+        // completions.
+        assert_eq!(checked, 20);
     }
 
     #[test]

@@ -8,12 +8,6 @@ use std::borrow::Cow;
 use gotry_tenant_state::{HistoryEntry, LeaseRecord, SkipReason, SkippedCopy};
 use serde_json::{json, Value};
 
-/// Whether a record still holds its tenant at `now_ms` on the store's clock. The store's
-/// rule: a lease is expired once `lease_until_ms <= now`.
-pub fn held_at(record: &LeaseRecord, now_ms: i64) -> bool {
-    record.lease_until_ms > now_ms
-}
-
 /// Text from the store or the command line as it can be shown on a terminal: control
 /// characters are escaped, so a key or owner cannot break a table, split a one-line error
 /// report, or send escape sequences to the terminal.
@@ -139,11 +133,12 @@ pub fn record_json(record: &LeaseRecord) -> Value {
     })
 }
 
-/// A record as seen at `now_ms` on the store's clock: whether it holds the tenant, and the
-/// milliseconds until it expires (negative once it has).
+/// A record as seen at `now_ms` on the store's clock: whether it holds the tenant (the core's
+/// rule, [`LeaseRecord::is_expired_at`]), and the milliseconds until it expires (negative
+/// once it has).
 pub fn record_at_json(record: &LeaseRecord, now_ms: i64) -> Value {
     let mut value = record_json(record);
-    value["held"] = held_at(record, now_ms).into();
+    value["held"] = (!record.is_expired_at(now_ms)).into();
     value["expiresInMs"] = record.lease_until_ms.saturating_sub(now_ms).into();
     value
 }
@@ -263,8 +258,8 @@ mod tests {
             lease_until_ms: 100,
             forgotten_at_epoch: 0,
         };
-        assert!(held_at(&record, 99));
-        assert!(!held_at(&record, 100));
+        assert_eq!(record_at_json(&record, 99)["held"], true);
+        assert_eq!(record_at_json(&record, 100)["held"], false);
         let value = record_at_json(&record, 130);
         assert_eq!(value["held"], false);
         assert_eq!(value["expiresInMs"], -30);

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use gotry_tenant_state::{open_lease_store, LeaseStore, SqliteLeaseStore};
 
 use crate::failure::{Exit, Failure};
+use crate::secrets::shown_argument;
 
 /// The store `lease` commands use when `--store` is not given.
 pub const DEFAULT_STORE: &str = "./gotry-leases.db";
@@ -31,12 +32,12 @@ impl StoreTarget {
         }
     }
 
-    /// How the store is named in messages. A URL is shown up to its scheme only: the rest
-    /// may hold a password.
+    /// How the store is named in messages: its path or URL with any credential in it
+    /// masked (a URL's password, or one in a path that was meant to be a URL).
     pub fn describe(&self) -> String {
         match self {
-            StoreTarget::File(path) => path.display().to_string(),
-            StoreTarget::Url(url) => scheme_only(url, "--store"),
+            StoreTarget::File(path) => shown_argument(&path.display().to_string()).into_owned(),
+            StoreTarget::Url(url) => shown_argument(url).into_owned(),
         }
     }
 
@@ -72,12 +73,6 @@ impl StoreTarget {
     }
 }
 
-/// A URL as messages show it: its scheme, and the option it came from.
-pub fn scheme_only(url: &str, option: &str) -> String {
-    let scheme = url.split_once(':').map_or("", |(scheme, _)| scheme);
-    format!("{scheme}:... (from {option})")
-}
-
 /// `scheme:` as RFC 3986 spells it, at least two characters long so that a Windows drive
 /// letter (`C:\leases.db`) stays a path. A file whose name has such a prefix is named
 /// `./name`.
@@ -99,7 +94,10 @@ fn require_file(path: &Path) -> Result<(), Failure> {
         Failure::io(
             Exit::Storage,
             &error,
-            format!("no lease store at {}", path.display()),
+            format!(
+                "no lease store at {}",
+                shown_argument(&path.display().to_string())
+            ),
             "pass --store with the path or URL of an existing lease store (the default is ./gotry-leases.db)",
         )
     })
@@ -131,9 +129,15 @@ mod tests {
     }
 
     #[test]
-    fn a_url_is_never_shown_past_its_scheme() {
-        let target = StoreTarget::parse(OsStr::new("mysql://root:hunter2@db:3306/x"));
-        let shown = target.describe();
-        assert!(!shown.contains("hunter2") && shown.contains("mysql:"), "{shown}");
+    fn a_store_is_named_without_its_password() {
+        for (arg, expected) in [
+            ("mysql://root:hunter2@db:3306/x", "mysql://***@db:3306/x"),
+            ("mysql:/root:hunter2@db:3306/x", "mysql:/***@db:3306/x"),
+            ("mysql//root:hunter2@db:3306/x", "mysql//***@db:3306/x"),
+            (" mysql://root:hunter2@db:3306/x", " mysql://***@db:3306/x"),
+            ("./leases.db", "./leases.db"),
+        ] {
+            assert_eq!(StoreTarget::parse(OsStr::new(arg)).describe(), expected, "{arg}");
+        }
     }
 }

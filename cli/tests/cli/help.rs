@@ -3,7 +3,7 @@
 use crate::Sandbox;
 
 /// Every command path, checked against the `Commands:` sections of the help itself below.
-const COMMANDS: [&str; 17] = [
+const COMMANDS: [&str; 19] = [
     "demo",
     "lease",
     "lease read",
@@ -15,6 +15,8 @@ const COMMANDS: [&str; 17] = [
     "copies list",
     "copies verify",
     "copies restore",
+    "router",
+    "router status",
     "id",
     "id derive",
     "id cache-partition",
@@ -45,7 +47,7 @@ fn help(sandbox: &Sandbox, path: &str) -> String {
 fn every_command_has_help_with_an_example_of_itself() {
     let sandbox = Sandbox::new();
     let mut found: Vec<String> = listed_commands(&help(&sandbox, ""));
-    for group in ["lease", "copies", "id"] {
+    for group in ["lease", "copies", "router", "id"] {
         found.extend(
             listed_commands(&help(&sandbox, group))
                 .into_iter()

@@ -5,6 +5,8 @@ mod demo;
 mod help;
 mod id;
 mod lease;
+mod router;
+mod secrets;
 mod store;
 
 use std::ffi::OsStr;

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use gotry_tenant_state::{audit, open_lease_store, LeaseStore, SqliteLeaseStore};
 
 fn main() -> ExitCode {
-    match run() {
+    match run(std::env::args().skip(1)) {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),
         Err(message) => {
@@ -24,8 +24,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn run() -> Result<bool, String> {
-    let mut args = std::env::args().skip(1);
+fn run(mut args: impl Iterator<Item = String>) -> Result<bool, String> {
     let (mut store, mut ttl_ms, mut ack_files) = (None, None, Vec::new());
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -55,7 +54,13 @@ fn run() -> Result<bool, String> {
     } else {
         let path = PathBuf::from(&store_name);
         if !path.is_file() {
-            return Err(format!("{} is not a file", path.display()));
+            // The value is not repeated: a URL mistyped into a path (`mysql//root:PW@db/x`,
+            // `mysql:/...`) still holds its password, and this line goes into CI logs.
+            return Err(
+                "--store names no file and is not a URL (scheme://...); its value is not shown, \
+                 since it may hold a password"
+                    .into(),
+            );
         }
         let integrity = rusqlite::Connection::open(&path)
             .and_then(|c| c.query_row("PRAGMA integrity_check", [], |row| row.get(0)))
@@ -91,4 +96,33 @@ fn run() -> Result<bool, String> {
         println!("... and {} more violations", report.violations.len() - SHOWN);
     }
     Ok(report.is_clean())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn audit(store: &str) -> Result<bool, String> {
+        run(["--store", store, "--ttl-ms", "1000"]
+            .into_iter()
+            .map(str::to_owned))
+    }
+
+    /// A store URL mistyped into a path, or a well-formed one that cannot be opened: the
+    /// report never carries its password.
+    #[test]
+    fn a_store_password_never_shows_in_a_report() {
+        for store in [
+            "mysql//root:Pa55-leak@db.invalid/leases",
+            "mysql:/root:Pa55-leak@db.invalid/leases",
+            " mysql://root:Pa55-leak@db.invalid/leases",
+            "mysql://root:Pa55-leak@127.0.0.1:1/leases?timeout_ms=500",
+        ] {
+            let message = audit(store).unwrap_err();
+            assert!(!message.contains("Pa55-leak"), "{store:?}: {message}");
+            assert!(!message.is_empty());
+        }
+        let message = audit("mysql//root:Pa55-leak@db.invalid/leases").unwrap_err();
+        assert!(message.contains("--store names no file"), "{message}");
+    }
 }

@@ -1,0 +1,207 @@
+//! `gotry-tenant router status`: what routers serve, as the stores show it.
+//!
+//! A `TenantRouter` lives inside its host process, and its own status (in-flight calls, copy
+//! lag) is the host's to expose. What every router leaves behind is in the two stores it
+//! shares with the others: the lease store says who holds each tenant and at which epoch,
+//! the durable store which copies each tenure wrote. This command puts the two side by side,
+//! one row per lease, without deciding anything: the state is the store's rule
+//! ([`LeaseRecord::is_expired_at`] on the store's clock, the log's last operation for a
+//! release), and the newest complete copy is the core's listing (`EpochCopies::list`),
+//! verified by nothing (`copies verify` does that).
+
+use std::ffi::OsStr;
+
+use gotry_tenant_state::{assert_organization_id, CopyListing, LeaseOp, LeaseRecord, LeaseStore};
+use serde_json::{json, Value};
+
+use crate::cli::{DurableArg, RouterCommand, StoreArg};
+use crate::copies;
+use crate::failure::Failure;
+use crate::render::{self, printable};
+use crate::store::StoreTarget;
+use crate::{text_arg, Report};
+
+pub fn run(command: &RouterCommand) -> Result<Report, Failure> {
+    match command {
+        RouterCommand::Status { org, store, durable } => status(org.as_deref(), store, durable),
+    }
+}
+
+/// A lease's state as the stores see it. `Held` while the lease is unexpired on the store's
+/// clock; once it is not, `Forgotten` when its holder marked the copies of its own epoch
+/// dead (a successor starts without them), `Released` when the holder gave it back (the
+/// log's last operation on the key is that epoch's release), `Expired` otherwise (its holder
+/// stopped renewing: it crashed, hung, or lost the store).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Held,
+    Expired,
+    Released,
+    Forgotten,
+}
+
+impl State {
+    const fn as_str(self) -> &'static str {
+        match self {
+            State::Held => "held",
+            State::Expired => "expired",
+            State::Released => "released",
+            State::Forgotten => "forgotten",
+        }
+    }
+}
+
+/// One row: a lease and the copies of its key.
+struct Tenant {
+    record: LeaseRecord,
+    state: State,
+    newest: Option<CopyListing>,
+    copies: usize,
+    complete: usize,
+}
+
+fn status(org: Option<&OsStr>, store: &StoreArg, durable: &DurableArg) -> Result<Report, Failure> {
+    let org = match org {
+        Some(org) => Some(assert_organization_id(text_arg("organization id", org)?)?),
+        None => None,
+    };
+    let prefix = org.map(|org| format!("{org}/")).unwrap_or_default();
+    let leases = StoreTarget::parse(&store.store).open_existing()?;
+    let opened = copies::open(durable)?;
+    let records = leases.list(&prefix)?;
+    let now = leases.now_ms()?;
+    let mut tenants = Vec::with_capacity(records.len());
+    for record in records {
+        let state = state(leases.as_ref(), &record, now)?;
+        let listing = opened.listing(&record.key)?;
+        tenants.push(Tenant {
+            state,
+            newest: newest_complete(&listing),
+            copies: listing.len(),
+            complete: listing.iter().filter(|copy| copy.complete).count(),
+            record,
+        });
+    }
+    let json = json!({
+        "nowMs": now,
+        "organization": org,
+        "durable": opened.location,
+        "tenants": tenants.iter().map(|t| tenant_json(t, now)).collect::<Vec<_>>(),
+    });
+    Ok(Report::new(json, text(&tenants, org, &opened.location, now)))
+}
+
+/// The state of `record` at `now` on the store's clock. The log is read only for a lease
+/// that is not held, and only its key's.
+fn state(store: &dyn LeaseStore, record: &LeaseRecord, now: i64) -> Result<State, Failure> {
+    if !record.is_expired_at(now) {
+        return Ok(State::Held);
+    }
+    if record.forgotten_at_epoch >= record.epoch {
+        return Ok(State::Forgotten);
+    }
+    // Nothing the store grants comes after a release in the same epoch (renew and forget
+    // need an unexpired lease), so a release is the last entry until the next acquire.
+    let history = store.history(Some(&record.key))?;
+    let released = history.last().is_some_and(|entry| {
+        entry.op == LeaseOp::Release && entry.epoch == record.epoch && entry.owner == record.owner
+    });
+    Ok(if released { State::Released } else { State::Expired })
+}
+
+/// The copy with the highest epoch, then sequence, whose manifest is written.
+fn newest_complete(listing: &[CopyListing]) -> Option<CopyListing> {
+    listing
+        .iter()
+        .filter(|copy| copy.complete)
+        .max_by_key(|copy| (copy.epoch, copy.seq))
+        .cloned()
+}
+
+fn tenant_json(tenant: &Tenant, now: i64) -> Value {
+    let record = &tenant.record;
+    let mut value = render::record_at_json(record, now);
+    value["state"] = tenant.state.as_str().into();
+    value["newestCopy"] = match &tenant.newest {
+        None => Value::Null,
+        Some(copy) => json!({
+            "epoch": copy.epoch,
+            "seq": copy.seq,
+            "currentEpoch": copy.epoch == record.epoch,
+            "forgotten": copy.epoch <= record.forgotten_at_epoch,
+        }),
+    };
+    value["copies"] = tenant.copies.into();
+    value["completeCopies"] = tenant.complete.into();
+    value
+}
+
+fn text(tenants: &[Tenant], org: Option<&str>, location: &str, now: i64) -> String {
+    let place = match org {
+        Some(org) => format!("of {} ", printable(org)),
+        None => String::new(),
+    };
+    if tenants.is_empty() {
+        return format!("no leases {place}in the lease store\n");
+    }
+    let rows: Vec<Vec<String>> = tenants
+        .iter()
+        .map(|tenant| {
+            let record = &tenant.record;
+            let state = match tenant.state {
+                State::Held => format!("held by {}", printable(&record.owner)),
+                other => other.as_str().to_owned(),
+            };
+            let (newest, current) = match &tenant.newest {
+                None => ("none".to_owned(), "-".to_owned()),
+                Some(copy) => {
+                    let mut newest = format!("epoch {} seq {}", copy.epoch, copy.seq);
+                    if copy.epoch <= record.forgotten_at_epoch {
+                        newest.push_str(" (forgotten)");
+                    }
+                    let current = if copy.epoch == record.epoch { "yes" } else { "no" };
+                    (newest, current.to_owned())
+                }
+            };
+            let copies = match tenant.copies - tenant.complete {
+                0 => tenant.copies.to_string(),
+                incomplete => format!("{} ({incomplete} incomplete)", tenant.copies),
+            };
+            vec![
+                printable(&record.key).into_owned(),
+                state,
+                record.epoch.to_string(),
+                printable(&record.owner).into_owned(),
+                render::expiry(record.lease_until_ms, now),
+                newest,
+                current,
+                copies,
+            ]
+        })
+        .collect();
+    let mut text = render::table(
+        &[
+            "KEY",
+            "STATE",
+            "EPOCH",
+            "OWNER",
+            "EXPIRY",
+            "NEWEST COPY",
+            "CURRENT",
+            "COPIES",
+        ],
+        &rows,
+    );
+    let held = tenants.iter().filter(|t| t.state == State::Held).count();
+    let behind = tenants
+        .iter()
+        .filter(|t| t.state == State::Held && t.newest.as_ref().map(|c| c.epoch) != Some(t.record.epoch))
+        .count();
+    let plural = if tenants.len() == 1 { "" } else { "s" };
+    text.push_str(&format!(
+        "\n{} lease{plural} {place}({held} held, {behind} of them without a copy of their own epoch yet); copies in {}\n",
+        tenants.len(),
+        printable(location),
+    ));
+    text
+}
