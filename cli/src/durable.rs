@@ -19,8 +19,8 @@ use std::sync::Arc;
 use gotry_tenant_state::{open_durable_store, DirectoryDurableStore, DurableStore, Error};
 
 use crate::failure::{Exit, Failure};
-use crate::secrets::{self, shown_argument, MASK};
 use crate::store::has_scheme;
+use gotry_tenant_state::secrets::{self, shown_argument, MASK};
 
 /// The store `copies` commands use when `--durable` is not given: beside the default lease
 /// store, `./gotry-leases.db`.

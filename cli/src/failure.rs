@@ -11,7 +11,7 @@ use gotry_tenant_state::{Error, SkippedCopy};
 use serde_json::{json, Map, Value};
 
 use crate::render;
-use crate::secrets;
+use gotry_tenant_state::secrets;
 
 /// The exit statuses of `gotry-tenant`, besides 0 for success.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

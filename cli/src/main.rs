@@ -15,7 +15,6 @@ mod key;
 mod lease;
 mod render;
 mod router;
-mod secrets;
 mod store;
 
 use std::ffi::OsStr;
@@ -24,6 +23,7 @@ use std::process::ExitCode;
 
 use clap::error::ErrorKind;
 use clap::{CommandFactory, Parser};
+use gotry_tenant_state::secrets;
 use serde_json::{json, Value};
 
 use crate::cli::{Cli, Command};

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use gotry_tenant_state::{open_lease_store, LeaseStore, SqliteLeaseStore};
 
 use crate::failure::{Exit, Failure};
-use crate::secrets::shown_argument;
+use gotry_tenant_state::secrets::shown_argument;
 
 /// The store `lease` commands use when `--store` is not given.
 pub const DEFAULT_STORE: &str = "./gotry-leases.db";

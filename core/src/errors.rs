@@ -320,9 +320,21 @@ fn errno_name(error: &std::io::Error) -> &'static str {
     )
 }
 
+/// Every door shows this text (a JS `message`, a Python `str`, the C message), and a
+/// message may quote what a host passed in, so it leaves here masked of credentials.
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
+        let text = Unmasked(self).to_string();
+        f.write_str(&crate::secrets::mask(&text))
+    }
+}
+
+/// The text as the error was built, before masking.
+struct Unmasked<'a>(&'a Error);
+
+impl fmt::Display for Unmasked<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
             Error::LeaseHeld { record } => write!(
                 f,
                 "lease {} is held by {} at epoch {}",
@@ -370,6 +382,14 @@ impl std::error::Error for Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn messages_leave_the_core_masked_of_credentials() {
+        let error = Error::invalid_argument("no store at mysql//root:Pa55@db.example/leases");
+        let shown = error.to_string();
+        assert!(!shown.contains("Pa55"), "{shown}");
+        assert!(shown.contains("@db.example/leases"), "{shown}");
+    }
 
     #[test]
     fn codes_are_unique_and_round_trip() {

@@ -15,6 +15,7 @@ pub mod ids;
 pub mod keeper;
 pub mod lease_store;
 pub mod router;
+pub mod secrets;
 pub mod tenant_lease;
 
 pub use clock::{

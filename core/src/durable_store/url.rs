@@ -19,6 +19,13 @@ pub fn open_durable_store(url: &str) -> Result<Arc<dyn DurableStore>> {
             if path.is_empty() {
                 return Err(Error::invalid_argument("a file: URL needs a folder"));
             }
+            // `file:KEY:SECRET@dir` is an S3 URL with the wrong scheme, not a folder to
+            // create with a credential for its name.
+            if path.split('/').next().is_some_and(|first| first.contains('@')) {
+                return Err(Error::invalid_argument(
+                    "a file: URL names a folder on this machine and holds no user or password",
+                ));
+            }
             Ok(Arc::new(DirectoryDurableStore::open(path)?))
         }
         #[cfg(feature = "s3")]
@@ -44,7 +51,14 @@ mod tests {
         store.put_new("a", b"1").unwrap();
         assert!(dir.path().join("copies/a").is_file());
         assert!(store.location().ends_with("/copies"));
-        for bad in ["file://", "file:", "nope", "gs://bucket"] {
+        for bad in [
+            "file://",
+            "file:",
+            "nope",
+            "gs://bucket",
+            "file:KEY:SECRET@dir",
+            "file://user:pw@host/dir",
+        ] {
             assert!(
                 matches!(open_durable_store(bad), Err(Error::InvalidArgument { .. })),
                 "{bad}"
@@ -55,5 +69,11 @@ mod tests {
             .unwrap()
             .to_string();
         assert!(!shown.contains("AKIAX") && !shown.contains("s3cret"), "{shown}");
+        let shown = open_durable_store("file:KEY:SECRET@dir")
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(!shown.contains("SECRET"), "{shown}");
+        assert!(!std::path::Path::new("KEY:SECRET@dir").exists());
     }
 }

@@ -338,11 +338,19 @@ struct HostReading<'a> {
     now_ms: i64,
 }
 
-/// Whether `current` has run out on the host clock, when this store wrote it on this clock.
+/// A wall clock this far behind the host clock's verdict is taken as stepped back; closer,
+/// the two clocks merely drift apart (NTP slews the wall clock by up to 500 ppm) or were
+/// read a moment apart, and the host clock waits for the wall clock to agree, so that the
+/// log (dated on the wall clock) never shows a grant before the previous deadline.
+const WALL_STEP_MS: i64 = 1_000;
+
+/// Whether `current` has run out, when this store wrote it on the host clock: the host
+/// clock's verdict, except that a lease the wall clock still holds for a moment stays held.
 fn measured_expiry(
     tx: &rusqlite::Transaction<'_>,
     current: Option<&LeaseRecord>,
     host: Option<&HostReading<'_>>,
+    now: i64,
 ) -> Result<Option<bool>> {
     let (Some(row), Some(host)) = (current, host) else {
         return Ok(None);
@@ -359,7 +367,11 @@ fn measured_expiry(
             .optional()
         })
         .map_err(storage_error)?;
-    Ok(until.map(|until| until <= host.now_ms))
+    Ok(until.map(|until| {
+        let host_expired = until <= host.now_ms;
+        let wall_left = row.lease_until_ms - now;
+        host_expired && (wall_left <= 0 || wall_left > WALL_STEP_MS)
+    }))
 }
 
 /// Records when the lease just written runs out on the host clock: a grant's TTL from now,
@@ -399,7 +411,7 @@ fn apply_one<'a>(
     log: &mut Vec<(&'a str, &'static str, &'a str, i64)>,
 ) -> Result<Result<LeaseRecord>> {
     let current = select_row(tx, key)?;
-    let measured = measured_expiry(tx, current.as_ref(), host)?;
+    let measured = measured_expiry(tx, current.as_ref(), host, now)?;
     let next = match decide(key, current.as_ref(), request, now, measured) {
         Ok(next) => next,
         Err(refusal) => return Ok(Err(refusal)),
@@ -1070,6 +1082,28 @@ mod tests {
         assert!(ahead.acquire("k", "ahead", 10_000).is_err());
         boot.now.advance(1).unwrap();
         assert_eq!(ahead.acquire("k", "ahead", 10_000).unwrap().record.epoch, 2);
+    }
+
+    /// Clocks that drift apart by a few hundred milliseconds are no step: the log, dated on
+    /// the wall clock, must never show a grant before the previous holder's deadline.
+    #[test]
+    fn a_host_clock_a_moment_ahead_waits_for_the_wall_clock() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = SqliteLeaseStore::open(dir.path().join("leases.db")).unwrap();
+        let boot = host("boot-1");
+        process(&file, &boot, START)
+            .acquire("k", "first", 10_000)
+            .unwrap();
+        boot.now.advance(10_000).unwrap();
+        assert!(process(&file, &boot, START + 9_400)
+            .acquire("k", "second", 10_000)
+            .is_err());
+        let granted = process(&file, &boot, START + 10_000)
+            .acquire("k", "second", 10_000)
+            .unwrap();
+        assert_eq!(granted.record.epoch, 2);
+        let history = file.history(Some("k")).unwrap();
+        assert!(history[1].at_ms >= START + 10_000, "{history:?}");
     }
 
     #[test]

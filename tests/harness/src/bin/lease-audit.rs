@@ -11,14 +11,16 @@ use std::process::ExitCode;
 
 use std::sync::Arc;
 
-use gotry_tenant_state::{audit, open_lease_store, LeaseStore, SqliteLeaseStore};
+use gotry_tenant_state::{audit, open_lease_store, secrets, LeaseStore, SqliteLeaseStore};
 
 fn main() -> ExitCode {
     match run(std::env::args().skip(1)) {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),
         Err(message) => {
-            eprintln!("lease-audit: {message}");
+            // Ack-file paths and core errors are quoted as they are: mask them the way
+            // every door does.
+            eprintln!("lease-audit: {}", secrets::mask(&message));
             ExitCode::from(2)
         }
     }
@@ -54,13 +56,10 @@ fn run(mut args: impl Iterator<Item = String>) -> Result<bool, String> {
     } else {
         let path = PathBuf::from(&store_name);
         if !path.is_file() {
-            // The value is not repeated: a URL mistyped into a path (`mysql//root:PW@db/x`,
-            // `mysql:/...`) still holds its password, and this line goes into CI logs.
-            return Err(
-                "--store names no file and is not a URL (scheme://...); its value is not shown, \
-                 since it may hold a password"
-                    .into(),
-            );
+            return Err(format!(
+                "--store {} names no file and is not a URL (scheme://...)",
+                secrets::shown_argument(&store_name)
+            ));
         }
         let integrity = rusqlite::Connection::open(&path)
             .and_then(|c| c.query_row("PRAGMA integrity_check", [], |row| row.get(0)))
@@ -123,6 +122,9 @@ mod tests {
             assert!(!message.is_empty());
         }
         let message = audit("mysql//root:Pa55-leak@db.invalid/leases").unwrap_err();
-        assert!(message.contains("--store names no file"), "{message}");
+        assert!(
+            message.contains("names no file") && message.contains("@db.invalid"),
+            "{message}"
+        );
     }
 }

@@ -1,10 +1,10 @@
-//! Credentials kept out of everything the tool prints.
+//! Credentials kept out of every message: the core's errors, the CLI's reports, every door.
 //!
 //! A store is named by a URL that may carry a password (`mysql://root:PW@db/leases`) or an
 //! S3 key pair (`s3://KEY:SECRET@bucket/prefix`), and an operator's typo (a leading space,
 //! `mysql//`, `mysql:/`) turns such a URL into a path, which messages quote as it is. So
-//! rather than trust every place that quotes an argument, the tool passes every report it
-//! prints through [`mask`], which recognizes the shape of a credential wherever it appears:
+//! rather than trust every place that quotes an argument, every error's text (and every
+//! report the CLI prints) passes through [`mask`], which recognizes the shape of a credential wherever it appears:
 //!
 //! - `user:password@` (and S3's `KEY:SECRET@`): everything between the scheme (`scheme://`,
 //!   `scheme:/`, `scheme//`, or nothing) and the last `@` of a word, when it holds a `:`,
