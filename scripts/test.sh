@@ -20,6 +20,9 @@ python3 tests/vectors/generate.py --check
 section "MariaDB server"
 ./scripts/mariadb.sh
 
+section "a second MariaDB server that takes only TLS (the MySQL store's TLS tests; stops when this script ends)"
+eval "$(./scripts/mariadb-tls.sh --watch $$ || echo 'exit 1')"
+
 section "S3-compatible server (moto, from PyPI) for the durable store"
 GOTRY_MOTO_SERVER="$(./scripts/s3-server.sh)"
 export GOTRY_MOTO_SERVER

@@ -23,6 +23,21 @@ pub trait WallClock: Send + Sync {
     }
 }
 
+/// A holder clock's reading, which must be a point in time: a NaN would compare as before
+/// every deadline and keep a gate open, an infinity would schedule nothing. The one rule for
+/// every reading the core takes, whatever clock a host passed in; the write gate alone reads
+/// its clock directly, and closes on a reading that is no point in time.
+pub(crate) fn read_monotonic(clock: &dyn MonotonicClock) -> Result<f64> {
+    let now = clock.now_ms()?;
+    if now.is_finite() {
+        Ok(now)
+    } else {
+        Err(Error::invalid_argument(format!(
+            "the holder's clock read {now}, which is no point in time"
+        )))
+    }
+}
+
 /// A clock that every process of one host reads alike and nobody sets: what the SQLite
 /// store measures a lease's real life on, whatever the wall clocks of its writers say.
 pub trait HostClock: Send + Sync {

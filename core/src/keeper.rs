@@ -71,7 +71,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crate::clock::{MonotonicClock, SystemMonotonicClock};
+use crate::clock::{read_monotonic, MonotonicClock, SystemMonotonicClock};
 use crate::errors::{Error, Result};
 use crate::lease_store::{assert_lease_ttl, assert_text, LeaseStore};
 use crate::tenant_lease::{assert_lease_margin, LeaseOptions, TenantLease};
@@ -389,7 +389,7 @@ impl LeaseKeeper {
             return Err(shut_down());
         }
         // Read before the request, so the first renewal comes no later than the rule says.
-        let sent_before = shared.clock.now_ms()?;
+        let sent_before = read_monotonic(&*shared.clock)?;
         let lease = Arc::new(TenantLease::acquire(LeaseOptions {
             key: key.to_owned(),
             replica_id: shared.replica_id.clone(),
@@ -599,7 +599,7 @@ fn run(shared: Arc<Shared>) {
                 let leases = lock(&shared.entries).len();
                 shared.emit(vec![KeeperEvent::RenewFailed { error, leases }]);
                 // The clock may be what failed: retry after a quarter interval of real time.
-                match shared.clock.now_ms() {
+                match read_monotonic(&*shared.clock) {
                     Ok(now) => now + shared.retry_delay_ms(),
                     Err(_) => {
                         std::thread::sleep(ms_to_duration(shared.retry_delay_ms()));
@@ -664,7 +664,7 @@ impl Shared {
                 return false;
             }
             // Read outside the lock: a host clock may take a host lock of its own.
-            let now = self.clock.now_ms();
+            let now = read_monotonic(&*self.clock);
             let schedule = lock(&self.schedule);
             if schedule.stop {
                 return false;
@@ -683,7 +683,7 @@ impl Shared {
 
     /// Whether the keeper's clock is still before `deadline_ms`; false without a reading.
     fn before(&self, deadline_ms: &Result<f64>) -> bool {
-        match (deadline_ms, self.clock.now_ms()) {
+        match (deadline_ms, read_monotonic(&*self.clock)) {
             (Ok(deadline), Ok(now)) => now < *deadline,
             _ => false,
         }
@@ -694,7 +694,7 @@ impl Shared {
         loop {
             // The clock is read outside the lock, as everywhere: a host clock may take a
             // host lock of its own, and the keeper's thread takes this one.
-            let now = self.clock.now_ms();
+            let now = read_monotonic(&*self.clock);
             let schedule = lock(&self.schedule);
             if !schedule.running {
                 return true;
@@ -753,14 +753,14 @@ impl Shared {
         if self.stopped.load(Ordering::SeqCst) {
             return Err(shut_down());
         }
-        let now = self.clock.now_ms()?;
+        let now = read_monotonic(&*self.clock)?;
         let mut events = Vec::new();
         let due = self.scan(now, &mut events);
         let mut report = TickReport::default();
         let outcomes = self.renew_all(&due, &mut report, &mut events);
         // The answers are in the gates already; a clock failing now only makes the
         // bookkeeping below a little early.
-        let after = self.clock.now_ms().unwrap_or(now);
+        let after = read_monotonic(&*self.clock).unwrap_or(now);
         report.next_due_ms = self.record(&due, outcomes, after, &mut report, &mut events);
         self.emit(events);
         Ok(report)
@@ -836,7 +836,7 @@ impl Shared {
     }
 
     fn renew_batch(&self, batch: &[Arc<TenantLease>], events: &mut Vec<KeeperEvent>) -> Result<Vec<Outcome>> {
-        let sent_at_ms = self.clock.now_ms()?;
+        let sent_at_ms = read_monotonic(&*self.clock)?;
         let keys: Vec<(&str, i64)> = batch.iter().map(|lease| (lease.key(), lease.epoch())).collect();
         let answers = self.store.renew_batch(&self.replica_id, self.ttl_ms, &keys)?;
         if answers.len() != batch.len() {

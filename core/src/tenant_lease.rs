@@ -17,7 +17,7 @@
 use std::collections::BTreeSet;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
-use crate::clock::MonotonicClock;
+use crate::clock::{read_monotonic, MonotonicClock};
 use crate::errors::{Error, FenceReason, Result};
 use crate::lease_store::{assert_lease_ttl, LeaseGrant, LeaseRecord, LeaseStore};
 
@@ -91,7 +91,7 @@ impl TenantLease {
     pub fn acquire(options: LeaseOptions) -> Result<TenantLease> {
         assert_lease_ttl(options.ttl_ms)?;
         assert_lease_margin(options.margin_ms, options.ttl_ms)?;
-        let sent_at = options.clock.now_ms()?;
+        let sent_at = read_monotonic(&*options.clock)?;
         let grant = options
             .store
             .acquire(&options.key, &options.replica_id, options.ttl_ms)?;
@@ -116,7 +116,7 @@ impl TenantLease {
                 lease.key, grant.record.owner
             )));
         }
-        let consumed = match lease.clock.now_ms() {
+        let consumed = match read_monotonic(&*lease.clock) {
             Ok(now) => lease.state().fence_at_ms <= now,
             Err(e) => {
                 // Without a reading the fence cannot be trusted: hand the grant back.
@@ -223,7 +223,7 @@ impl TenantLease {
     /// Milliseconds until the local fence; zero or negative once it passed.
     pub fn remaining_ms(&self) -> Result<f64> {
         let fence_at_ms = self.state().fence_at_ms;
-        Ok(fence_at_ms - self.clock.now_ms()?)
+        Ok(fence_at_ms - read_monotonic(&*self.clock)?)
     }
 
     /// A place in this holder's queue of renewals and releases, taken now. Async hosts take
@@ -247,7 +247,7 @@ impl TenantLease {
         if let Some(reason) = TenantLease::closed_reason(self.state().phase) {
             return Err(self.fenced(reason));
         }
-        let sent_at = self.clock.now_ms()?;
+        let sent_at = read_monotonic(&*self.clock)?;
         let outcome = self
             .store
             .renew(&self.key, &self.replica_id, self.epoch, self.ttl_ms);

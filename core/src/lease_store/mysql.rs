@@ -46,13 +46,57 @@
 //!
 //! # URL
 //!
-//! `mysql://user:password@host:3306/database?prefix=gotry_&timeout_ms=2000`
+//! `mysql://user:password@host:3306/database?prefix=gotry_&timeout_ms=2000&ssl-mode=verify_identity&ssl-ca=/etc/gotry/db-ca.pem`
 //!
 //! User and password are percent-decoded (encode `@`, `:`, `/`, `?`, `#` and `%` in
 //! them); the port defaults to 3306; an IPv6 host goes in brackets. Options:
-//! `prefix` (the table prefix: up to 32 of `a-z`, `0-9`, `_`; may be empty) and
-//! `timeout_ms` (100 to 60000). Unknown options are refused, so a typo cannot silently
-//! leave a default in place. The credentials appear in no error, log or `Debug` output.
+//! `prefix` (the table prefix: up to 32 of `a-z`, `0-9`, `_`; may be empty),
+//! `timeout_ms` (100 to 60000), `ssl-mode` and `ssl-ca` (see [TLS](#tls)). Unknown options
+//! are refused, so a typo cannot silently leave a default in place. The credentials
+//! appear in no error, log or `Debug` output.
+//!
+//! # TLS
+//!
+//! The link is TLS through rustls (its aws-lc-rs provider; no OpenSSL), chosen by
+//! `ssl-mode` ([`SslMode`]; the MySQL spellings `DISABLED`, `REQUIRED` and
+//! `VERIFY_IDENTITY` are accepted too, in any case):
+//!
+//! - `disabled`: plain TCP. Refused together with `ssl-ca`, which would suggest a check
+//!   that nothing makes.
+//! - `required`: TLS or no connection; a server that does not offer TLS is
+//!   LEASE_STORE_UNAVAILABLE, never a silent plain connection. Without `ssl-ca` the
+//!   server's certificate is not checked at all (as MySQL's `REQUIRED`): this stops
+//!   eavesdroppers, not an active man in the middle. With `ssl-ca` the certificate must
+//!   chain to a trusted CA (see below), but its name is not compared with the host.
+//! - `verify_identity`: TLS, the certificate must chain to a trusted CA and name the host
+//!   of the URL (a DNS name, or an IP address in its subjectAltName).
+//!
+//! `ssl-ca=/path/ca.pem` names a file of CA certificates (PEM, or one DER certificate). It
+//! is checked when the store opens and read again at each new connection, so a rotated
+//! file takes effect without a restart. The trusted CAs are those of `ssl-ca` *and* the
+//! public web roots (Mozilla's, built in) that the driver always adds: a server
+//! certificate from a public CA for the right name also passes. Without `ssl-ca`,
+//! `verify_identity` trusts the web roots alone.
+//!
+//! Without `ssl-mode`: `verify_identity` when `ssl-ca` is given; otherwise `disabled` when
+//! the host is loopback (`localhost`, `127.0.0.0/8`, `::1`; decided on the host as
+//! written, when the store opens) and `required` for any other host. Not offered:
+//! `preferred` (it falls back to plain TCP whenever TLS fails, a downgrade anyone on the
+//! path can force) and `verify_ca` (MySQL's trusts only the given CA; here the web roots
+//! would be trusted too without a name check, which is weaker than the name suggests: use
+//! `verify_identity`, or `required` with `ssl-ca`).
+//!
+//! A TLS failure is LEASE_STORE_UNAVAILABLE whose message starts with a stable code and
+//! names the mode that was asked (`ssl-mode=...`): [`TLS_NOT_OFFERED`] (the server does
+//! not offer TLS), [`TLS_CERTIFICATE`] (the server's certificate was refused: unknown
+//! issuer, wrong name, expired), [`TLS_HANDSHAKE`] (any other failure of the handshake,
+//! including the server refusing it), [`TLS_SETUP`] (TLS could not be set up on this side:
+//! an `ssl-ca` file gone missing or bad since the store opened, a host name that TLS cannot
+//! check), [`TLS_REQUIRED_BY_SERVER`] (the
+//! server refuses the plain connection `disabled` asked for: MySQL says so; MariaDB
+//! answers "access denied", so after that answer to a plain login the store tries the
+//! same login once over TLS, without checking the certificate, and reports this code when
+//! that one is accepted).
 //!
 //! # Errors
 //!
@@ -69,16 +113,18 @@
 //! MIXED (sessions run at READ COMMITTED so that acquiring a new key takes no gap lock).
 //! Creating the schema needs the CREATE and TRIGGER privileges (and, with binary logging,
 //! `log_bin_trust_function_creators` or SUPER); using it needs SELECT, INSERT and UPDATE.
-//! Connections are plain TCP: this build has no TLS, so keep the link on a trusted network.
+//! For TLS, a server certificate (and `have_ssl = YES`); see [TLS](#tls).
 
 use std::collections::HashMap;
 use std::fmt;
+use std::net::{Ipv4Addr, Ipv6Addr};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use mysql::prelude::Queryable;
-use mysql::{Conn, OptsBuilder, Params, Value};
+use mysql::{Conn, OptsBuilder, Params, SslOpts, Value};
 
 use super::{assert_text, decide, HistoryEntry, LeaseOp, LeaseRecord, LeaseStore, Request};
 use crate::clock::WallClock;
@@ -105,6 +151,78 @@ const LOCK_CHUNK: usize = 100;
 /// Rows written by one statement of a batch.
 const WRITE_CHUNK: usize = 100;
 
+/// The stable codes that start the message of a TLS failure (LEASE_STORE_UNAVAILABLE); see
+/// the module documentation.
+pub const TLS_NOT_OFFERED: &str = "MYSQL_TLS_NOT_OFFERED";
+/// The server's certificate was refused (unknown issuer, wrong name, expired, ...).
+pub const TLS_CERTIFICATE: &str = "MYSQL_TLS_CERTIFICATE";
+/// The TLS handshake failed for another reason, or the server refused it.
+pub const TLS_HANDSHAKE: &str = "MYSQL_TLS_HANDSHAKE";
+/// TLS could not be set up on this side (the `ssl-ca` file, the host name).
+pub const TLS_SETUP: &str = "MYSQL_TLS_SETUP";
+/// The server refuses plain connections and `ssl-mode=disabled` was asked.
+pub const TLS_REQUIRED_BY_SERVER: &str = "MYSQL_TLS_REQUIRED_BY_SERVER";
+
+/// How the link to the server is protected (the URL's `ssl-mode`); see the module
+/// documentation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SslMode {
+    /// Plain TCP.
+    Disabled,
+    /// TLS; the certificate is checked against `ssl-ca` (without its name) when one is
+    /// given, and not at all otherwise.
+    Required,
+    /// TLS; the certificate chains to a trusted CA and names the host.
+    VerifyIdentity,
+}
+
+impl SslMode {
+    /// The URL's spelling.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            SslMode::Disabled => "disabled",
+            SslMode::Required => "required",
+            SslMode::VerifyIdentity => "verify_identity",
+        }
+    }
+
+    /// Reads a URL's `ssl-mode`, in either spelling and any case.
+    pub fn parse(text: &str) -> Result<SslMode> {
+        const KNOWN: &str = "disabled, required or verify_identity";
+        match text.to_ascii_lowercase().as_str() {
+            "disabled" => Ok(SslMode::Disabled),
+            "required" => Ok(SslMode::Required),
+            "verify_identity" => Ok(SslMode::VerifyIdentity),
+            "preferred" => Err(Error::invalid_argument(format!(
+                "ssl-mode=preferred is not offered: it falls back to plain TCP whenever TLS fails, \
+                 which anyone on the path can force; use {KNOWN}"
+            ))),
+            "verify_ca" => Err(Error::invalid_argument(
+                "ssl-mode=verify_ca is not offered: this driver trusts the public web roots beside \
+                 ssl-ca, so a chain check without the name check is weaker than MySQL's VERIFY_CA; \
+                 use verify_identity (chain and name), or required with ssl-ca (chain only)",
+            )),
+            _ => Err(Error::invalid_argument(format!(
+                "ssl-mode is {KNOWN}, got {text:?}"
+            ))),
+        }
+    }
+}
+
+impl fmt::Display for SslMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Whether `host` (as the URL writes it, without brackets) is this machine's loopback:
+/// `localhost`, `127.0.0.0/8` or `::1`. A name that merely resolves there is not.
+pub fn is_loopback_host(host: &str) -> bool {
+    host.eq_ignore_ascii_case("localhost")
+        || host.parse::<Ipv4Addr>().is_ok_and(|ip| ip.is_loopback())
+        || host.parse::<Ipv6Addr>().is_ok_and(|ip| ip == Ipv6Addr::LOCALHOST)
+}
+
 /// Where and how to reach the server. `Debug` leaves the credentials out.
 #[derive(Clone)]
 pub struct MysqlOptions {
@@ -117,6 +235,11 @@ pub struct MysqlOptions {
     pub table_prefix: String,
     /// Bound of every wait on the server; see [`DEFAULT_TIMEOUT`].
     pub timeout: Duration,
+    /// TLS on the link (`ssl-mode`). `None` chooses when the store opens, by `ssl_ca` and
+    /// the host: see [`MysqlOptions::effective_ssl_mode`].
+    pub ssl_mode: Option<SslMode>,
+    /// CA certificates that the server's certificate must chain to (`ssl-ca`).
+    pub ssl_ca: Option<PathBuf>,
     /// Decides on this clock instead of the server's. For tests that play the lease rules
     /// on a manual clock; a deployment leaves it unset.
     pub clock: Option<Arc<dyn WallClock>>,
@@ -128,12 +251,25 @@ impl fmt::Debug for MysqlOptions {
             .field("endpoint", &endpoint(&self.host, self.port, &self.database))
             .field("table_prefix", &self.table_prefix)
             .field("timeout", &self.timeout)
+            .field("ssl_mode", &self.effective_ssl_mode())
+            .field("ssl_ca", &self.ssl_ca)
             .field("injected_clock", &self.clock.is_some())
             .finish_non_exhaustive()
     }
 }
 
 impl MysqlOptions {
+    /// The mode the store connects with: `ssl_mode` when set; otherwise `verify_identity`
+    /// with a CA, and without one `disabled` for a loopback host, `required` for any other.
+    pub fn effective_ssl_mode(&self) -> SslMode {
+        match (self.ssl_mode, &self.ssl_ca) {
+            (Some(mode), _) => mode,
+            (None, Some(_)) => SslMode::VerifyIdentity,
+            (None, None) if is_loopback_host(&self.host) => SslMode::Disabled,
+            (None, None) => SslMode::Required,
+        }
+    }
+
     /// Reads a `mysql://` URL (see the module documentation). Errors never quote the URL,
     /// since it may carry a password.
     pub fn from_url(url: &str) -> Result<MysqlOptions> {
@@ -173,6 +309,8 @@ impl MysqlOptions {
             database,
             table_prefix: DEFAULT_TABLE_PREFIX.to_owned(),
             timeout: DEFAULT_TIMEOUT,
+            ssl_mode: None,
+            ssl_ca: None,
             clock: None,
         };
         let mut seen = Vec::new();
@@ -195,14 +333,72 @@ impl MysqlOptions {
                     })?;
                     options.timeout = Duration::from_millis(ms);
                 }
+                "ssl-mode" => options.ssl_mode = Some(SslMode::parse(&value)?),
+                "ssl-ca" => {
+                    if value.is_empty() {
+                        return Err(Error::invalid_argument(
+                            "ssl-ca names a file of CA certificates: ssl-ca=/path/ca.pem",
+                        ));
+                    }
+                    options.ssl_ca = Some(PathBuf::from(value));
+                }
                 other => {
                     return Err(Error::invalid_argument(format!(
-                        "unknown mysql:// URL option {other:?}; known: prefix, timeout_ms"
+                        "unknown mysql:// URL option {other:?}; known: prefix, timeout_ms, ssl-mode, ssl-ca"
                     )))
                 }
             }
         }
+        if options.ssl_mode == Some(SslMode::Disabled) && options.ssl_ca.is_some() {
+            return Err(disabled_with_ca());
+        }
         Ok(options)
+    }
+}
+
+fn disabled_with_ca() -> Error {
+    Error::invalid_argument(
+        "ssl-ca is given with ssl-mode=disabled, which checks no certificate: \
+         use ssl-mode=required or verify_identity, or leave ssl-ca out",
+    )
+}
+
+/// The driver's TLS settings for `mode`, after checking that an `ssl-ca` file is there and
+/// holds a certificate (the driver reads it again at each connection).
+fn ssl_opts(mode: SslMode, ca: Option<&Path>) -> Result<Option<SslOpts>> {
+    if let Some(ca) = ca {
+        if mode == SslMode::Disabled {
+            return Err(disabled_with_ca());
+        }
+        check_ca_file(ca).map_err(Error::invalid_argument)?;
+    }
+    let roots = |opts: SslOpts| opts.with_root_cert_path(ca.map(|ca| ca.to_path_buf()));
+    Ok(match mode {
+        SslMode::Disabled => None,
+        // Encrypted and unchecked, as MySQL's REQUIRED: anything the server shows passes.
+        SslMode::Required if ca.is_none() => Some(SslOpts::default().with_danger_accept_invalid_certs(true)),
+        // The chain is checked, the name is not.
+        SslMode::Required => Some(roots(SslOpts::default()).with_danger_skip_domain_validation(true)),
+        SslMode::VerifyIdentity => Some(roots(SslOpts::default())),
+    })
+}
+
+/// Whether the `ssl-ca` file can be read and holds a certificate; the reason when not.
+fn check_ca_file(ca: &Path) -> Result<(), String> {
+    let bytes =
+        std::fs::read(ca).map_err(|e| format!("the ssl-ca file {} cannot be read: {e}", ca.display()))?;
+    let is_pem = bytes
+        .windows(b"-----BEGIN CERTIFICATE-----".len())
+        .any(|w| w == b"-----BEGIN CERTIFICATE-----");
+    // A lone DER certificate is an ASN.1 SEQUENCE with a long-form length.
+    let is_der = bytes.first() == Some(&0x30) && matches!(bytes.get(1), Some(0x81..=0x84));
+    if is_pem || is_der {
+        Ok(())
+    } else {
+        Err(format!(
+            "the ssl-ca file {} holds no certificate (a PEM \"BEGIN CERTIFICATE\" block, or one DER certificate)",
+            ca.display()
+        ))
     }
 }
 
@@ -535,15 +731,21 @@ struct Grant<'a> {
     next: LeaseRecord,
 }
 
-/// The server as errors name it: its address, and the user name to mask.
+/// The server as errors name it: its address, the user name to mask, and what was asked.
 struct Endpoint {
     shown: String,
     user: Option<String>,
     timeout: Duration,
+    tls: SslMode,
 }
 
 impl Endpoint {
     fn error(&self, failure: Failure) -> Error {
+        if let Failure::Db(e) = &failure {
+            if let Some(error) = self.tls_error(e) {
+                return error;
+            }
+        }
         match failure {
             Failure::Core(error) => error,
             Failure::Commit(e) => Error::unavailable(format!(
@@ -589,6 +791,55 @@ impl Endpoint {
         }
     }
 
+    /// A failure of TLS, under its stable code; `None` when `error` is something else.
+    fn tls_error(&self, error: &mysql::Error) -> Option<Error> {
+        let (code, what) = match error {
+            mysql::Error::DriverError(mysql::DriverError::TlsNotSupported) => (
+                TLS_NOT_OFFERED,
+                "the server does not offer TLS (its have_ssl is not YES): give it a certificate, \
+                 or use ssl-mode=disabled on a network you trust"
+                    .to_owned(),
+            ),
+            // Raised before the handshake, from this side's settings.
+            mysql::Error::TlsError(e) => (TLS_SETUP, format!("TLS could not be set up: {e}")),
+            // MySQL's ER_SECURE_TRANSPORT_REQUIRED (MariaDB answers access denied instead,
+            // which `MysqlLeaseStore::connect` looks into).
+            mysql::Error::MySqlError(e) if e.code == 3159 => (
+                TLS_REQUIRED_BY_SERVER,
+                format!(
+                    "the server accepts only TLS connections: use ssl-mode=required or verify_identity ({})",
+                    self.describe(error)
+                ),
+            ),
+            _ => {
+                let (certificate, text) = rustls_failure(error)?;
+                if certificate {
+                    (
+                        TLS_CERTIFICATE,
+                        format!(
+                            "the server's certificate was refused ({text}); check ssl-ca{}",
+                            match self.tls {
+                                SslMode::VerifyIdentity =>
+                                    " and that the certificate names the host of the URL",
+                                _ => "",
+                            }
+                        ),
+                    )
+                } else {
+                    (TLS_HANDSHAKE, format!("the TLS handshake failed: {text}"))
+                }
+            }
+        };
+        Some(self.tls_failure(code, &what))
+    }
+
+    fn tls_failure(&self, code: &str, what: &str) -> Error {
+        Error::unavailable(format!(
+            "{code}: cannot connect to the lease store at {} with ssl-mode={}: {what}",
+            self.shown, self.tls
+        ))
+    }
+
     /// The driver's or server's words, with the user name masked: the server quotes it in
     /// access errors ('name'@'host'). It never quotes the password.
     fn describe(&self, error: &mysql::Error) -> String {
@@ -603,6 +854,30 @@ impl Endpoint {
             None => text,
         }
     }
+}
+
+/// The rustls error that a TLS stream reports inside an I/O error (a handshake that
+/// failed), as whether it refused the server's certificate and its words.
+fn rustls_failure(error: &mysql::Error) -> Option<(bool, String)> {
+    /// The driver exposes rustls' error type only as a field of its own `TlsError::Tls`;
+    /// that constructor names the type to look for here, with no rustls dependency.
+    fn downcast<'a, T: std::error::Error + 'static>(
+        _named_by: fn(T) -> mysql::error::tls::TlsError,
+        error: &'a (dyn std::error::Error + Send + Sync + 'static),
+    ) -> Option<&'a T> {
+        error.downcast_ref::<T>()
+    }
+    let io = match error {
+        mysql::Error::IoError(e) => e,
+        mysql::Error::CodecError(e) => std::error::Error::source(e)?.downcast_ref::<std::io::Error>()?,
+        _ => return None,
+    };
+    let tls = downcast(mysql::error::tls::TlsError::Tls, io.get_ref()?)?;
+    // The variant's name: `InvalidCertificate(UnknownIssuer)`, `NoCertificatesPresented`, ...
+    let variant = format!("{tls:?}");
+    let certificate =
+        variant.starts_with("InvalidCertificate") || variant.starts_with("NoCertificatesPresented");
+    Some((certificate, tls.to_string()))
 }
 
 /// A lease store on one MySQL/MariaDB database. `Send + Sync`: calls from several threads
@@ -624,6 +899,7 @@ impl fmt::Debug for MysqlLeaseStore {
             .field("endpoint", &self.endpoint.shown)
             .field("tables", &[&self.sql.leases, &self.sql.log])
             .field("timeout", &self.endpoint.timeout)
+            .field("ssl_mode", &self.endpoint.tls)
             .finish_non_exhaustive()
     }
 }
@@ -655,6 +931,8 @@ impl MysqlLeaseStore {
         // The server counts lock waits in whole seconds; below one second the socket's
         // read timeout is what ends the wait.
         let lock_wait_s = (timeout_ms / 1000).max(1);
+        let tls = options.effective_ssl_mode();
+        let ssl = ssl_opts(tls, options.ssl_ca.as_deref())?;
         let opts = OptsBuilder::new()
             .ip_or_hostname(Some(options.host.clone()))
             .tcp_port(options.port)
@@ -667,6 +945,7 @@ impl MysqlLeaseStore {
             .tcp_connect_timeout(Some(options.timeout))
             .read_timeout(Some(options.timeout))
             .write_timeout(Some(options.timeout))
+            .ssl_opts(ssl)
             .init(vec![
                 format!(
                     "SET SESSION innodb_lock_wait_timeout = {lock_wait_s}, time_zone = '+00:00',
@@ -680,6 +959,7 @@ impl MysqlLeaseStore {
                 shown: endpoint(&options.host, options.port, &options.database),
                 user: options.user,
                 timeout: options.timeout,
+                tls,
             },
             sql: Sql::new(prefix),
             clock: options.clock,
@@ -752,7 +1032,36 @@ impl MysqlLeaseStore {
     }
 
     fn connect(&self) -> Result<Conn, Failure> {
-        Ok(Conn::new(self.opts.clone())?)
+        Conn::new(self.opts.clone()).map_err(|e| {
+            // The driver reads the CA file at each connection: one that went missing or
+            // bad since the store opened fails here, as an I/O error like any other.
+            let ca = self.opts.get_ssl_opts().and_then(|ssl| ssl.root_cert_path());
+            if let Some(Err(why)) = ca.map(check_ca_file) {
+                return Failure::Core(self.endpoint.tls_failure(TLS_SETUP, &why));
+            }
+            let denied = matches!(server_code(&e), Some(1045 | 1698));
+            if denied && self.endpoint.tls == SslMode::Disabled && self.login_works_over_tls() {
+                Failure::Core(self.endpoint.tls_failure(
+                    TLS_REQUIRED_BY_SERVER,
+                    "the server refused the plain login and accepts the same one over TLS \
+                     (require_secure_transport, or an account that requires SSL): \
+                     use ssl-mode=required or verify_identity",
+                ))
+            } else {
+                Failure::Db(e)
+            }
+        })
+    }
+
+    /// Whether the login that the server just refused on plain TCP is accepted over TLS:
+    /// MariaDB answers "access denied" to a plain connection when it requires secure
+    /// transport, as it does to a wrong password. Only names the failure; the store never
+    /// works on such a connection. The certificate is not checked: the same login was
+    /// just offered on plain TCP to the same address.
+    fn login_works_over_tls(&self) -> bool {
+        let probe = OptsBuilder::from_opts(self.opts.clone())
+            .ssl_opts(SslOpts::default().with_danger_accept_invalid_certs(true));
+        Conn::new(probe).is_ok()
     }
 
     /// After one connection was lost, the idle ones were most likely lost with it (the
@@ -1082,6 +1391,7 @@ mod tests {
         assert_eq!(options.table_prefix, "t1_");
         assert_eq!(options.timeout, Duration::from_millis(750));
         assert!(options.clock.is_none());
+        assert_eq!((options.ssl_mode, options.ssl_ca), (None, None));
 
         let options = MysqlOptions::from_url("mysql://[::1]/test").unwrap();
         assert_eq!((options.host.as_str(), options.port), ("::1", 3306));
@@ -1124,10 +1434,230 @@ mod tests {
     }
 
     #[test]
+    fn ssl_mode_defaults_by_host_and_ca() {
+        let mode = |url: &str| MysqlOptions::from_url(url).expect(url).effective_ssl_mode();
+        for loopback in [
+            "mysql://root@127.0.0.1/test",
+            "mysql://root@127.0.0.1:3307/test",
+            "mysql://root@127.255.0.9/test",
+            "mysql://root@localhost/test",
+            "mysql://root@LocalHost/test",
+            "mysql://root@[::1]:3306/test",
+            "mysql://root@[0:0:0:0:0:0:0:1]/test",
+        ] {
+            assert_eq!(mode(loopback), SslMode::Disabled, "{loopback}");
+        }
+        for remote in [
+            "mysql://root@db.internal/test",
+            "mysql://root@10.0.0.7/test",
+            "mysql://root@128.0.0.1/test",
+            "mysql://root@[::2]/test",
+            "mysql://root@[::ffff:127.0.0.1]/test",
+            "mysql://root@localhost.example.com/test",
+            "mysql://root@127.0.0.1.nip.io/test",
+            "mysql://root@127.1/test",
+        ] {
+            assert_eq!(mode(remote), SslMode::Required, "{remote}");
+        }
+        // A CA says the certificate is to be checked, on any host.
+        assert_eq!(
+            mode("mysql://root@127.0.0.1/test?ssl-ca=/ca.pem"),
+            SslMode::VerifyIdentity
+        );
+        assert_eq!(
+            mode("mysql://root@db.internal/test?ssl-ca=/ca.pem"),
+            SslMode::VerifyIdentity
+        );
+        // The default is decided on the host the options end with.
+        let mut options = MysqlOptions::from_url("mysql://root@127.0.0.1/test").unwrap();
+        options.host = "db.internal".into();
+        assert_eq!(options.effective_ssl_mode(), SslMode::Required);
+    }
+
+    #[test]
+    fn ssl_mode_takes_both_spellings() {
+        for (text, expected) in [
+            ("disabled", SslMode::Disabled),
+            ("DISABLED", SslMode::Disabled),
+            ("required", SslMode::Required),
+            ("REQUIRED", SslMode::Required),
+            ("Required", SslMode::Required),
+            ("verify_identity", SslMode::VerifyIdentity),
+            ("VERIFY_IDENTITY", SslMode::VerifyIdentity),
+        ] {
+            let url = format!("mysql://root@db.internal/test?ssl-mode={text}");
+            let options = MysqlOptions::from_url(&url).expect(&url);
+            assert_eq!(options.ssl_mode, Some(expected), "{text}");
+            assert_eq!(options.effective_ssl_mode(), expected, "{text}");
+            assert_eq!(SslMode::parse(expected.as_str()).unwrap(), expected);
+        }
+        let options = MysqlOptions::from_url(
+            "mysql://root@127.0.0.1/test?ssl-mode=required&ssl-ca=%2Fetc%2Fdb%20ca.pem",
+        )
+        .unwrap();
+        assert_eq!(options.effective_ssl_mode(), SslMode::Required);
+        assert_eq!(options.ssl_ca.as_deref(), Some(Path::new("/etc/db ca.pem")));
+        let options = MysqlOptions::from_url("mysql://root@db.internal/test?ssl-mode=disabled").unwrap();
+        assert_eq!(options.effective_ssl_mode(), SslMode::Disabled);
+    }
+
+    #[test]
+    fn bad_tls_options_are_refused_without_quoting_the_credentials() {
+        for (url, says) in [
+            (
+                "mysql://alice:s3cret@host/db?ssl-mode=preferred",
+                "preferred is not offered",
+            ),
+            (
+                "mysql://alice:s3cret@host/db?ssl-mode=PREFERRED",
+                "preferred is not offered",
+            ),
+            (
+                "mysql://alice:s3cret@host/db?ssl-mode=verify_ca",
+                "verify_ca is not offered",
+            ),
+            (
+                "mysql://alice:s3cret@host/db?ssl-mode=VERIFY_CA&ssl-ca=/ca.pem",
+                "verify_ca is not offered",
+            ),
+            (
+                "mysql://alice:s3cret@host/db?ssl-mode=on",
+                "ssl-mode is disabled, required or verify_identity",
+            ),
+            ("mysql://alice:s3cret@host/db?ssl-mode=", "ssl-mode is disabled"),
+            ("mysql://alice:s3cret@host/db?ssl-mode", "ssl-mode is disabled"),
+            (
+                "mysql://alice:s3cret@host/db?ssl-mode=verify-identity",
+                "ssl-mode is disabled",
+            ),
+            (
+                "mysql://alice:s3cret@host/db?ssl-mode=required&ssl-mode=disabled",
+                "given twice",
+            ),
+            ("mysql://alice:s3cret@host/db?ssl-ca=", "ssl-ca names a file"),
+            (
+                "mysql://alice:s3cret@host/db?ssl-ca=/a.pem&ssl-ca=/b.pem",
+                "given twice",
+            ),
+            ("mysql://alice:s3cret@host/db?ssl-ca=%zz", "badly percent-encoded"),
+            (
+                "mysql://alice:s3cret@host/db?ssl-mode=disabled&ssl-ca=/ca.pem",
+                "checks no certificate",
+            ),
+            (
+                "mysql://alice:s3cret@host/db?ssl_mode=required",
+                "known: prefix, timeout_ms, ssl-mode, ssl-ca",
+            ),
+            (
+                "mysql://alice:s3cret@host/db?sslmode=require",
+                "unknown mysql:// URL option",
+            ),
+            (
+                "mysql://alice:s3cret@host/db?require_ssl=true",
+                "unknown mysql:// URL option",
+            ),
+        ] {
+            let error = MysqlOptions::from_url(url).expect_err(url);
+            assert!(matches!(error, Error::InvalidArgument { .. }), "{url}: {error:?}");
+            let shown = format!("{error} {error:?}");
+            assert!(shown.contains(says), "{url}: {shown}");
+            assert!(
+                !shown.contains("alice") && !shown.contains("s3cret"),
+                "{url}: {shown}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_ca_file_is_checked_before_connecting() {
+        let dir = tempfile::tempdir().unwrap();
+        let not_a_cert = dir.path().join("key.pem");
+        std::fs::write(
+            &not_a_cert,
+            "-----BEGIN PRIVATE KEY-----\nMIGH\n-----END PRIVATE KEY-----\n",
+        )
+        .unwrap();
+        let empty = dir.path().join("empty.pem");
+        std::fs::write(&empty, "").unwrap();
+        let missing = dir.path().join("missing.pem");
+        // Port 1 on loopback: an attempt to connect would fail otherwise.
+        for (ca, says) in [
+            (&missing, "cannot be read"),
+            (&empty, "holds no certificate"),
+            (&not_a_cert, "holds no certificate"),
+            (&dir.path().to_path_buf(), "cannot be read"),
+        ] {
+            let mut options = MysqlOptions::from_url("mysql://alice:s3cret@127.0.0.1:1/test").unwrap();
+            options.ssl_ca = Some(ca.clone());
+            match MysqlLeaseStore::open(options) {
+                Err(Error::InvalidArgument { message }) => {
+                    assert!(
+                        message.contains(says) && message.contains(&ca.display().to_string()),
+                        "{message}"
+                    );
+                    assert!(!message.contains("s3cret"), "{message}");
+                }
+                other => panic!("{}: {:?}", ca.display(), other.map(|_| ())),
+            }
+        }
+        // Set by hand, the same contradiction as in a URL.
+        let mut options = MysqlOptions::from_url("mysql://root@127.0.0.1:1/test").unwrap();
+        options.ssl_mode = Some(SslMode::Disabled);
+        options.ssl_ca = Some(not_a_cert);
+        assert!(matches!(
+            MysqlLeaseStore::open(options),
+            Err(Error::InvalidArgument { message }) if message.contains("checks no certificate")
+        ));
+    }
+
+    #[test]
+    fn tls_failures_are_unavailable_with_a_stable_code_and_the_mode() {
+        let endpoint = Endpoint {
+            shown: "db:3306/leases".into(),
+            user: Some("alice".into()),
+            timeout: Duration::from_millis(700),
+            tls: SslMode::VerifyIdentity,
+        };
+        let error = endpoint.error(Failure::Db(mysql::Error::DriverError(
+            mysql::DriverError::TlsNotSupported,
+        )));
+        assert!(
+            matches!(&error, Error::LeaseStoreUnavailable { message }
+                if message.starts_with(TLS_NOT_OFFERED)
+                    && message.contains("ssl-mode=verify_identity")
+                    && message.contains("db:3306/leases")),
+            "{error:?}"
+        );
+        let secure_only = mysql::Error::MySqlError(mysql::error::MySqlError {
+            state: "HY000".into(),
+            message: "Connections using insecure transport are prohibited".into(),
+            code: 3159,
+        });
+        assert!(matches!(
+            Endpoint { tls: SslMode::Disabled, ..endpoint }.error(Failure::Db(secure_only)),
+            Error::LeaseStoreUnavailable { message }
+                if message.starts_with(TLS_REQUIRED_BY_SERVER) && message.contains("ssl-mode=disabled")
+        ));
+        // Bad data on the socket that is not TLS's is not named a TLS failure.
+        let endpoint = Endpoint {
+            shown: "db:3306/leases".into(),
+            user: None,
+            timeout: Duration::from_millis(700),
+            tls: SslMode::Required,
+        };
+        let garbled = mysql::Error::IoError(std::io::Error::new(std::io::ErrorKind::InvalidData, "garbled"));
+        assert!(matches!(
+            endpoint.error(Failure::Db(garbled)),
+            Error::LeaseStoreUnavailable { message } if !message.starts_with("MYSQL_TLS")
+        ));
+    }
+
+    #[test]
     fn debug_output_leaves_the_credentials_out() {
         let options = MysqlOptions::from_url("mysql://alice:s3cret@db.internal/leases").unwrap();
         let shown = format!("{options:?}");
         assert!(shown.contains("db.internal:3306/leases"), "{shown}");
+        assert!(shown.contains("ssl_mode: Required"), "{shown}");
         assert!(!shown.contains("alice") && !shown.contains("s3cret"), "{shown}");
     }
 
@@ -1182,6 +1712,7 @@ mod tests {
             shown: "db:3306/leases".into(),
             user: Some("alice".into()),
             timeout: Duration::from_millis(700),
+            tls: SslMode::Disabled,
         };
         let denied = endpoint.error(Failure::Db(server_error(1045)));
         assert!(
