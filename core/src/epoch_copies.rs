@@ -259,6 +259,17 @@ impl EpochCopies {
     /// was not written by this holder, or a name it is about to create exists;
     /// DURABLE_STORE_UNAVAILABLE when the store fails (a later copy starts afresh).
     pub fn write_copy(&self, lease: &TenantLease, root: &Path) -> Result<WrittenCopy> {
+        self.write_copy_with(lease, root, &|| {})
+    }
+
+    /// [`EpochCopies::write_copy`], telling `snapshot_taken` once nothing of `root` is open
+    /// here any more (before the upload): the router holds the tenant's calls back until then.
+    pub(crate) fn write_copy_with(
+        &self,
+        lease: &TenantLease,
+        root: &Path,
+        snapshot_taken: &dyn Fn(),
+    ) -> Result<WrittenCopy> {
         lease.assert_held()?;
         let tenure = self.tenure(lease);
         let mut tenure = lock(&tenure);
@@ -268,6 +279,7 @@ impl EpochCopies {
         let copy_prefix = format!("{prefix}{seq:020}/");
 
         let snapshot = Snapshot::take(root, self.snapshot.as_ref())?;
+        snapshot_taken();
         let mut files = Vec::with_capacity(snapshot.files.len());
         let mut bytes = 0;
         for (index, file) in snapshot.files.iter().enumerate() {
@@ -852,8 +864,11 @@ struct SnapshotFile {
 }
 
 enum Source {
-    /// Read when it is stored: a plain file, or a host's image in the scratch folder.
+    /// A host's image in the scratch folder, read when it is stored.
     File(PathBuf),
+    /// A plain file, read while the snapshot is taken: the tenant's calls may go on once it
+    /// is (see [`EpochCopies::write_copy_with`]).
+    Bytes(Vec<u8>),
     /// A database's pages as one read transaction saw them (`sqlite3_serialize`), in memory:
     /// no scratch file to write and read back.
     Image(rusqlite::serialize::OwnedData),
@@ -866,6 +881,7 @@ impl SnapshotFile {
                 .map(std::borrow::Cow::Owned)
                 .map_err(|e| Error::io(format!("{} cannot be read", self.path), &e)),
             Source::Image(image) => Ok(std::borrow::Cow::Borrowed(image)),
+            Source::Bytes(bytes) => Ok(std::borrow::Cow::Borrowed(bytes)),
         }
     }
 }
@@ -901,7 +917,12 @@ impl Snapshot {
             let source = root.join(path);
             if held(path)? {
                 let Some(host) = host else {
-                    return Err(open_in_process_error(&source, "copied"));
+                    return Err(open_in_process_error(
+                        &source,
+                        "copied",
+                        "Close it first, or give the copies a host snapshot function that reads it \
+                         through the library that has it open",
+                    ));
                 };
                 let image = scratch.path.join(format!("{:06}", files.len()));
                 host(&source, &image)?;
@@ -917,9 +938,11 @@ impl Snapshot {
                     sqlite: true,
                 });
             } else {
+                let bytes = fs::read(&source)
+                    .map_err(|e| Error::io(format!("{} cannot be read", source.display()), &e))?;
                 files.push(SnapshotFile {
                     path: path.clone(),
-                    source: Source::File(source),
+                    source: Source::Bytes(bytes),
                     sqlite: false,
                 });
             }
@@ -960,14 +983,13 @@ fn open_in_process() -> Result<HashSet<(u64, u64)>> {
     Ok(open)
 }
 
-fn open_in_process_error(path: &Path, what: &str) -> Error {
+fn open_in_process_error(path: &Path, what: &str, remedy: &str) -> Error {
     Error::Storage {
         code: "OPEN_IN_PROCESS".to_owned(),
         message: format!(
             "{} is open through another handle in this process, so it cannot be {what} here: \
              this library's SQLite would release that handle's locks and could delete its WAL. \
-             Close it first, or give the copies a host snapshot function that reads it through \
-             the library that has it open",
+             {remedy}",
             path.display()
         ),
     }
@@ -989,7 +1011,11 @@ fn assert_root_not_open(root: &Path) -> Result<()> {
         let source = root.join(path);
         if let Ok(meta) = fs::symlink_metadata(&source) {
             if open.contains(&file_id(&meta)) {
-                return Err(open_in_process_error(&source, "replaced by a restore"));
+                return Err(open_in_process_error(
+                    &source,
+                    "replaced by a restore",
+                    "Close every file of the tenant root before restoring into it",
+                ));
             }
         }
     }

@@ -128,6 +128,9 @@ impl RouterOptions {
     }
 }
 
+/// How long a copy waits for a tenant's running calls to return before it gives up.
+const QUIET_WAIT: Duration = Duration::from_secs(5);
+
 /// Descriptors a served tenant costs: the ledger, its WAL and its shared-memory file.
 const DESCRIPTORS_PER_TENANT: u64 = 3;
 
@@ -222,6 +225,10 @@ struct Tenant {
     last_good_copy_at: Instant,
     last_copy_error: Option<String>,
     copying: bool,
+    /// Calls inside the host's code, which may open the tenant's files.
+    running: u64,
+    /// New calls wait: a copy is reading the tenant's files (see [`Shared::copy_now`]).
+    held_back: bool,
 }
 
 struct Shared {
@@ -367,6 +374,8 @@ impl TenantRouter {
                     last_good_copy_at: Instant::now(),
                     last_copy_error: None,
                     copying: false,
+                    running: 0,
+                    held_back: false,
                 },
             );
         }
@@ -452,6 +461,9 @@ impl TenantRouter {
             let _ = copier.join();
         }
         report.keeper = shared.keeper.shutdown(timeout);
+        report.handed_off.sort();
+        report.timed_out.sort();
+        report.failed.sort_by(|a, b| a.0.cmp(&b.0));
         report
     }
 
@@ -516,6 +528,7 @@ impl RouterCall {
     pub fn finish(mut self) -> Result<()> {
         self.open = false;
         let shared = &self.shared;
+        shared.stop_running(&self.handle.key);
         let outcome = self
             .handle
             .lease
@@ -535,6 +548,7 @@ impl RouterCall {
 impl Drop for RouterCall {
     fn drop(&mut self) {
         if self.open {
+            self.shared.stop_running(&self.handle.key);
             self.shared.leave(&self.handle.key, false);
         }
     }
@@ -556,19 +570,37 @@ impl Shared {
     }
 
     fn enter(&self, key: &str) -> Result<Arc<TenantHandle>> {
+        if *lock(&self.closed) {
+            return Err(Error::RouterClosed);
+        }
         let mut tenants = lock(&self.tenants);
+        while tenants
+            .get(key)
+            .is_some_and(|t| t.held_back && t.state == TenantState::Serving)
+        {
+            tenants = self.changed.wait(tenants).unwrap_or_else(|p| p.into_inner());
+        }
         let Some(tenant) = tenants.get_mut(key) else {
             return Err(Error::lease_lost(format!("{key} is not served by this replica")));
         };
         match tenant.state {
             TenantState::Serving => {
                 tenant.in_flight += 1;
+                tenant.running += 1;
                 Ok(tenant.handle.clone().expect("a serving tenant has its handle"))
             }
             TenantState::Draining => Err(Error::Draining { key: key.to_owned() }),
             TenantState::Opening => Err(Error::lease_lost(format!("{key} is still being opened"))),
             TenantState::Lost => Err(fenced_for(key, tenant)),
         }
+    }
+
+    /// A call's host code has returned: the tenant's files are the router's to copy.
+    fn stop_running(&self, key: &str) {
+        if let Some(tenant) = lock(&self.tenants).get_mut(key) {
+            tenant.running -= 1;
+        }
+        self.changed.notify_all();
     }
 
     fn leave(&self, key: &str, wrote: bool) {
@@ -613,7 +645,16 @@ impl Shared {
                 }
             }
         };
-        let outcome = self.copies.write_copy(&handle.lease, &handle.root);
+        // The host may open the tenant's files only inside its calls: POSIX locks belong to
+        // the process, so this library's SQLite reading a file the host's SQLite opens at
+        // the same moment would let either drop the other's locks. New calls wait, and the
+        // running ones are waited for, until the snapshot is taken (not the upload).
+        let quiet = self.hold_calls_back(&handle.key);
+        let outcome = quiet.and_then(|()| {
+            self.copies
+                .write_copy_with(&handle.lease, &handle.root, &|| self.let_calls_in(&handle.key))
+        });
+        self.let_calls_in(&handle.key);
         let mut tenants = lock(&self.tenants);
         if let Some(t) = tenants.get_mut(&handle.key) {
             t.copying = false;
@@ -633,6 +674,45 @@ impl Shared {
         drop(tenants);
         self.changed.notify_all();
         outcome.map(|_| ())
+    }
+
+    /// Holds a tenant's new calls back and waits for its running ones, at most
+    /// [`QUIET_WAIT`]: a call that runs longer fails this copy (the host hears of it), it
+    /// does not stall every later one.
+    fn hold_calls_back(&self, key: &str) -> Result<()> {
+        let deadline = Instant::now() + QUIET_WAIT;
+        let mut tenants = lock(&self.tenants);
+        if let Some(t) = tenants.get_mut(key) {
+            t.held_back = true;
+        }
+        loop {
+            let running = tenants.get(key).map_or(0, |t| t.running);
+            let now = Instant::now();
+            if running == 0 {
+                return Ok(());
+            }
+            if now >= deadline {
+                return Err(Error::Storage {
+                    code: "TENANT_BUSY".to_owned(),
+                    message: format!(
+                        "{key}: {running} call(s) kept running for {} ms, so no copy could read its files",
+                        QUIET_WAIT.as_millis()
+                    ),
+                });
+            }
+            tenants = self
+                .changed
+                .wait_timeout(tenants, deadline - now)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+    }
+
+    fn let_calls_in(&self, key: &str) {
+        if let Some(t) = lock(&self.tenants).get_mut(key) {
+            t.held_back = false;
+        }
+        self.changed.notify_all();
     }
 
     fn handoff(&self, key: &str, timeout: Duration) -> Result<()> {

@@ -318,6 +318,7 @@ fn close_hands_every_tenant_off_then_refuses() {
     assert_eq!(report.handed_off.len(), 2);
     assert!(report.timed_out.is_empty() && report.failed.is_empty());
     assert!(matches!(router.open(ORG, T1), Err(Error::RouterClosed)));
+    assert!(matches!(router.begin(&key(T1)), Err(Error::RouterClosed)));
     assert_eq!(calls.load(Ordering::Relaxed), 2);
     // Each final copy is what the next replica starts from.
     let (b, _) = world.router("replica-b", 8, Durability::Async);
@@ -385,4 +386,37 @@ fn a_call_begun_by_hand_counts_until_finished_or_dropped() {
         "a dropped call wrote nothing"
     );
     assert!(matches!(router.begin(&key(T2)), Err(Error::LeaseLost { .. })));
+}
+
+/// The host may open a tenant's files inside its calls: a copy reads them only while no call
+/// runs, and holds new calls back until its snapshot is taken.
+#[test]
+fn a_copy_waits_for_running_calls_and_holds_new_ones_back() {
+    let world = World::new();
+    let (router, _) = world.router("replica-a", 8, Durability::Strict);
+    router.open(ORG, T1).unwrap();
+    let slow = router.begin(&key(T1)).unwrap();
+    append(slow.handle(), "slow").unwrap();
+    let router = Arc::new(router);
+    let finished = Arc::new(AtomicUsize::new(0));
+    let quick = {
+        let (router, finished) = (router.clone(), finished.clone());
+        std::thread::spawn(move || {
+            router.run(&key(T1), |h| append(h, "quick")).unwrap();
+            finished.fetch_add(1, Ordering::SeqCst);
+        })
+    };
+    // The quick call's strict copy waits for the slow call, which still runs.
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        finished.load(Ordering::SeqCst),
+        0,
+        "a copy ran beside a running call"
+    );
+    assert_eq!(router.status()[0].last_copy, None);
+    slow.finish().unwrap();
+    quick.join().unwrap();
+    assert_eq!(finished.load(Ordering::SeqCst), 1);
+    let status = &router.status()[0];
+    assert_eq!((status.in_flight, status.last_copy.map(|c| c.seq)), (0, Some(2)));
 }
