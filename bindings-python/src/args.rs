@@ -112,6 +112,23 @@ pub fn real(name: &str, value: &Bound<'_, PyAny>) -> Result<f64, CoreError> {
         .map_err(|_| invalid(format!("{name} is out of range, got {value}")))
 }
 
+/// One of a fixed set of words (a mode): a `str` equal to one of `choices`, returned as the
+/// choice itself.
+pub fn one_of(
+    name: &str,
+    value: &Bound<'_, PyAny>,
+    choices: &[&'static str],
+) -> Result<&'static str, CoreError> {
+    let quoted: Vec<String> = choices.iter().map(|c| format!("{c:?}")).collect();
+    let expected = || format!("{name} must be one of {}", quoted.join(", "));
+    let text = as_text(value).map_err(|_| invalid(format!("{}, got {}", expected(), type_name(value))))?;
+    choices
+        .iter()
+        .copied()
+        .find(|choice| *choice == text)
+        .ok_or_else(|| invalid(format!("{}, got {text:?}", expected())))
+}
+
 fn invalid(message: String) -> CoreError {
     CoreError(Error::InvalidArgument { message })
 }

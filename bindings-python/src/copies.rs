@@ -2,29 +2,57 @@
 //!
 //! Writing, restoring, forgetting and collecting copies read and write whole tenant roots
 //! and reach the durable store, so each call releases the interpreter lock for its whole
-//! length, as the lease stores' calls do. A restore's `verify` is Python: the core calls it
-//! on the same thread, which attaches to the interpreter for that one call.
+//! length, as the lease stores' calls do. A restore's `verify` and a copy's `snapshot` are
+//! Python: the core calls them on the same thread (or, under a router, on its copier's),
+//! which attaches to the interpreter for that one call (see `callbacks`).
+//!
+//! # Files the host has open
+//!
+//! The core never opens a file of a tenant root that another descriptor of this process has
+//! open: its SQLite is its own copy, and closing its connection would drop the host's POSIX
+//! locks (they belong to the process) and could delete the WAL of a ledger that Python's
+//! `sqlite3` still writes to. Such files go to the host's `snapshot(source, image)`, which
+//! reads them through the library that has them open; without one the copy is refused with
+//! `TenantStateStorageError(code="OPEN_IN_PROCESS")`, as is a restore into a root the host
+//! still holds. `gotry_tenant_state.sqlite3_snapshot` is that function for the standard
+//! library's `sqlite3`.
 
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use gotry_tenant_state::{
-    CopyId, CopyListing, EpochCopies, FoldCheck, GcReport, RestoreReport, SkipReason, SkippedCopy,
-    WrittenCopy,
+    CopyId, CopyListing, EpochCopies, FoldCheck, GcReport, HostSnapshot, RestoreReport, SkipReason,
+    SkippedCopy, WrittenCopy,
 };
 use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::gc::PyVisit;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyTuple};
+use pyo3::PyTraverseError;
 
 use crate::args::{count, store_text};
+use crate::callbacks::HostCallable;
 use crate::durable::PyDurableStore;
-use crate::errors::{call_host, CoreError};
+use crate::errors::CoreError;
 use crate::lease::PyTenantLease;
+
+/// What `verify=` must be, for its TypeError.
+pub const VERIFY_SHAPE: &str = "a callable taking the restored folder's path and returning a bool";
+/// What `snapshot=` must be, for its TypeError.
+pub const SNAPSHOT_SHAPE: &str =
+    "a callable taking (source, image) paths that writes a consistent image of source to image";
 
 /// A copy's place in the order restores follow: epoch first, then sequence.
 #[pyclass(frozen, eq, ord, hash, module = "gotry_tenant_state", name = "CopyId")]
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct PyCopyId(CopyId);
+
+impl From<CopyId> for PyCopyId {
+    fn from(id: CopyId) -> PyCopyId {
+        PyCopyId(id)
+    }
+}
 
 #[pymethods]
 impl PyCopyId {
@@ -381,17 +409,27 @@ impl PyGcReport {
 pub struct PyEpochCopies {
     copies: EpochCopies,
     location: String,
+    /// The host's `snapshot`, shared with the core's copies.
+    snapshot: Option<Arc<HostCallable>>,
 }
 
 #[pymethods]
 impl PyEpochCopies {
+    /// `snapshot(source, image)` reads the files of a tenant root that this process has
+    /// open elsewhere (see the module docs); without it, copying such a file is refused.
     #[new]
-    fn new(store: &Bound<'_, PyDurableStore>) -> PyEpochCopies {
+    #[pyo3(signature = (store, *, snapshot = None))]
+    fn new(
+        store: &Bound<'_, PyDurableStore>,
+        snapshot: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<PyEpochCopies> {
         let store = store.get().shared();
-        PyEpochCopies {
+        let snapshot = HostCallable::from_arg("snapshot", SNAPSHOT_SHAPE, snapshot)?;
+        Ok(PyEpochCopies {
             location: store.location(),
-            copies: EpochCopies::new(store),
-        }
+            copies: EpochCopies::new(store).with_host_snapshot(snapshot.clone().map(host_snapshot)),
+            snapshot,
+        })
     }
 
     /// Writes a complete copy of the tenant root `root` under the lease's epoch.
@@ -421,18 +459,11 @@ impl PyEpochCopies {
         verify: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<PyRestoreReport> {
         let lease = lease.get().shared();
-        let verify = match verify {
-            Some(callback) if !callback.is_callable() => {
-                return Err(PyTypeError::new_err(
-                    "verify must be a callable taking the restored folder's path and returning a bool",
-                ))
-            }
-            callback => callback.map(|callback| callback.clone().unbind()),
-        };
+        let verify = HostCallable::from_arg("verify", VERIFY_SHAPE, verify)?;
         let report = py
             .detach(|| {
                 let check = verify
-                    .as_ref()
+                    .as_deref()
                     .map(|callback| move |path: &Path| fold_check(callback, path));
                 let check = check.as_ref().map(|check| check as FoldCheck<'_>);
                 self.copies.restore(&lease, &root, check)
@@ -475,16 +506,45 @@ impl PyEpochCopies {
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         let location = pyo3::types::PyString::new(py, &self.location).repr()?;
-        Ok(format!("EpochCopies(store={location})"))
+        let snapshot = if self.snapshot.is_some() {
+            ", snapshot=..."
+        } else {
+            ""
+        };
+        Ok(format!("EpochCopies(store={location}{snapshot})"))
     }
+
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        match &self.snapshot {
+            Some(snapshot) => snapshot.traverse(&visit),
+            None => Ok(()),
+        }
+    }
+
+    fn __clear__(&self) {
+        if let Some(snapshot) = &self.snapshot {
+            snapshot.clear();
+        }
+    }
+}
+
+/// The host's `snapshot` as the core calls it, on the copy's thread without the GIL: the
+/// paths as `str`, its return value ignored, its exception failing the copy as itself.
+pub fn host_snapshot(snapshot: Arc<HostCallable>) -> HostSnapshot {
+    Arc::new(move |source: &Path, image: &Path| {
+        snapshot.call(|callable| {
+            callable.call1((source.as_os_str(), image.as_os_str()))?;
+            Ok(())
+        })
+    })
 }
 
 /// One call of the host's `verify`, from inside a restore running without the lock. A
 /// verdict that is not a bool is refused rather than read for its truth: a check that
 /// returned a message or None by mistake must not accept a copy.
-fn fold_check(verify: &Py<PyAny>, path: &Path) -> gotry_tenant_state::Result<bool> {
-    call_host("verify", |py| {
-        let verdict = verify.bind(py).call1((path.as_os_str(),))?;
+pub fn fold_check(verify: &HostCallable, path: &Path) -> gotry_tenant_state::Result<bool> {
+    verify.call(|verify| {
+        let verdict = verify.call1((path.as_os_str(),))?;
         match verdict.cast::<PyBool>() {
             Ok(verdict) => Ok(verdict.is_true()),
             Err(_) => Err(PyTypeError::new_err(format!(

@@ -59,6 +59,40 @@ pub fn exception_object(py: Python<'_>, error: Error) -> Bound<'_, PyAny> {
         .into_any()
 }
 
+/// How a context manager's `__exit__` reports what its cleanup could not do (releases that
+/// failed): after a clean block, an exception group of them, each with its `note`; after a
+/// block that raised, the block's exception goes on (it is the one the caller must see) and
+/// carries one note per failure. Returns `__exit__`'s answer: never swallow the exception.
+pub fn exit_failures(
+    py: Python<'_>,
+    exc_value: &Bound<'_, PyAny>,
+    failures: Vec<(String, Error)>,
+    summary: String,
+) -> PyResult<bool> {
+    if failures.is_empty() {
+        return Ok(false);
+    }
+    let mut raised = Vec::with_capacity(failures.len());
+    for (note, error) in failures {
+        let failure = exception_object(py, error);
+        if exc_value.is_none() {
+            failure.call_method1("add_note", (note,))?;
+        } else {
+            exc_value.call_method1("add_note", (format!("{note}: {}", failure.str()?),))?;
+        }
+        raised.push(failure);
+    }
+    if !exc_value.is_none() {
+        return Ok(false);
+    }
+    // BaseExceptionGroup becomes an ExceptionGroup when every member is an Exception.
+    let group = py
+        .import("builtins")?
+        .getattr("BaseExceptionGroup")?
+        .call1((summary, raised))?;
+    Err(PyErr::from_value(group))
+}
+
 /// The exception classes of `_errors.py`, resolved once per interpreter.
 struct ErrorClasses {
     /// One class per core code, in the order of [`ErrorCode::ALL`].

@@ -35,41 +35,21 @@ use gotry_tenant_state::keeper::{DEFAULT_MAX_BATCH, DEFAULT_RENEW_FRACTION};
 use gotry_tenant_state::{
     EventHandler, KeeperEvent, KeeperEventKind, KeeperOptions, LeaseKeeper, ShutdownReport, TickReport,
 };
-use pyo3::exceptions::PyTypeError;
 use pyo3::gc::PyVisit;
 use pyo3::prelude::*;
 use pyo3::types::{PyString, PyTuple};
 use pyo3::PyTraverseError;
 
 use crate::args::{count, integer, milliseconds, real, store_text};
+use crate::callbacks::HostCallable;
 use crate::clocks::monotonic_clock;
-use crate::errors::{exception_object, CoreError};
+use crate::errors::{exception_object, exit_failures, CoreError};
 use crate::lease::PyTenantLease;
 use crate::store::PyLeaseStore;
 
 /// Every lock here guards plain values that each critical section leaves consistent.
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// The host's callback. Shared between the core's handler and the Python object, so that
-/// the collector can visit it and `__clear__` can let go of it.
-struct Callback(Mutex<Option<Py<PyAny>>>);
-
-impl Callback {
-    fn deliver(&self, event: KeeperEvent) {
-        // `None` once the interpreter is gone: nobody is left to tell.
-        Python::try_attach(|py| {
-            // The lock is only ever held with the GIL, for this clone, so it never waits.
-            let Some(callback) = lock(&self.0).as_ref().map(|c| c.clone_ref(py)) else {
-                return;
-            };
-            let event = PyKeeperEvent::new(py, event);
-            if let Err(raised) = callback.call1(py, (event,)) {
-                raised.write_unraisable(py, Some(callback.bind(py)));
-            }
-        });
-    }
 }
 
 /// A keeper and what Python asks about it; the core keeper does not repeat its options.
@@ -110,7 +90,8 @@ pub fn _shutdown_keepers_at_exit(py: Python<'_>) {
 pub struct PyLeaseKeeper {
     /// Dropped by hand in `Drop`, without the GIL.
     kept: ManuallyDrop<Arc<Kept>>,
-    callback: Arc<Callback>,
+    /// The host's `on_event`, shared with the core's handler.
+    callback: Option<Arc<HostCallable>>,
 }
 
 impl Drop for PyLeaseKeeper {
@@ -159,14 +140,7 @@ impl PyLeaseKeeper {
     ) -> PyResult<PyLeaseKeeper> {
         let replica_id = store_text("replica_id", replica_id)?;
         let (ttl_ms, margin_ms) = (integer("ttl_ms", ttl_ms)?, integer("margin_ms", margin_ms)?);
-        if let Some(value) = on_event {
-            if !value.is_callable() {
-                return Err(PyTypeError::new_err(
-                    "on_event must be a callable taking a KeeperEvent, or None",
-                ));
-            }
-        }
-        let callback = Arc::new(Callback(Mutex::new(on_event.map(|c| c.clone().unbind()))));
+        let callback = HostCallable::from_arg("on_event", "a callable taking a KeeperEvent", on_event)?;
         let mut options = KeeperOptions::new(store.get().shared(), replica_id.clone(), ttl_ms, margin_ms);
         options.clock = monotonic_clock(clock)?;
         if let Some(value) = renew_fraction {
@@ -175,9 +149,11 @@ impl PyLeaseKeeper {
         if let Some(value) = max_batch {
             options.max_batch = count("max_batch", value)?;
         }
-        if on_event.is_some() {
-            let sink = Arc::clone(&callback);
-            options.on_event = Some(Box::new(move |event| sink.deliver(event)) as EventHandler);
+        if let Some(sink) = callback.clone() {
+            let deliver = move |event: KeeperEvent| {
+                sink.notify(|py| Ok(Bound::new(py, PyKeeperEvent::new(py, event))?.into_any()))
+            };
+            options.on_event = Some(Box::new(deliver) as EventHandler);
         }
         let keeper = if start_thread {
             LeaseKeeper::start(options)
@@ -280,31 +256,17 @@ impl PyLeaseKeeper {
         _traceback: &Bound<'_, PyAny>,
     ) -> PyResult<bool> {
         let report = self.shutdown_report(py, None)?;
-        if report.failed.is_empty() {
-            return Ok(false);
-        }
         let total = report.failed.len();
-        let mut failures = Vec::with_capacity(total);
-        for (key, error) in report.failed {
-            let failure = exception_object(py, error);
-            let note = format!("releasing the kept lease {key} on exit failed; it runs out at its TTL");
-            if exc_value.is_none() {
-                failure.call_method1("add_note", (note,))?;
-            } else {
-                exc_value.call_method1("add_note", (format!("{note}: {}", failure.str()?),))?;
-            }
-            failures.push(failure);
-        }
-        if !exc_value.is_none() {
-            return Ok(false);
-        }
-        let message = format!("the keeper could not release {total} of its leases on exit");
-        // BaseExceptionGroup becomes an ExceptionGroup when every member is an Exception.
-        let group = py
-            .import("builtins")?
-            .getattr("BaseExceptionGroup")?
-            .call1((message, failures))?;
-        Err(PyErr::from_value(group))
+        let failures = report
+            .failed
+            .into_iter()
+            .map(|(key, error)| {
+                let note = format!("releasing the kept lease {key} on exit failed; it runs out at its TTL");
+                (note, error)
+            })
+            .collect();
+        let summary = format!("the keeper could not release {total} of its leases on exit");
+        exit_failures(py, exc_value, failures, summary)
     }
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
@@ -318,17 +280,17 @@ impl PyLeaseKeeper {
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
-        // Held only by a thread that holds the GIL, which the collector has now: never
-        // contended here, and a reference left unvisited only keeps a cycle alive.
-        if let Ok(callback) = self.callback.0.try_lock() {
-            visit.call(callback.as_ref())?;
+        match &self.callback {
+            Some(callback) => callback.traverse(&visit),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     fn __clear__(&self) {
         // The keeper is garbage: nobody is left to tell its events to.
-        drop(lock(&self.callback.0).take());
+        if let Some(callback) = &self.callback {
+            callback.clear();
+        }
     }
 }
 
@@ -474,7 +436,7 @@ pub struct PyShutdownReport {
 }
 
 impl PyShutdownReport {
-    fn new(py: Python<'_>, report: ShutdownReport) -> PyResult<PyShutdownReport> {
+    pub(crate) fn new(py: Python<'_>, report: ShutdownReport) -> PyResult<PyShutdownReport> {
         let failed = report
             .failed
             .into_iter()

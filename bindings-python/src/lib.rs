@@ -3,9 +3,11 @@
 //! A translation layer only: Python objects become the core's arguments (with the checks
 //! that only Python needs, see `args`), core failures become the package's exceptions (in
 //! one place, `errors`), and every call that reaches a store runs without the interpreter
-//! lock. The package `gotry_tenant_state` re-exports all of it next to the exception classes.
+//! lock. Python callables that the core calls back (clocks aside) go through `callbacks`.
+//! The package `gotry_tenant_state` re-exports all of it next to the exception classes.
 
 mod args;
+mod callbacks;
 mod clocks;
 mod copies;
 mod durable;
@@ -13,6 +15,7 @@ mod errors;
 mod ids;
 mod keeper;
 mod lease;
+mod router;
 mod store;
 mod values;
 
@@ -58,8 +61,18 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<copies::PyCopyListing>()?;
     m.add_class::<copies::PyRestoreReport>()?;
     m.add_class::<copies::PyGcReport>()?;
-    let at_exit = wrap_pyfunction!(keeper::_shutdown_keepers_at_exit, m)?;
-    m.py().import("atexit")?.call_method1("register", (at_exit,))?;
+    m.add_class::<router::PyTenantRouter>()?;
+    m.add_class::<router::PyTenantHandle>()?;
+    m.add_class::<router::PyTenantStatus>()?;
+    m.add_class::<router::PyRouterEvent>()?;
+    m.add_class::<router::PyCloseReport>()?;
+    let atexit = m.py().import("atexit")?;
+    // `atexit` runs its hooks last in, first out: routers (whose keepers are their own) close
+    // before the host's own keepers shut down.
+    let keepers_at_exit = wrap_pyfunction!(keeper::_shutdown_keepers_at_exit, m)?;
+    atexit.call_method1("register", (keepers_at_exit,))?;
+    let routers_at_exit = wrap_pyfunction!(router::_close_routers_at_exit, m)?;
+    atexit.call_method1("register", (routers_at_exit,))?;
     Ok(())
 }
 

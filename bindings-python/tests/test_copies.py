@@ -8,6 +8,8 @@ import os
 import pickle
 import secrets
 import sqlite3
+import subprocess
+import sys
 import time
 import urllib.parse
 from collections.abc import Iterator
@@ -453,3 +455,202 @@ def test_the_gil_is_released_while_a_large_copy_is_written_and_restored(director
     # at the edges of each call.
     assert during_write >= 10, f"the ticker ran {during_write} times in {write_seconds:.3f} s of write_copy"
     assert during_restore >= 10, f"the ticker ran {during_restore} times in {restore_seconds:.3f} s of restore"
+
+
+# ---- Files the host has open in this process: the host snapshot ----------------------------
+
+
+def hold_ledger_in_wal(root: Path, checkpointed: list[str], wal_only: list[str]) -> sqlite3.Connection:
+    """Opens the tenant's ledger as a host does and keeps it open: WAL mode, automatic
+    checkpoints off, `checkpointed` rows moved into the database file and `wal_only` rows
+    committed but still only in the -wal file."""
+    ledger = root / LEDGER
+    ledger.parent.mkdir(parents=True, exist_ok=True)
+    db = sqlite3.connect(ledger, isolation_level=None)
+    assert db.execute("PRAGMA journal_mode = WAL").fetchone() == ("wal",)
+    db.execute("PRAGMA wal_autocheckpoint = 0")
+    db.execute("CREATE TABLE IF NOT EXISTS entries (text TEXT NOT NULL)")
+    db.executemany("INSERT INTO entries (text) VALUES (?)", [(entry,) for entry in checkpointed])
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    db.executemany("INSERT INTO entries (text) VALUES (?)", [(entry,) for entry in wal_only])
+    return db
+
+
+def rows(db: sqlite3.Connection) -> list[str]:
+    return [row[0] for row in db.execute("SELECT text FROM entries ORDER BY rowid")]
+
+
+def rows_of_the_database_file_alone(ledger: Path, scratch: Path) -> list[str]:
+    """What the ledger's main file holds without its WAL: a copy of that one file, read."""
+    scratch.mkdir()
+    alone = scratch / "alone.db"
+    alone.write_bytes(ledger.read_bytes())
+    with closing(sqlite3.connect(f"file:{alone}?mode=ro", uri=True)) as db:
+        return rows(db)
+
+
+_TRY_TO_WRITE = """
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1], timeout=0, isolation_level=None)
+try:
+    db.execute("BEGIN IMMEDIATE")
+except sqlite3.OperationalError as e:
+    print("refused", e)
+else:
+    print("granted")
+"""
+
+
+def another_process_may_write(ledger: Path) -> bool:
+    """Whether another process gets the ledger's write lock at once. While this process's
+    connection holds a write transaction it must not. In WAL mode that lock is a POSIX lock
+    on the -shm file, and POSIX locks belong to the process: a second SQLite of this process
+    that opened the ledger and closed it again would have closed its -shm descriptor and
+    dropped the lock (closing any descriptor of the -shm does), letting the other process in."""
+    answer = subprocess.run(
+        [sys.executable, "-c", _TRY_TO_WRITE, str(ledger)], capture_output=True, text=True, check=True
+    ).stdout
+    assert answer.startswith(("refused", "granted")), answer
+    return answer.startswith("granted")
+
+
+def test_a_ledger_held_in_this_process_is_not_copied_without_a_snapshot(directory_world: World) -> None:
+    world = directory_world
+    a = world.holder("replica-a")
+    copies = gts.EpochCopies(world.durable)
+    root = world.root("a")
+    copies.restore(a, root)
+    db = hold_ledger_in_wal(root, ["c1"], ["w1", "w2"])
+    try:
+        wal = root / f"{LEDGER}-wal"
+        wal_before = wal.read_bytes()
+        assert wal_before, "the WAL holds the uncheckpointed rows"
+        with pytest.raises(gts.TenantStateStorageError) as caught:
+            copies.write_copy(a, root)
+        error = caught.value
+        assert error.code == "OPEN_IN_PROCESS"
+        assert str(root / LEDGER) in str(error)
+        copy = pickle.loads(pickle.dumps(error))
+        assert (type(copy), copy.code, str(copy)) == (gts.TenantStateStorageError, "OPEN_IN_PROCESS", str(error))
+        # The host's WAL is untouched, its connection works and its locks still hold.
+        assert wal.read_bytes() == wal_before
+        db.execute("BEGIN IMMEDIATE")
+        db.execute("INSERT INTO entries (text) VALUES ('w3')")
+        assert another_process_may_write(root / LEDGER) is False
+        db.execute("COMMIT")
+        assert rows(db) == ["c1", "w1", "w2", "w3"]
+        # Nothing of a copy was written.
+        assert copies.list(world.key) == []
+    finally:
+        db.close()
+    # Closed, the ledger is the copies' to read again, through their own SQLite.
+    assert copies.write_copy(a, root).files == 1
+
+
+def test_a_held_ledger_is_copied_through_sqlite3_snapshot_with_its_wal_rows(
+    directory_world: World, tmp_path: Path
+) -> None:
+    world = directory_world
+    a = world.holder("replica-a")
+    calls: list[tuple[str, str]] = []
+
+    def snapshot(source: str, image: str) -> None:
+        calls.append((source, image))
+        gts.sqlite3_snapshot(source, image)
+
+    copies = gts.EpochCopies(world.durable, snapshot=snapshot)
+    root = world.root("a")
+    copies.restore(a, root)
+    db = hold_ledger_in_wal(root, ["c1", "c2"], ["w1", "w2"])
+    try:
+        ledger = root / LEDGER
+        wal = root / f"{LEDGER}-wal"
+        # The test means something only if those rows are in the WAL and nowhere else.
+        assert rows_of_the_database_file_alone(ledger, tmp_path / "alone") == ["c1", "c2"]
+        wal_before = wal.read_bytes()
+        written = copies.write_copy(a, root)
+        assert (written.epoch, written.seq, written.files) == (1, 1, 1)
+        # Called once, for the ledger; its -wal and -shm are inside the image.
+        assert [source for source, _ in calls] == [str(ledger)]
+        assert all(isinstance(source, str) and isinstance(image, str) for source, image in calls)
+        assert not Path(calls[0][1]).is_relative_to(root)
+        assert wal.read_bytes() == wal_before
+        # The host's connection goes on, with its locks.
+        db.execute("BEGIN IMMEDIATE")
+        db.execute("INSERT INTO entries (text) VALUES ('after the copy')")
+        assert another_process_may_write(ledger) is False
+        db.execute("COMMIT")
+    finally:
+        db.close()
+
+    world.let_leases_expire()
+    b = world.holder("replica-b")
+    root_b = world.root("b")
+    report = gts.EpochCopies(world.durable).restore(b, root_b)
+    assert report.restored == gts.CopyId(1, 1)
+    with closing(sqlite3.connect(f"file:{root_b / LEDGER}?mode=ro", uri=True)) as restored:
+        assert rows(restored) == ["c1", "c2", "w1", "w2"]
+        assert restored.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+
+
+def test_an_exception_raised_by_the_snapshot_fails_the_copy_as_itself(directory_world: World) -> None:
+    world = directory_world
+    a = world.holder("replica-a")
+
+    class SnapshotBroke(Exception):
+        pass
+
+    raised = SnapshotBroke("the host's library refused")
+
+    def snapshot(source: str, image: str) -> None:
+        raise raised
+
+    copies = gts.EpochCopies(world.durable, snapshot=snapshot)
+    root = world.root("a")
+    copies.restore(a, root)
+    db = hold_ledger_in_wal(root, ["c1"], ["w1"])
+    try:
+        with pytest.raises(SnapshotBroke) as caught:
+            copies.write_copy(a, root)
+        assert caught.value is raised
+        assert copies.list(world.key) == []
+        assert rows(db) == ["c1", "w1"]
+    finally:
+        db.close()
+    with pytest.raises(TypeError, match="snapshot must be a callable"):
+        gts.EpochCopies(world.durable, snapshot="sqlite3")  # type: ignore[arg-type]
+    assert "snapshot=" in repr(copies) and "snapshot=" not in repr(gts.EpochCopies(world.durable))
+
+
+def test_a_restore_into_a_root_this_process_holds_is_refused_and_changes_nothing(
+    directory_world: World,
+) -> None:
+    world = directory_world
+    a_holder_with_two_copies(world)
+    world.let_leases_expire()
+    b = world.holder("replica-b")
+    root_b = world.root("b")
+    db = hold_ledger_in_wal(root_b, ["mine"], ["mine too"])
+    copies = gts.EpochCopies(world.durable, snapshot=gts.sqlite3_snapshot)
+
+    def files(root: Path) -> dict[str, bytes]:
+        return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+    try:
+        before = files(root_b)
+        assert f"{LEDGER}-wal" in before
+        with pytest.raises(gts.TenantStateStorageError) as caught:
+            copies.restore(b, root_b)
+        assert caught.value.code == "OPEN_IN_PROCESS"
+        assert files(root_b) == before
+        db.execute("INSERT INTO entries (text) VALUES ('still mine')")
+        assert rows(db) == ["mine", "mine too", "still mine"]
+        # No tenure began: no marker in epoch 2's prefix.
+        assert isinstance(world.durable, gts.DirectoryDurableStore)
+        marker = world.object_path(2, 0, "x").parent.parent / "tenure.json"
+        assert marker.parent.name == f"{2:020}" and not marker.exists()
+    finally:
+        db.close()
+    report = copies.restore(b, root_b)
+    assert report.restored == gts.CopyId(1, 2)
+    assert read_state(root_b) == ["a1", "a2"]

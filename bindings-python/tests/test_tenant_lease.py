@@ -238,7 +238,13 @@ def test_a_python_holder_clock(store: gts.SqliteLeaseStore) -> None:
 
 @pytest.mark.parametrize(
     ("reading", "error"),
-    [(math.nan, ValueError), (math.inf, ValueError), (-math.inf, ValueError), (True, TypeError), ("1", TypeError)],
+    [
+        (math.nan, gts.FencedError),
+        (math.inf, gts.FencedError),
+        (-math.inf, gts.FencedError),
+        (True, TypeError),
+        ("1", TypeError),
+    ],
 )
 def test_a_holder_clock_must_answer_finite_numbers(
     store: gts.SqliteLeaseStore, reading: object, error: type[Exception]
@@ -248,8 +254,11 @@ def test_a_holder_clock_must_answer_finite_numbers(
     clock.now = reading  # type: ignore[assignment]
     with pytest.raises(error):
         lease.assert_held()
-    # A NaN must never open the gate.
+    # A NaN must never open the gate, and no reading that is no point in time renews.
     assert not lease.is_held()
+    if isinstance(reading, float):
+        with pytest.raises(ValueError):
+            lease.renew()
 
 
 def test_a_holder_clock_failing_at_acquire_hands_the_grant_back(store: gts.SqliteLeaseStore) -> None:

@@ -7,7 +7,13 @@ package is the Python face of it.
 
 Durable copies of a tenant root (``EpochCopies`` over a ``DurableStore``) are scoped by the
 lease's epoch, so a stale holder can cost availability but never make its writes the ones a
-new holder restores.
+new holder restores. A file of a tenant root that this process has open elsewhere (a ledger
+the host's ``sqlite3`` connection holds) is read only through the host's ``snapshot``
+function (``sqlite3_snapshot`` for the standard library's ``sqlite3``); without one its copy
+is refused with ``TenantStateStorageError(code="OPEN_IN_PROCESS")``.
+
+``TenantRouter`` serves many tenants from one replica: capacity, open with restore, calls
+fenced before and after, background or strict copies, handoff and close.
 
 Every call that reaches a lease store or a durable store runs without the GIL, so other
 threads keep running while one waits for another process's write lock or copies a tenant
@@ -34,6 +40,7 @@ from ._native import (
     ERROR_CODES,
     MAX_LEASE_TTL_MS,
     MIN_LEASE_TTL_MS,
+    CloseReport,
     CopyId,
     CopyListing,
     DirectoryDurableStore,
@@ -49,10 +56,14 @@ from ._native import (
     ManualClock,
     OrganizationKey,
     RestoreReport,
+    RouterEvent,
     ShutdownReport,
     SkippedCopy,
     SqliteLeaseStore,
+    TenantHandle,
     TenantLease,
+    TenantRouter,
+    TenantStatus,
     TickReport,
     WrittenCopy,
     assert_lease_ttl,
@@ -66,11 +77,13 @@ from ._native import (
     open_lease_store,
     tenant_root_for,
 )
+from ._snapshot import sqlite3_snapshot
 
 __all__ = [
     "ERROR_CODES",
     "MAX_LEASE_TTL_MS",
     "MIN_LEASE_TTL_MS",
+    "CloseReport",
     "CopyConflictError",
     "CopyId",
     "CopyListing",
@@ -97,13 +110,17 @@ __all__ = [
     "RestoreReport",
     "RestoreVerificationError",
     "RouterClosedError",
+    "RouterEvent",
     "ShutdownReport",
     "SkippedCopy",
     "SqliteLeaseStore",
     "TenantDrainingError",
+    "TenantHandle",
     "TenantLease",
+    "TenantRouter",
     "TenantStateError",
     "TenantStateStorageError",
+    "TenantStatus",
     "TickReport",
     "WrittenCopy",
     "assert_lease_ttl",
@@ -115,5 +132,6 @@ __all__ = [
     "lease_key_for",
     "open_durable_store",
     "open_lease_store",
+    "sqlite3_snapshot",
     "tenant_root_for",
 ]

@@ -4,7 +4,7 @@ import builtins
 import os
 from collections.abc import Callable, Iterable
 from types import TracebackType
-from typing import Final, Literal, Protocol, Self, final
+from typing import Final, Literal, Protocol, Self, TypeVar, final
 
 ERROR_CODES: Final[tuple[str, ...]]
 """The twelve ``GOTRY_TENANT_*`` codes of the core, in the core's order."""
@@ -16,6 +16,17 @@ _KeyBytes = bytes | bytearray | memoryview
 _LeaseOpName = Literal["acquire", "renew", "release", "forget"]
 _KeeperEventKind = Literal["lost", "fenced_locally", "resumed", "renew_failed"]
 _SkipReason = Literal["manifest", "tenant", "checksum", "integrity", "fold", "superseded"]
+_TenantState = Literal["opening", "serving", "draining", "lost"]
+_RouterEventKind = Literal["lost", "closed", "copy_failed"]
+_T = TypeVar("_T")
+
+_Verify = Callable[[str], bool]
+"""``verify(path)``: the host's check of a restored folder; False passes the copy over."""
+
+_Snapshot = Callable[[str, str], object]
+"""``snapshot(source, image)``: writes a consistent, self-contained image of the SQLite file
+``source`` (which this process has open elsewhere) to ``image``, through the library that has
+it open; the return value is ignored."""
 
 class _SupportsNowMs(Protocol):
     """A holder's clock: milliseconds on a clock that only moves forward."""
@@ -433,22 +444,32 @@ class EpochCopies:
     writes only under its own epoch's prefix, every object create-only, the manifest last,
     and a restore takes the newest copy that verifies from the epochs between the forgotten
     floor and its own. A holder keeps one ``EpochCopies`` for its whole tenure (it remembers
-    what it wrote). Every method releases the GIL; safe to share between threads."""
+    what it wrote). Every method releases the GIL; safe to share between threads.
 
-    def __init__(self, store: DurableStore) -> None: ...
+    A file of the tenant root that this process has open through another descriptor (a
+    ledger a ``sqlite3`` connection holds, with its WAL) is never opened by the module's own
+    SQLite, whose close would drop that connection's locks and could delete its WAL: it is
+    read through ``snapshot(source, image)``, called with the GIL on the copy's thread (use
+    ``sqlite3_snapshot`` for the standard library's ``sqlite3``; a host using another SQLite
+    binding passes a function written with that binding). Without ``snapshot`` such a copy
+    is refused with ``TenantStateStorageError`` (``code == "OPEN_IN_PROCESS"``); an exception
+    ``snapshot`` raises fails the copy and comes out of ``write_copy`` as itself."""
+
+    def __init__(self, store: DurableStore, *, snapshot: _Snapshot | None = None) -> None: ...
     def write_copy(self, lease: TenantLease, root: str | os.PathLike[str]) -> WrittenCopy:
         """Writes a complete copy of the tenant root ``root`` (the ledger
         ``gotry-state/gotry-state.db`` and every other file under it) under the lease's
-        epoch; SQLite files are read through SQLite's backup API. FencedError when the gate
-        is closed before the first object or after the manifest, CopyConflictError when
-        anything in the epoch's prefix was not written by this holder,
-        DurableStoreUnavailableError when the store fails."""
+        epoch; SQLite files are read through SQLite's backup API (those this process has open
+        elsewhere through ``snapshot``). FencedError when the gate is closed before the first
+        object or after the manifest, CopyConflictError when anything in the epoch's prefix
+        was not written by this holder, DurableStoreUnavailableError when the store fails,
+        TenantStateStorageError(code="OPEN_IN_PROCESS") for a held file without ``snapshot``."""
     def restore(
         self,
         lease: TenantLease,
         root: str | os.PathLike[str],
         *,
-        verify: Callable[[str], bool] | None = None,
+        verify: _Verify | None = None,
     ) -> RestoreReport:
         """Restores, at the start of the lease's tenure, the newest copy that verifies
         (manifest, tenant, checksums, SQLite integrity, then ``verify``) in place of
@@ -456,7 +477,10 @@ class EpochCopies:
         that passed every other check, restored into the folder ``path`` and not yet in
         place: False passes it over (``fold``), an exception it raises comes out of this
         call unchanged. RestoreVerificationError (``skipped``) when copies exist but none
-        verifies; an empty start when there is none."""
+        verifies; an empty start when there is none. A root of which this process still has
+        a file open is refused with TenantStateStorageError(code="OPEN_IN_PROCESS"), before
+        anything changes: the host would go on writing into a file that is no longer the
+        tenant's."""
     def list(self, key: str) -> builtins.list[CopyListing]:
         """Every copy of the tenant ``key`` (``<organization>/<ledger tenant>``), oldest first."""
     def forget_copies(self, lease: TenantLease) -> builtins.list[CopyId]:
@@ -466,3 +490,169 @@ class EpochCopies:
         """Keeps the newest ``keep`` (at least 1) copies that look valid and deletes the
         older ones, never the newest valid copy; checks the lease store as
         ``forget_copies`` does."""
+
+@final
+class TenantHandle:
+    """A tenant served by a router: one tenure. Equal to another handle of the same tenure."""
+
+    @property
+    def key(self) -> str:
+        """``<organization>/<ledger tenant>``."""
+    @property
+    def root(self) -> str:
+        """The tenant root under the router's state root."""
+    @property
+    def epoch(self) -> int: ...
+    @property
+    def restored_from(self) -> CopyId | None:
+        """The copy the tenure started from; None for an empty start."""
+    @property
+    def lease(self) -> TenantLease:
+        """The tenure's lease (kept by the router): ``assert_held()`` is the write gate."""
+    def __eq__(self, other: object, /) -> bool: ...
+    def __hash__(self) -> int: ...
+
+@final
+class TenantStatus:
+    """One tenant as operators and metrics see it."""
+
+    @property
+    def key(self) -> str: ...
+    @property
+    def state(self) -> _TenantState: ...
+    @property
+    def epoch(self) -> int:
+        """The tenure's epoch; 0 while it is still opening."""
+    @property
+    def in_flight(self) -> int: ...
+    @property
+    def last_copy(self) -> CopyId | None:
+        """The newest good copy of the tenure, or the one it was restored from."""
+    @property
+    def writes_since_copy(self) -> int:
+        """Calls acknowledged since the last good copy began."""
+    @property
+    def lag_ms(self) -> int:
+        """Milliseconds since the last good copy began (since the tenant opened, before one)."""
+    @property
+    def last_copy_error(self) -> str | None:
+        """Why the last copy failed (``CODE: message``); None after a good one."""
+
+@final
+class RouterEvent:
+    """Something that happened to a served tenant without the host asking. ``kind``:
+
+    - ``"lost"``: the lease was lost; the tenant refuses calls (FencedError) from now on.
+    - ``"closed"``: the tenant's last call ended after a loss or a handoff: its files may be
+      closed.
+    - ``"copy_failed"``: a background copy failed (``error`` is why); the lag grows until
+      one succeeds.
+    """
+
+    __match_args__ = ("kind", "key", "epoch", "error")
+    @property
+    def kind(self) -> _RouterEventKind: ...
+    @property
+    def key(self) -> str: ...
+    @property
+    def epoch(self) -> int: ...
+    @property
+    def error(self) -> BaseException | None: ...
+
+@final
+class CloseReport:
+    """What ``TenantRouter.close()`` did with every tenant."""
+
+    @property
+    def handed_off(self) -> builtins.list[str]:
+        """Copied and released: the next replica may serve them at once."""
+    @property
+    def timed_out(self) -> builtins.list[str]:
+        """Calls still running at the timeout: nothing was copied for them, and the keeper's
+        shutdown then closed their gates (those calls end with FencedError)."""
+    @property
+    def failed(self) -> builtins.list[tuple[str, Exception]]:
+        """``(key, exception)`` of hand-offs whose final copy or release failed."""
+    @property
+    def keeper(self) -> ShutdownReport:
+        """What the keeper's shutdown did with the leases still kept after the hand-offs."""
+
+@final
+class TenantRouter:
+    """Serves many tenants from one replica: one ``LeaseKeeper`` of its own renews every
+    lease it holds, and it writes their copies to ``durable_store``. Each tenant's root is
+    ``tenant_root_for(state_root, organization, tenant)``.
+
+    - ``open`` refuses with ReplicaAtCapacityError (``limit``) before the lease or any file
+      is touched, answers LeaseHeldError with the holder's ``record``, and otherwise
+      acquires the lease and restores the newest valid copy (checked by ``verify``).
+    - ``run`` counts a call in flight and checks the write gate before and after it.
+    - Copies: ``durability="async"`` copies every tenant written to, in the background,
+      ``copy_interval_ms`` after its last good copy (a failing store shows as lag and a
+      ``copy_failed`` event); ``"strict"`` makes each call's acknowledgement wait for a copy
+      that holds it (DurableStoreUnavailableError refuses it).
+    - Files the host has open are read through ``snapshot`` (see ``EpochCopies``).
+    - ``on_event(RouterEvent)`` is called with the GIL from the router's threads (or the one
+      that ended a call or a handoff); an exception it raises goes to ``sys.unraisablehook``.
+
+    ``open``, ``handoff``, ``close``, ``status`` and both ends of ``run`` release the GIL.
+    Safe to share between threads. The context manager closes on exit (timeout: one TTL);
+    a router still alive when the interpreter exits is closed by an ``atexit`` hook. One
+    dropped without ``close()`` releases nothing: its leases run out at their TTL."""
+
+    def __init__(
+        self,
+        lease_store: LeaseStore,
+        durable_store: DurableStore,
+        state_root: str | os.PathLike[str],
+        replica_id: str,
+        ttl_ms: int,
+        margin_ms: int,
+        *,
+        capacity: int | None = None,
+        copy_interval_ms: int = 30_000,
+        durability: Literal["async", "strict"] = "async",
+        verify: _Verify | None = None,
+        snapshot: _Snapshot | None = None,
+        on_event: Callable[[RouterEvent], object] | None = None,
+    ) -> None:
+        """``capacity`` None: about a third of the descriptors left after a quarter of the
+        process's limit is reserved (256 with the common limit of 1024)."""
+    @property
+    def capacity(self) -> int: ...
+    @property
+    def replica_id(self) -> str: ...
+    @property
+    def ttl_ms(self) -> int: ...
+    @property
+    def margin_ms(self) -> int: ...
+    def open(self, organization: str, tenant: str) -> TenantHandle:
+        """Serves a tenant; the same handle while it is served. ReplicaAtCapacityError,
+        LeaseHeldError, TenantDrainingError while it hands off, RouterClosedError after
+        ``close``, RestoreVerificationError when its copies exist but none verifies."""
+    def run(self, key: str, fn: Callable[[TenantHandle], _T]) -> _T:
+        """Runs ``fn(handle)`` with the GIL as one call of the served tenant ``key`` and
+        returns what it returns. TenantDrainingError during a handoff, FencedError when the
+        lease is lost, or when the gate closed while ``fn`` ran (its effects must not be
+        acknowledged); in strict mode, the copy's error. An exception ``fn`` raises ends the
+        call unacknowledged and propagates unchanged."""
+    def handoff(self, key: str, timeout_ms: int | None = None) -> None:
+        """Drains ``key`` (new calls: TenantDrainingError; the lease is renewed meanwhile),
+        waits at most ``timeout_ms`` (default one TTL) for its running calls, takes a final
+        copy and releases the lease. DrainTimeoutError (``in_flight``, ``timeout_ms``) leaves
+        it serving with nothing copied or released; a failed copy leaves it serving too."""
+    def close(self, timeout_ms: int | None = None) -> CloseReport:
+        """Hands every tenant off (each waiting at most ``timeout_ms``, default one TTL),
+        stops the copier and shuts the keeper down; every later ``open`` is
+        RouterClosedError. Calling it again reports nothing."""
+    def status(self) -> builtins.list[TenantStatus]:
+        """Every tenant this replica knows, ordered by key."""
+    def __enter__(self) -> Self: ...
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        """Closes with the default timeout. Hand-offs and releases that failed are raised as
+        an exception group after a clean block, and noted on the block's exception otherwise."""

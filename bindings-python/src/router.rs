@@ -1,0 +1,668 @@
+//! The tenant router: one replica serves many tenants (lease, write gate and copies of each).
+//!
+//! Every rule is the core's (`gotry_tenant_state::router`); this is its Python face.
+//!
+//! # The GIL
+//!
+//! `open` (acquire, restore), `handoff` (drain, final copy, release), `close`, `status` and
+//! both ends of a `run` (entering the call, and finishing it: the after-check and, in strict
+//! mode, the copy) release the GIL: they wait for the stores, for the router's lock, or for a
+//! callback in progress on another thread, and that callback may be waiting for the GIL.
+//! The call itself, `fn(handle)`, runs with the GIL on the caller's thread. Dropping the
+//! router releases it too (the core joins its copier thread, which may be in `snapshot`).
+//!
+//! # Callbacks
+//!
+//! `verify` and `snapshot` are host calls (their exception fails the open or the copy and
+//! comes out as itself: on `open`, `handoff`, a strict `run`, or as the `error` of a
+//! `copy_failed` event when the background copier met it). `on_event` is a notification,
+//! called with the GIL on whichever thread the core tells it from (the keeper's, the
+//! copier's, or the one that ended a call or handed a tenant off); an exception it raises goes
+//! to `sys.unraisablehook` and the router carries on. See `callbacks`.
+//!
+//! # Interpreter exit
+//!
+//! The router's keeper and copier threads call Python. As for keepers, an `atexit` hook closes
+//! every router still alive before the interpreter finalizes (its tenants handed off, each
+//! waiting at most one TTL for its calls), so no thread calls into a finalizing interpreter.
+
+use std::mem::ManuallyDrop;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::time::Duration;
+
+use gotry_tenant_state::router::{RouterEventHandler, SharedFoldCheck};
+use gotry_tenant_state::{
+    CloseReport, CopyPolicy, Durability, Error, RouterEvent, RouterOptions, TenantHandle, TenantRouter,
+    TenantStatus,
+};
+use pyo3::exceptions::PyTypeError;
+use pyo3::gc::PyVisit;
+use pyo3::prelude::*;
+use pyo3::types::{PyList, PyString, PyTuple};
+use pyo3::PyTraverseError;
+
+use crate::args::{count, id_text, integer, milliseconds, one_of, store_text};
+use crate::callbacks::HostCallable;
+use crate::copies::{fold_check, host_snapshot, PyCopyId, SNAPSHOT_SHAPE, VERIFY_SHAPE};
+use crate::durable::PyDurableStore;
+use crate::errors::{exception_object, exit_failures, CoreError};
+use crate::keeper::PyShutdownReport;
+use crate::lease::PyTenantLease;
+use crate::store::PyLeaseStore;
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A router and what Python asks about it that the core does not repeat.
+struct Routed {
+    router: TenantRouter,
+    replica_id: String,
+    ttl_ms: i64,
+    margin_ms: i64,
+}
+
+impl Routed {
+    /// `close()`, `handoff()` and the context manager wait one TTL for running calls by
+    /// default: the lease is renewed while a tenant drains, so a longer wait is possible, but
+    /// a call still running after a whole TTL is stuck rather than slow, and holding the
+    /// tenant for it keeps every other replica from serving it.
+    fn default_timeout(&self) -> Duration {
+        Duration::from_millis(self.ttl_ms.unsigned_abs())
+    }
+}
+
+/// The routers that the exit hook closes; dead entries are pruned as new ones come.
+static LIVE: Mutex<Vec<Weak<Routed>>> = Mutex::new(Vec::new());
+
+/// Closes every router still alive; registered with `atexit` when the module loads.
+#[pyfunction]
+pub fn _close_routers_at_exit(py: Python<'_>) {
+    let alive: Vec<Arc<Routed>> = lock(&LIVE).drain(..).filter_map(|r| r.upgrade()).collect();
+    py.detach(move || {
+        for routed in alive {
+            // Nobody is left to read the report: a lease not released runs out at its TTL.
+            let _ = routed.router.close(routed.default_timeout());
+        }
+    });
+}
+
+/// The host's callbacks, kept here too so that the collector can see them.
+struct Hooks {
+    verify: Option<Arc<HostCallable>>,
+    snapshot: Option<Arc<HostCallable>>,
+    on_event: Option<Arc<HostCallable>>,
+}
+
+impl Hooks {
+    fn each(&self) -> impl Iterator<Item = &Arc<HostCallable>> {
+        [&self.verify, &self.snapshot, &self.on_event]
+            .into_iter()
+            .flatten()
+    }
+}
+
+/// The router's events as plain values, taken apart without the GIL.
+struct EventParts {
+    kind: &'static str,
+    key: String,
+    epoch: i64,
+    error: Option<Error>,
+}
+
+impl EventParts {
+    fn of(event: RouterEvent) -> Option<EventParts> {
+        let (kind, key, epoch, error) = match event {
+            RouterEvent::Lost { key, epoch } => ("lost", key, epoch, None),
+            RouterEvent::Closed { key, epoch } => ("closed", key, epoch, None),
+            RouterEvent::CopyFailed { key, epoch, error } => ("copy_failed", key, epoch, Some(error)),
+            // A kind the core added after this module was built: nothing to say it with.
+            _ => return None,
+        };
+        Some(EventParts {
+            kind,
+            key,
+            epoch,
+            error,
+        })
+    }
+}
+
+/// Serves many tenants from one replica.
+#[pyclass(frozen, weakref, module = "gotry_tenant_state", name = "TenantRouter")]
+pub struct PyTenantRouter {
+    /// Dropped by hand in `Drop`, without the GIL.
+    routed: ManuallyDrop<Arc<Routed>>,
+    hooks: Hooks,
+}
+
+impl Drop for PyTenantRouter {
+    fn drop(&mut self) {
+        // SAFETY: `drop` runs once, and nothing reads the field after this line.
+        let routed = unsafe { ManuallyDrop::take(&mut self.routed) };
+        // The core's drop joins the copier, which may be waiting for the GIL in `snapshot`.
+        Python::attach(|py| py.detach(move || drop(routed)));
+    }
+}
+
+impl PyTenantRouter {
+    fn timeout(&self, timeout_ms: Option<&Bound<'_, PyAny>>) -> PyResult<Duration> {
+        match timeout_ms {
+            Some(value) if !value.is_none() => Ok(milliseconds("timeout_ms", value)?),
+            _ => Ok(self.routed.default_timeout()),
+        }
+    }
+
+    fn close_report(&self, py: Python<'_>, timeout_ms: Option<&Bound<'_, PyAny>>) -> PyResult<CloseReport> {
+        let timeout = self.timeout(timeout_ms)?;
+        let router = &self.routed.router;
+        Ok(py.detach(|| router.close(timeout)))
+    }
+}
+
+#[pymethods]
+impl PyTenantRouter {
+    #[new]
+    #[pyo3(signature = (
+        lease_store, durable_store, state_root, replica_id, ttl_ms, margin_ms, *,
+        capacity = None, copy_interval_ms = None, durability = None, verify = None,
+        snapshot = None, on_event = None
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        lease_store: &Bound<'_, PyLeaseStore>,
+        durable_store: &Bound<'_, PyDurableStore>,
+        state_root: PathBuf,
+        replica_id: &Bound<'_, PyAny>,
+        ttl_ms: &Bound<'_, PyAny>,
+        margin_ms: &Bound<'_, PyAny>,
+        capacity: Option<&Bound<'_, PyAny>>,
+        copy_interval_ms: Option<&Bound<'_, PyAny>>,
+        durability: Option<&Bound<'_, PyAny>>,
+        verify: Option<&Bound<'_, PyAny>>,
+        snapshot: Option<&Bound<'_, PyAny>>,
+        on_event: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<PyTenantRouter> {
+        let replica_id = store_text("replica_id", replica_id)?;
+        let (ttl_ms, margin_ms) = (integer("ttl_ms", ttl_ms)?, integer("margin_ms", margin_ms)?);
+        let hooks = Hooks {
+            verify: HostCallable::from_arg("verify", VERIFY_SHAPE, verify)?,
+            snapshot: HostCallable::from_arg("snapshot", SNAPSHOT_SHAPE, snapshot)?,
+            on_event: HostCallable::from_arg("on_event", "a callable taking a RouterEvent", on_event)?,
+        };
+        let mut options = RouterOptions::new(
+            lease_store.get().shared(),
+            durable_store.get().shared(),
+            state_root,
+            replica_id.clone(),
+            ttl_ms,
+            margin_ms,
+        );
+        options.capacity = capacity
+            .filter(|value| !value.is_none())
+            .map(|value| count("capacity", value))
+            .transpose()?;
+        let mut policy = CopyPolicy::default();
+        if let Some(value) = copy_interval_ms.filter(|value| !value.is_none()) {
+            policy.interval = milliseconds("copy_interval_ms", value)?;
+        }
+        if let Some(value) = durability.filter(|value| !value.is_none()) {
+            policy.durability = match one_of("durability", value, &["async", "strict"])? {
+                "strict" => Durability::Strict,
+                _ => Durability::Async,
+            };
+        }
+        options.copy_policy = policy;
+        options.verify = hooks
+            .verify
+            .clone()
+            .map(|verify| Arc::new(move |path: &Path| fold_check(&verify, path)) as SharedFoldCheck);
+        options.snapshot = hooks.snapshot.clone().map(host_snapshot);
+        options.on_event = hooks.on_event.clone().map(|sink| {
+            Arc::new(move |event: RouterEvent| {
+                let Some(parts) = EventParts::of(event) else {
+                    return;
+                };
+                sink.notify(|py| Ok(Bound::new(py, PyRouterEvent::new(py, parts))?.into_any()));
+            }) as RouterEventHandler
+        });
+        let router = TenantRouter::start(options).map_err(CoreError)?;
+        let routed = Arc::new(Routed {
+            router,
+            replica_id,
+            ttl_ms,
+            margin_ms,
+        });
+        {
+            let mut live = lock(&LIVE);
+            live.retain(|other| other.strong_count() > 0);
+            live.push(Arc::downgrade(&routed));
+        }
+        Ok(PyTenantRouter {
+            routed: ManuallyDrop::new(routed),
+            hooks,
+        })
+    }
+
+    /// The most tenants this replica serves at once.
+    #[getter]
+    fn capacity(&self) -> usize {
+        self.routed.router.capacity()
+    }
+
+    #[getter]
+    fn replica_id(&self) -> &str {
+        &self.routed.replica_id
+    }
+
+    #[getter]
+    fn ttl_ms(&self) -> i64 {
+        self.routed.ttl_ms
+    }
+
+    #[getter]
+    fn margin_ms(&self) -> i64 {
+        self.routed.margin_ms
+    }
+
+    /// Serves the tenant `tenant` of `organization`: acquires its lease and restores its
+    /// newest valid copy into its root before any call can run. The same handle while it is
+    /// served.
+    fn open(
+        &self,
+        py: Python<'_>,
+        organization: &Bound<'_, PyAny>,
+        tenant: &Bound<'_, PyAny>,
+    ) -> PyResult<PyTenantHandle> {
+        let organization = id_text("organization id", organization)?.to_owned();
+        let tenant = id_text("ledger tenant id", tenant)?.to_owned();
+        let router = &self.routed.router;
+        let handle = py
+            .detach(|| router.open(&organization, &tenant))
+            .map_err(CoreError)?;
+        Ok(PyTenantHandle(handle))
+    }
+
+    /// Runs `call(handle)` as one call of the served tenant `key`: counted in flight, the
+    /// write gate checked before and after it. Its return value comes back; an exception it
+    /// raises ends the call unacknowledged (nothing to copy for it) and propagates.
+    fn run(&self, py: Python<'_>, key: &Bound<'_, PyAny>, call: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        let key = store_text("key", key)?;
+        if !call.is_callable() {
+            return Err(PyTypeError::new_err(format!(
+                "run needs a callable taking a TenantHandle, got {}",
+                call.get_type().name()?
+            )));
+        }
+        let router = &self.routed.router;
+        let started = py.detach(|| router.begin(&key)).map_err(CoreError)?;
+        let handle = PyTenantHandle(Arc::clone(started.handle()));
+        match call.call1((handle,)) {
+            Ok(value) => {
+                py.detach(move || started.finish()).map_err(CoreError)?;
+                Ok(value.unbind())
+            }
+            Err(raised) => {
+                // Leaving may tell `on_event` that a lost tenant's last call ended.
+                py.detach(move || drop(started));
+                Err(raised)
+            }
+        }
+    }
+
+    /// Hands the tenant `key` off: refuses new calls (TenantDrainingError), waits at most
+    /// `timeout_ms` (one TTL by default) for the running ones, takes a final copy and
+    /// releases the lease. DrainTimeoutError leaves it serving.
+    #[pyo3(signature = (key, timeout_ms = None))]
+    fn handoff(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        timeout_ms: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        let key = store_text("key", key)?;
+        let timeout = self.timeout(timeout_ms)?;
+        let router = &self.routed.router;
+        Ok(py.detach(|| router.handoff(&key, timeout)).map_err(CoreError)?)
+    }
+
+    /// Hands every tenant off (each waiting at most `timeout_ms`, one TTL by default), stops
+    /// the copier and the keeper; every later `open` is RouterClosedError.
+    #[pyo3(signature = (timeout_ms = None))]
+    fn close(&self, py: Python<'_>, timeout_ms: Option<&Bound<'_, PyAny>>) -> PyResult<PyCloseReport> {
+        let report = self.close_report(py, timeout_ms)?;
+        PyCloseReport::new(py, report)
+    }
+
+    /// Every tenant this replica knows, ordered by key.
+    fn status(&self, py: Python<'_>) -> Vec<PyTenantStatus> {
+        let router = &self.routed.router;
+        py.detach(|| router.status())
+            .into_iter()
+            .map(PyTenantStatus)
+            .collect()
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    /// Closes with the default timeout (one TTL), also when the block raised. Hand-offs and
+    /// releases that failed are raised as an exception group after a clean block, and added
+    /// as notes to the block's own exception otherwise.
+    fn __exit__(
+        &self,
+        py: Python<'_>,
+        _exc_type: &Bound<'_, PyAny>,
+        exc_value: &Bound<'_, PyAny>,
+        _traceback: &Bound<'_, PyAny>,
+    ) -> PyResult<bool> {
+        let report = self.close_report(py, None)?;
+        let handoffs = report.failed.into_iter().map(|(key, error)| {
+            let note = format!("handing {key} off on exit failed; its lease runs out at its TTL");
+            (note, error)
+        });
+        let releases = report.keeper.failed.into_iter().map(|(key, error)| {
+            let note = format!("releasing {key} on exit failed; it runs out at its TTL");
+            (note, error)
+        });
+        let failures: Vec<(String, Error)> = handoffs.chain(releases).collect();
+        let summary = format!(
+            "the router could not hand {} of its tenants off on exit",
+            failures.len()
+        );
+        exit_failures(py, exc_value, failures, summary)
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        let routed = &self.routed;
+        Ok(format!(
+            "TenantRouter(replica_id={}, ttl_ms={}, margin_ms={}, capacity={})",
+            PyString::new(py, &routed.replica_id).repr()?,
+            routed.ttl_ms,
+            routed.margin_ms,
+            routed.router.capacity()
+        ))
+    }
+
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        for hook in self.hooks.each() {
+            hook.traverse(&visit)?;
+        }
+        Ok(())
+    }
+
+    fn __clear__(&self) {
+        // The router is garbage: nobody is left to tell, and nothing to check with.
+        for hook in self.hooks.each() {
+            hook.clear();
+        }
+    }
+}
+
+/// A served tenant: where its files are, and the lease that lets this replica write them.
+#[pyclass(frozen, module = "gotry_tenant_state", name = "TenantHandle")]
+pub struct PyTenantHandle(Arc<TenantHandle>);
+
+#[pymethods]
+impl PyTenantHandle {
+    /// `<organization>/<ledger tenant>`.
+    #[getter]
+    fn key(&self) -> &str {
+        &self.0.key
+    }
+
+    /// The tenant root, under the router's state root.
+    #[getter]
+    fn root(&self) -> std::ffi::OsString {
+        self.0.root.clone().into_os_string()
+    }
+
+    #[getter]
+    fn epoch(&self) -> i64 {
+        self.0.epoch()
+    }
+
+    /// The copy the tenure started from; None for an empty start.
+    #[getter]
+    fn restored_from(&self) -> Option<PyCopyId> {
+        self.0.restored_from.map(PyCopyId::from)
+    }
+
+    /// The tenure's lease: `assert_held()` is the write gate inside a call.
+    #[getter]
+    fn lease(&self) -> PyTenantLease {
+        PyTenantLease::from(Arc::clone(&self.0.lease))
+    }
+
+    /// One tenure is one handle: equal when they are the same tenure of the same router.
+    fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {
+        other
+            .cast::<PyTenantHandle>()
+            .is_ok_and(|other| Arc::ptr_eq(&self.0, &other.get().0))
+    }
+
+    fn __hash__(&self) -> isize {
+        Arc::as_ptr(&self.0) as isize
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        let restored = self.0.restored_from.map_or_else(
+            || "None".to_owned(),
+            |id| format!("CopyId(epoch={}, seq={})", id.epoch, id.seq),
+        );
+        Ok(format!(
+            "TenantHandle(key={}, root={}, epoch={}, restored_from={restored})",
+            PyString::new(py, &self.0.key).repr()?,
+            self.root().into_pyobject(py)?.repr()?,
+            self.0.epoch()
+        ))
+    }
+}
+
+/// One tenant as operators and metrics see it.
+#[pyclass(frozen, eq, module = "gotry_tenant_state", name = "TenantStatus")]
+#[derive(PartialEq)]
+pub struct PyTenantStatus(TenantStatus);
+
+#[pymethods]
+impl PyTenantStatus {
+    #[getter]
+    fn key(&self) -> &str {
+        &self.0.key
+    }
+
+    /// `"opening"`, `"serving"`, `"draining"` or `"lost"`.
+    #[getter]
+    fn state(&self) -> &'static str {
+        self.0.state.as_str()
+    }
+
+    /// The tenure's epoch; 0 while it is still opening.
+    #[getter]
+    fn epoch(&self) -> i64 {
+        self.0.epoch
+    }
+
+    #[getter]
+    fn in_flight(&self) -> u64 {
+        self.0.in_flight
+    }
+
+    /// The newest copy of the tenure (or the one it was restored from); None before any.
+    #[getter]
+    fn last_copy(&self) -> Option<PyCopyId> {
+        self.0.last_copy.map(PyCopyId::from)
+    }
+
+    /// Calls acknowledged since the last good copy began.
+    #[getter]
+    fn writes_since_copy(&self) -> u64 {
+        self.0.writes_since_copy
+    }
+
+    /// Milliseconds since the last good copy began (since the tenant opened, before one).
+    #[getter]
+    fn lag_ms(&self) -> u64 {
+        self.0.lag_ms
+    }
+
+    /// Why the last copy failed (`CODE: message`); None after a good one.
+    #[getter]
+    fn last_copy_error(&self) -> Option<&str> {
+        self.0.last_copy_error.as_deref()
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        let s = &self.0;
+        let last_copy = s.last_copy.map_or_else(
+            || "None".to_owned(),
+            |id| format!("CopyId(epoch={}, seq={})", id.epoch, id.seq),
+        );
+        let error = match &s.last_copy_error {
+            Some(error) => PyString::new(py, error).repr()?.to_string(),
+            None => "None".to_owned(),
+        };
+        Ok(format!(
+            "TenantStatus(key={}, state='{}', epoch={}, in_flight={}, last_copy={last_copy}, \
+             writes_since_copy={}, lag_ms={}, last_copy_error={error})",
+            PyString::new(py, &s.key).repr()?,
+            s.state.as_str(),
+            s.epoch,
+            s.in_flight,
+            s.writes_since_copy,
+            s.lag_ms
+        ))
+    }
+}
+
+/// Something that happened to a served tenant without the host asking.
+#[pyclass(frozen, module = "gotry_tenant_state", name = "RouterEvent")]
+pub struct PyRouterEvent {
+    kind: &'static str,
+    key: String,
+    epoch: i64,
+    error: Option<Py<PyAny>>,
+}
+
+impl PyRouterEvent {
+    fn new(py: Python<'_>, parts: EventParts) -> PyRouterEvent {
+        PyRouterEvent {
+            kind: parts.kind,
+            key: parts.key,
+            epoch: parts.epoch,
+            error: parts.error.map(|error| exception_object(py, error).unbind()),
+        }
+    }
+}
+
+#[pymethods]
+impl PyRouterEvent {
+    #[classattr]
+    fn __match_args__() -> (&'static str, &'static str, &'static str, &'static str) {
+        ("kind", "key", "epoch", "error")
+    }
+
+    /// `"lost"`, `"closed"` or `"copy_failed"`.
+    #[getter]
+    fn kind(&self) -> &'static str {
+        self.kind
+    }
+
+    #[getter]
+    fn key(&self) -> &str {
+        &self.key
+    }
+
+    #[getter]
+    fn epoch(&self) -> i64 {
+        self.epoch
+    }
+
+    /// For `copy_failed`: why, as the exception the copy failed with.
+    #[getter]
+    fn error(&self, py: Python<'_>) -> Option<Py<PyAny>> {
+        self.error.as_ref().map(|error| error.clone_ref(py))
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        let error = match &self.error {
+            Some(error) => error.bind(py).repr()?.to_string(),
+            None => "None".to_owned(),
+        };
+        Ok(format!(
+            "RouterEvent(kind='{}', key={}, epoch={}, error={error})",
+            self.kind,
+            PyString::new(py, &self.key).repr()?,
+            self.epoch
+        ))
+    }
+}
+
+/// What `close()` did with every tenant.
+#[pyclass(frozen, module = "gotry_tenant_state", name = "CloseReport")]
+pub struct PyCloseReport {
+    handed_off: Vec<String>,
+    timed_out: Vec<String>,
+    failed: Vec<(String, Py<PyAny>)>,
+    keeper: Py<PyShutdownReport>,
+}
+
+impl PyCloseReport {
+    fn new(py: Python<'_>, report: CloseReport) -> PyResult<PyCloseReport> {
+        let failed = report
+            .failed
+            .into_iter()
+            .map(|(key, error)| (key, exception_object(py, error).unbind()))
+            .collect();
+        Ok(PyCloseReport {
+            handed_off: report.handed_off,
+            timed_out: report.timed_out,
+            failed,
+            keeper: Py::new(py, PyShutdownReport::new(py, report.keeper)?)?,
+        })
+    }
+}
+
+#[pymethods]
+impl PyCloseReport {
+    /// Keys copied and released: the next replica may serve them at once.
+    #[getter]
+    fn handed_off(&self) -> Vec<String> {
+        self.handed_off.clone()
+    }
+
+    /// Keys whose calls were still running at the timeout: nothing was copied for them, and
+    /// the keeper's shutdown then closed their gates (their running calls end FENCED).
+    #[getter]
+    fn timed_out(&self) -> Vec<String> {
+        self.timed_out.clone()
+    }
+
+    /// `(key, exception)` of the hand-offs that failed (a final copy or the release).
+    #[getter]
+    fn failed<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let pairs = self
+            .failed
+            .iter()
+            .map(|(key, error)| PyTuple::new(py, [PyString::new(py, key).into_any(), error.bind(py).clone()]))
+            .collect::<PyResult<Vec<_>>>()?;
+        PyList::new(py, pairs)
+    }
+
+    /// What the keeper's shutdown did with the leases still kept after the hand-offs.
+    #[getter]
+    fn keeper(&self, py: Python<'_>) -> Py<PyShutdownReport> {
+        self.keeper.clone_ref(py)
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        Ok(format!(
+            "CloseReport(handed_off={}, timed_out={}, failed={})",
+            PyList::new(py, &self.handed_off)?.repr()?,
+            PyList::new(py, &self.timed_out)?.repr()?,
+            self.failed(py)?.repr()?
+        ))
+    }
+}
