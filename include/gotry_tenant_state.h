@@ -71,6 +71,11 @@
 #define GOTRY_MAX_TEXT_UTF16_UNITS 200
 
 /**
+ * Bytes of the message buffer a `GotrySnapshotFn` may fill, its NUL included.
+ */
+#define GOTRY_HOST_MESSAGE_BUFFER_LEN 1024
+
+/**
  * The outcome of a call. `GOTRY_STATUS_OK` is zero; values 1 to 12 are the twelve
  * `GOTRY_TENANT_*` codes in the reference's order (so `gotry_status_code` names them);
  * the values after them are the failures that have no such code.
@@ -170,6 +175,12 @@ typedef enum GotryStatus {
      * with the error's message.
      */
     GOTRY_STATUS_INTERNAL_ERROR = 18,
+    /**
+     * A host's callback reported a failure (a `GotrySnapshotFn` returned non-zero): the
+     * error's code is `HOST_CALLBACK`, its message holds what the callback wrote, and
+     * `gotry_error_host_code` gives the value it returned.
+     */
+    GOTRY_STATUS_HOST_CALLBACK_FAILED = 19,
 } GotryStatus;
 
 /**
@@ -288,6 +299,93 @@ typedef enum GotryLeaseOp {
 } GotryLeaseOp;
 
 /**
+ * When a router's acknowledgements wait for a durable copy.
+ */
+typedef enum GotryDurability {
+    /**
+     * Copies run on the router's copier thread, every `copy_interval_ms` for a tenant that
+     * was written to; a failing durable store shows as lag (and `copy_failed` events), calls
+     * go on.
+     */
+    GOTRY_DURABILITY_ASYNC = 1,
+    /**
+     * `gotry_router_call_finish` returns only once a copy holds the call, and fails with
+     * the copy's error.
+     */
+    GOTRY_DURABILITY_STRICT = 2,
+} GotryDurability;
+
+/**
+ * What a router reports without being asked.
+ */
+typedef enum GotryRouterEventKind {
+    /**
+     * `lost`: the store refused a renewal; the tenant refuses every new call (FENCED) from
+     * now on, and the calls still running cannot be acknowledged.
+     */
+    GOTRY_ROUTER_EVENT_KIND_LOST = 1,
+    /**
+     * `closed`: the tenant left the router (its last call ended after a loss, or a handoff
+     * released it): its files may be closed.
+     */
+    GOTRY_ROUTER_EVENT_KIND_CLOSED = 2,
+    /**
+     * `copy_failed`: a background copy failed (the error says why); the tenant's lag grows
+     * until a copy succeeds.
+     */
+    GOTRY_ROUTER_EVENT_KIND_COPY_FAILED = 3,
+} GotryRouterEventKind;
+
+/**
+ * What became of a tenant when its router closed.
+ */
+typedef enum GotryCloseOutcome {
+    /**
+     * Drained, copied and released: the next replica restores everything acknowledged.
+     */
+    GOTRY_CLOSE_OUTCOME_HANDED_OFF = 1,
+    /**
+     * Calls still ran at the timeout (DRAIN_TIMEOUT): nothing was copied; the keeper's
+     * shutdown then released or dropped its lease (see `gotry_close_report_keeper`).
+     */
+    GOTRY_CLOSE_OUTCOME_TIMED_OUT = 2,
+    /**
+     * The handoff failed (its error is in the entry); the keeper's shutdown then released or
+     * dropped its lease.
+     */
+    GOTRY_CLOSE_OUTCOME_FAILED = 3,
+} GotryCloseOutcome;
+
+/**
+ * Where a tenant is in its life on a router.
+ */
+typedef enum GotryTenantState {
+    /**
+     * `opening`: its lease is being acquired and its copy restored.
+     */
+    GOTRY_TENANT_STATE_OPENING = 1,
+    /**
+     * `serving`: calls run.
+     */
+    GOTRY_TENANT_STATE_SERVING = 2,
+    /**
+     * `draining`: a handoff waits for its calls; new ones get DRAINING.
+     */
+    GOTRY_TENANT_STATE_DRAINING = 3,
+    /**
+     * `lost`: its lease was lost; it leaves the router when its last call ends.
+     */
+    GOTRY_TENANT_STATE_LOST = 4,
+} GotryTenantState;
+
+/**
+ * What `gotry_router_close` did: the tenants handed off, then those timed out, then those
+ * failed, each group ordered by key, and the keeper's shutdown report. Immutable: any number
+ * of threads may read it at once; free it once with `gotry_close_report_free`.
+ */
+typedef struct GotryCloseReport GotryCloseReport;
+
+/**
  * Copy ids returned by `gotry_epoch_copies_forget_copies` and `gotry_epoch_copies_gc`, in
  * the order the call handled them. Immutable: any number of threads may read it at once;
  * free it once with `gotry_copy_id_list_free`.
@@ -312,7 +410,8 @@ typedef struct GotryDurableStore GotryDurableStore;
  * run in parallel, calls for one tenant one at a time. It remembers which objects of a
  * tenure it wrote (anything else in that epoch's prefix is a conflict), so a holder uses
  * one `GotryEpochCopies` for its whole tenure. `gotry_epoch_copies_free` must be the last
- * call on the handle.
+ * call on the handle. A host snapshot function given at creation is called on the threads
+ * that write copies, and never after `gotry_epoch_copies_free` returns.
  */
 typedef struct GotryEpochCopies GotryEpochCopies;
 
@@ -379,6 +478,26 @@ typedef struct GotryRenewBatch GotryRenewBatch;
 typedef struct GotryRestoreReport GotryRestoreReport;
 
 /**
+ * Serves many tenants from one replica: one keeper renews every lease it holds in batches,
+ * and the tenants' copies follow its durability. Thread-safe: every function may be called
+ * from several threads at once, and calls of different tenants run in parallel;
+ * `gotry_router_open`, `gotry_router_handoff` and `gotry_router_close` block on the stores
+ * and the file system (and `gotry_router_call_finish` in `GOTRY_DURABILITY_STRICT` mode), so
+ * a host with an event loop calls them from a worker. `gotry_router_free` must be the last
+ * call on the handle; calls, tenant handles and reports taken from it stay valid after it.
+ */
+typedef struct GotryRouter GotryRouter;
+
+/**
+ * A call of a served tenant in flight: a handoff waits for it. End it exactly once, with
+ * `gotry_router_call_finish` (it succeeded: acknowledge it if that returns OK) or
+ * `gotry_router_call_free` (abandon it); either frees it. Its accessors may be used from
+ * several threads at once, but the call that ends it must be the last. It may be ended on
+ * any thread, also after its router was freed.
+ */
+typedef struct GotryRouterCall GotryRouterCall;
+
+/**
  * What `gotry_keeper_shutdown` did: the released leases, then the failed ones, then those
  * timed out, each group ordered by key. Immutable: any number of threads may read it at
  * once; free it once with `gotry_shutdown_report_free`.
@@ -391,6 +510,20 @@ typedef struct GotryShutdownReport GotryShutdownReport;
  * serializes processes). `gotry_store_free` must be the last call on the handle.
  */
 typedef struct GotryStore GotryStore;
+
+/**
+ * A tenant served by a router: its key, the folder of its files and the lease whose gate
+ * guards its writes. Immutable: any number of threads may read it at once; free it once
+ * with `gotry_tenant_handle_free`, which does not stop serving the tenant. It stays valid
+ * after the tenant leaves the router and after the router is freed.
+ */
+typedef struct GotryTenantHandle GotryTenantHandle;
+
+/**
+ * The tenants of `gotry_router_status`, ordered by key. Immutable: any number of threads may
+ * read it at once; free it once with `gotry_tenant_status_list_free`.
+ */
+typedef struct GotryTenantStatusList GotryTenantStatusList;
 
 /**
  * One lease of a batch: its key (pointer + length) and the epoch the owner holds.
@@ -446,6 +579,41 @@ typedef struct GotryRecordView {
      */
     int64_t forgotten_at_epoch;
 } GotryRecordView;
+
+/**
+ * Reads, through the host's own SQLite, a file of a tenant root that the host has open, for
+ * a copy (`gotry_epoch_copies_new_with_snapshot`, `GotryRouterOptions.snapshot`).
+ *
+ * The library never opens a file that another descriptor of the process has open: POSIX
+ * locks belong to the process, so its own SQLite (a copy bundled in this library, not the
+ * host's) would drop the host's locks on close and could delete the WAL the host still
+ * writes to. It asks this function instead: write a transaction-consistent, self-contained
+ * image of the database at `source` to the new file `image` (`VACUUM INTO`, or
+ * `sqlite3_backup_*` from the host's connection into a connection on `image`). Both paths
+ * are NUL-terminated (`source_len` and `image_len` bytes before the NUL) and valid during
+ * the call only; `image` does not exist yet, in a scratch folder beside the tenant root.
+ *
+ * Return 0 when the image is written. Any other value fails the copy with
+ * `GOTRY_STATUS_HOST_CALLBACK_FAILED` (`gotry_error_host_code` gives the value back, so a
+ * SQLite result code survives); the function may first write a NUL-terminated message for
+ * people into `message` (`message_capacity` bytes, `GOTRY_HOST_MESSAGE_BUFFER_LEN`, holding
+ * an empty string on entry), which the error's message quotes.
+ *
+ * It runs on the thread that takes the copy, before that call returns: the caller of
+ * `gotry_epoch_copies_write_copy`, or for a router its copier thread (`Async`), the thread
+ * finishing a call (`Strict`), or the caller of `gotry_router_handoff` or
+ * `gotry_router_close`. Copies of different tenants run in parallel, so it may run on
+ * several threads at once (one file at a time for one copy): `user_data` must be usable
+ * from any thread. Never let a C++ exception escape it, and do not call the same copies or
+ * router for the same tenant from it (that tenant's copy holds its turn).
+ */
+typedef int32_t (*GotrySnapshotFn)(void *user_data,
+                                   const char *source,
+                                   size_t source_len,
+                                   const char *image,
+                                   size_t image_len,
+                                   char *message,
+                                   size_t message_capacity);
 
 /**
  * A copy taken as written: its manifest is durable and the write gate held after it.
@@ -717,6 +885,215 @@ typedef struct GotryHistoryEntry {
     int64_t at_ms;
 } GotryHistoryEntry;
 
+/**
+ * One event, lent to the callback for the duration of the call only: copy what you keep.
+ */
+typedef struct GotryRouterEvent {
+    /**
+     * What happened.
+     */
+    enum GotryRouterEventKind kind;
+    /**
+     * The tenant's lease key; its length is the authority.
+     */
+    const char *key;
+    /**
+     * Bytes in `key`.
+     */
+    size_t key_len;
+    /**
+     * The epoch of the tenure the event is about.
+     */
+    int64_t epoch;
+    /**
+     * copy_failed: why (read it with the `gotry_error_*` accessors; never free it); NULL
+     * otherwise.
+     */
+    const struct GotryError *error;
+} GotryRouterEvent;
+
+/**
+ * A router's event callback, called with `event_user_data`, one event per call:
+ * - `lost` on the router's renewal thread;
+ * - `closed` on the renewal thread when the lost tenant had no call running, otherwise on
+ *   the thread that ends its last call (`gotry_router_call_finish` or `_free`, before it
+ *   returns); after a handoff, on the thread calling `gotry_router_handoff` or
+ *   `gotry_router_close`, before it returns;
+ * - `copy_failed` on the router's copier thread (`GOTRY_DURABILITY_ASYNC`).
+ *
+ * Several threads may call it at once, so `event_user_data` must be usable from any thread.
+ * Keep it short (a `lost` event delays the renewals of every tenant) and never let a C++
+ * exception escape it. It may read the router (`gotry_router_status`) and end calls, but
+ * must not open, hand off, close or free the router: hand such work to another thread. Once
+ * `gotry_router_free` returned it is never called again.
+ */
+typedef void (*GotryRouterEventFn)(void *user_data, const struct GotryRouterEvent *event);
+
+/**
+ * How a router serves; `gotry_router_options_default` fills in the defaults, then set what
+ * differs. The library keeps no pointer to the struct itself.
+ */
+typedef struct GotryRouterOptions {
+    /**
+     * The most tenants served at once (REPLICA_AT_CAPACITY beyond); at least 1. The default
+     * keeps the replica inside its descriptor limit: about three descriptors a tenant after
+     * a quarter of the soft limit (at least 64) is set aside, 256 for a limit of 1024.
+     */
+    size_t capacity;
+    /**
+     * In `GOTRY_DURABILITY_ASYNC` mode, how long after a tenant's last good copy it is
+     * copied again when it was written to (default 30000).
+     */
+    uint64_t copy_interval_ms;
+    /**
+     * When acknowledgements wait for a copy (default `GOTRY_DURABILITY_ASYNC`).
+     */
+    enum GotryDurability durability;
+    /**
+     * The holders' monotonic clock, of which the router keeps its own reference; NULL
+     * (default) for the system's.
+     */
+    const struct GotryManualClock *clock;
+    /**
+     * The host's check of a restored tenant root before it is installed, called with
+     * `verify_user_data` on the thread calling `gotry_router_open`; NULL (default) for none.
+     * As for `gotry_epoch_copies_restore`.
+     */
+    GotryFoldCheckFn verify;
+    /**
+     * Passed to `verify`.
+     */
+    void *verify_user_data;
+    /**
+     * Reads the files of a tenant root the host has open, with `snapshot_user_data`; NULL
+     * (default) for none, and then a copy of a root holding such a file fails with
+     * `OPEN_IN_PROCESS`. See `GotrySnapshotFn` for the threads it runs on.
+     */
+    GotrySnapshotFn snapshot;
+    /**
+     * Passed to `snapshot`.
+     */
+    void *snapshot_user_data;
+    /**
+     * Receives the router's events, with `event_user_data`; NULL (default) for none. See
+     * `GotryRouterEventFn`.
+     */
+    GotryRouterEventFn on_event;
+    /**
+     * Passed to `on_event`.
+     */
+    void *event_user_data;
+} GotryRouterOptions;
+
+/**
+ * A served tenant as C reads it; the strings are borrowed from the `GotryTenantHandle`
+ * (NUL-terminated, lengths the authority).
+ */
+typedef struct GotryTenantView {
+    /**
+     * The lease key, `<organization>/<ledger tenant>`.
+     */
+    const char *key;
+    /**
+     * Bytes in `key`.
+     */
+    size_t key_len;
+    /**
+     * The tenant's root folder (absolute): its ledger is `gotry-state/gotry-state.db` in it.
+     */
+    const char *root;
+    /**
+     * Bytes in `root`.
+     */
+    size_t root_len;
+    /**
+     * The epoch of this replica's tenure.
+     */
+    int64_t epoch;
+    /**
+     * false for an empty start: no copy existed, the root started as an empty folder.
+     */
+    bool restored;
+    /**
+     * The copy the tenure started from; zeros when `restored` is false.
+     */
+    struct GotryCopyId restored_from;
+} GotryTenantView;
+
+/**
+ * One tenant of a close report, lent by the report.
+ */
+typedef struct GotryCloseEntry {
+    /**
+     * The tenant's key; its length is the authority.
+     */
+    const char *key;
+    /**
+     * Bytes in `key`.
+     */
+    size_t key_len;
+    /**
+     * What became of it.
+     */
+    enum GotryCloseOutcome outcome;
+    /**
+     * For `GOTRY_CLOSE_OUTCOME_FAILED`, why (never free it); NULL otherwise.
+     */
+    const struct GotryError *error;
+} GotryCloseEntry;
+
+/**
+ * One tenant of a router, as operators and metrics see it; the strings are borrowed from the
+ * `GotryTenantStatusList` (NUL-terminated, lengths the authority).
+ */
+typedef struct GotryTenantStatusView {
+    /**
+     * The tenant's lease key.
+     */
+    const char *key;
+    /**
+     * Bytes in `key`.
+     */
+    size_t key_len;
+    /**
+     * Where it is in its life.
+     */
+    enum GotryTenantState state;
+    /**
+     * The epoch of the tenure; 0 while opening.
+     */
+    int64_t epoch;
+    /**
+     * Calls begun and not yet ended.
+     */
+    uint64_t in_flight;
+    /**
+     * Whether `last_copy` means anything (a copy was written or restored this tenure).
+     */
+    bool has_last_copy;
+    /**
+     * The newest copy written this tenure, or the one restored; zeros when
+     * `has_last_copy` is false.
+     */
+    struct GotryCopyId last_copy;
+    /**
+     * Calls acknowledged since the last good copy began.
+     */
+    uint64_t writes_since_copy;
+    /**
+     * Milliseconds since the last good copy began (since the tenant opened, before one).
+     */
+    uint64_t lag_ms;
+    /**
+     * Why the last copy failed (`<code>: <message>`); NULL when it did not.
+     */
+    const char *last_copy_error;
+    /**
+     * Bytes in `last_copy_error`; 0 when it is NULL.
+     */
+    size_t last_copy_error_len;
+} GotryTenantStatusView;
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -878,6 +1255,27 @@ enum GotryStatus gotry_epoch_copies_new(const struct GotryDurableStore *store,
                                         struct GotryEpochCopies **out_copies);
 
 /**
+ * Creates the copies of tenant roots in `store`, as `gotry_epoch_copies_new` does, for a host
+ * that has files of its tenant roots open (its ledger, through its own SQLite): each such
+ * file is read by calling `snapshot` with `user_data` (see `GotrySnapshotFn`), every other
+ * file as usual. Without a snapshot function such a copy fails with
+ * `GOTRY_STATUS_STORAGE_ERROR`, code `OPEN_IN_PROCESS`, and touches nothing.
+ *
+ * `user_data` must be usable from any thread and stay valid until
+ * `gotry_epoch_copies_free` returns.
+ *
+ * Returns `GOTRY_STATUS_NULL_ARGUMENT` when `store`, `snapshot` or `out_copies` is NULL.
+ *
+ * # Safety
+ * `store` must be NULL or a live `GotryDurableStore`; `snapshot` must be NULL or a function
+ * as `GotrySnapshotFn` describes; `out_copies` must be NULL or writable.
+ */
+enum GotryStatus gotry_epoch_copies_new_with_snapshot(const struct GotryDurableStore *store,
+                                                      GotrySnapshotFn snapshot,
+                                                      void *user_data,
+                                                      struct GotryEpochCopies **out_copies);
+
+/**
  * Frees the copies handle; NULL does nothing. What it wrote stays in the store.
  *
  * # Safety
@@ -888,16 +1286,22 @@ void gotry_epoch_copies_free(struct GotryEpochCopies *copies);
 /**
  * Writes a complete copy of the tenant root at `root` (the ledger
  * `gotry-state/gotry-state.db` and every other file under it) under the lease's epoch: every
- * object create-only, the manifest last. SQLite files are read through SQLite's online
- * backup API, so the ledger may be written meanwhile; keep the other files still during the
- * call. Blocks on the file system and the store. `*out_copy` receives what was written.
+ * object create-only, the manifest last. A file that another descriptor of this process has
+ * open (the host's ledger, held by the host's own SQLite) is read only through the host's
+ * snapshot function (`gotry_epoch_copies_new_with_snapshot`); other SQLite files through
+ * this library's SQLite and its online backup API, so a ledger may be written meanwhile;
+ * keep the other files still during the call. Blocks on the file system and the store.
+ * `*out_copy` receives what was written.
  *
  * Returns `GOTRY_STATUS_FENCED` when the write gate is closed before the first object or
  * after the manifest (the copy is then not taken as written), `GOTRY_STATUS_COPY_CONFLICT`
  * when anything in the epoch's prefix was not written through this handle or a name it is
  * about to create exists, `GOTRY_STATUS_DURABLE_STORE_UNAVAILABLE` when the store fails (a
  * later copy starts afresh), `GOTRY_STATUS_STORAGE_ERROR` when `root` cannot be read (the
- * error's code is the errno or SQLite name), `GOTRY_STATUS_ID_INVALID` when the lease key is
+ * error's code is the errno or SQLite name) or holds a file this process has open while the
+ * copies have no snapshot function (code `OPEN_IN_PROCESS`; nothing was opened, the file and
+ * its WAL are left alone), `GOTRY_STATUS_HOST_CALLBACK_FAILED` when the snapshot function
+ * refused, `GOTRY_STATUS_ID_INVALID` when the lease key is
  * not `<organization>/<ledger tenant>`, `GOTRY_STATUS_INVALID_ARGUMENT` for a root that is not
  * UTF-8 or holds a NUL, or that holds something other than files and folders or a name that
  * is not UTF-8, and `GOTRY_STATUS_NULL_ARGUMENT` when a pointer other than `out_error` is NULL.
@@ -931,10 +1335,12 @@ enum GotryStatus gotry_epoch_copies_write_copy(const struct GotryEpochCopies *co
  * copy and its reason in the error, `root` untouched), `GOTRY_STATUS_FENCED` when the write
  * gate is closed before or after the restore, `GOTRY_STATUS_COPY_CONFLICT` when another
  * restore recorded this epoch's tenure differently, `GOTRY_STATUS_DURABLE_STORE_UNAVAILABLE`
- * when the store fails, `GOTRY_STATUS_STORAGE_ERROR` when `root`'s folder cannot be written,
+ * when the store fails, `GOTRY_STATUS_STORAGE_ERROR` when `root`'s folder cannot be written
+ * or a file in `root` is open in this process (code `OPEN_IN_PROCESS`: the host would go on
+ * writing a file that is no longer the tenant's; close it first),
  * `GOTRY_STATUS_ID_INVALID` when the lease key is not `<organization>/<ledger tenant>`,
- * `GOTRY_STATUS_INVALID_ARGUMENT` for a root that is not UTF-8, holds a NUL or has no parent
- * folder, and `GOTRY_STATUS_NULL_ARGUMENT` when `copies`, `lease`, `root` or `out_report` is
+ * `GOTRY_STATUS_INVALID_ARGUMENT` for a root that is not UTF-8, holds a NUL, has no parent
+ * folder or is not a folder, and `GOTRY_STATUS_NULL_ARGUMENT` when `copies`, `lease`, `root` or `out_report` is
  * NULL.
  *
  * # Safety
@@ -1170,8 +1576,9 @@ enum GotryStatus gotry_error_status(const struct GotryError *error);
  * The error's code string, NUL-terminated and borrowed from `error`: a `GOTRY_TENANT_*`
  * code for the twelve statuses, `ERR_OUT_OF_RANGE` for `GOTRY_STATUS_INVALID_ARGUMENT`
  * (the code the other languages give a range error), the failure's own name for
- * `GOTRY_STATUS_STORAGE_ERROR` (SQLite's, e.g. `SQLITE_NOTADB`, or an errno name such as
- * `ENOTDIR`), and the status's name otherwise.
+ * `GOTRY_STATUS_STORAGE_ERROR` (SQLite's, e.g. `SQLITE_NOTADB`, an errno name such as
+ * `ENOTDIR`, or `OPEN_IN_PROCESS`), `HOST_CALLBACK` for `GOTRY_STATUS_HOST_CALLBACK_FAILED`,
+ * and the status's name otherwise.
  *
  * Returns `GOTRY_STATUS_NULL_ARGUMENT` when an argument is NULL.
  *
@@ -1324,6 +1731,19 @@ enum GotryStatus gotry_error_backend_code(const struct GotryError *error, const 
  * `error` must be NULL or a live `GotryError`; `out_len` must be NULL or writable.
  */
 enum GotryStatus gotry_error_buffer_len(const struct GotryError *error, size_t *out_len);
+
+/**
+ * The value a host's callback returned when it failed (`GOTRY_STATUS_HOST_CALLBACK_FAILED`
+ * from a `GotrySnapshotFn`): whatever non-zero value the host chose, a SQLite result code
+ * for instance.
+ *
+ * Returns `GOTRY_STATUS_NO_VALUE` for any other error (a snapshot refused because its
+ * router was freed included), and `GOTRY_STATUS_NULL_ARGUMENT` when an argument is NULL.
+ *
+ * # Safety
+ * `error` must be NULL or a live `GotryError`; `out_code` must be NULL or writable.
+ */
+enum GotryStatus gotry_error_host_code(const struct GotryError *error, int32_t *out_code);
 
 /**
  * Frees an error; NULL does nothing. Strings and views read from it become dangling.
@@ -1906,6 +2326,354 @@ enum GotryStatus gotry_history_get(const struct GotryHistory *history,
  * `history` must be NULL or a `GotryHistory` not yet freed, used by no other thread.
  */
 void gotry_history_free(struct GotryHistory *history);
+
+/**
+ * Writes the default options: the capacity computed from this process's descriptor limit
+ * now, copies every 30 s in the background, the system clock, no callbacks.
+ *
+ * Returns `GOTRY_STATUS_NULL_ARGUMENT` when `out_options` is NULL.
+ *
+ * # Safety
+ * `out_options` must be NULL or writable.
+ */
+enum GotryStatus gotry_router_options_default(struct GotryRouterOptions *out_options);
+
+/**
+ * The name of a `GotryRouterEventKind` value (`"lost"`, `"closed"`, `"copy_failed"`); NULL
+ * for any other value. Static; thread-safe.
+ */
+const char *gotry_router_event_kind_name(int kind);
+
+/**
+ * Starts a router for `replica_id`: leases in `lease_store` with `ttl_ms` and `margin_ms`,
+ * copies in `durable_store`, every tenant's files under
+ * `gotry_tenant_root_for(state_root, organization, tenant)`. It keeps its own references to
+ * both stores and to the options' clock, which may be freed after this returns. `options`
+ * may be NULL for the defaults. It starts the renewal thread and, in
+ * `GOTRY_DURABILITY_ASYNC` mode, the copier thread.
+ *
+ * The `*_user_data` of the options must be usable from any thread and stay valid until
+ * `gotry_router_free` returns.
+ *
+ * Returns `GOTRY_STATUS_INVALID_ARGUMENT` for a state root that is not UTF-8 or holds a NUL,
+ * an owner, TTL or margin out of range, a capacity of 0 or a `durability` that is not a
+ * `GotryDurability` value, `GOTRY_STATUS_LEASE_STORE_UNAVAILABLE` when a thread cannot
+ * start, and `GOTRY_STATUS_NULL_ARGUMENT` when a pointer other than `options` and
+ * `out_error` is NULL.
+ *
+ * # Safety
+ * `lease_store` must be NULL or a live `GotryStore`; `durable_store` NULL or a live
+ * `GotryDurableStore`; each text NULL or its length in readable bytes; `options` NULL or
+ * readable, with a `clock` that is NULL or a live `GotryManualClock` and callbacks that are
+ * NULL or functions as their types describe; the out-parameters NULL or writable.
+ */
+enum GotryStatus gotry_router_start(const struct GotryStore *lease_store,
+                                    const struct GotryDurableStore *durable_store,
+                                    const char *state_root,
+                                    size_t state_root_len,
+                                    const char *replica_id,
+                                    size_t replica_id_len,
+                                    int64_t ttl_ms,
+                                    int64_t margin_ms,
+                                    const struct GotryRouterOptions *options,
+                                    struct GotryRouter **out_router,
+                                    struct GotryError **out_error);
+
+/**
+ * Writes how many tenants the router serves at most.
+ *
+ * Returns `GOTRY_STATUS_NULL_ARGUMENT` when an argument is NULL.
+ *
+ * # Safety
+ * `router` must be NULL or a live `GotryRouter`; `out_capacity` must be NULL or writable.
+ */
+enum GotryStatus gotry_router_capacity(const struct GotryRouter *router, size_t *out_capacity);
+
+/**
+ * Serves the tenant `organization_id`/`ledger_tenant_id`: refuses with
+ * `GOTRY_STATUS_REPLICA_AT_CAPACITY` (the limit in `gotry_error_limit`) before the lease or
+ * any file is touched, answers `GOTRY_STATUS_LEASE_HELD` with the holder's record when
+ * another replica holds it (forward to `record.owner`), and otherwise acquires the lease
+ * (renewed by the router from now on), restores the newest copy that verifies into the
+ * tenant's root (with the options' `verify`), records the tenure and writes `*out_handle`
+ * (free it with `gotry_tenant_handle_free`). Opening a tenant already served gives a new
+ * handle on the same tenant; a second open of a tenant being opened waits for the first.
+ * Blocks on both stores and the file system.
+ *
+ * Returns `GOTRY_STATUS_ID_INVALID` for an id that is invalid (bytes that are not UTF-8
+ * included), `GOTRY_STATUS_ROUTER_CLOSED` after `gotry_router_close`,
+ * `GOTRY_STATUS_DRAINING` while the tenant is handed off, `GOTRY_STATUS_FENCED` while a lost
+ * tenure of it still has calls running, and the restore's failures
+ * (`GOTRY_STATUS_RESTORE_INVALID`, `GOTRY_STATUS_COPY_CONFLICT`,
+ * `GOTRY_STATUS_DURABLE_STORE_UNAVAILABLE`, `GOTRY_STATUS_STORAGE_ERROR`, with code
+ * `OPEN_IN_PROCESS` when a file of the root is still open in this process), after which the
+ * lease is released again so that the next replica may try at once;
+ * `GOTRY_STATUS_LEASE_STORE_UNAVAILABLE` when the lease store fails, and
+ * `GOTRY_STATUS_NULL_ARGUMENT` when a pointer other than `out_error` is NULL.
+ *
+ * # Safety
+ * `router` must be NULL or a live `GotryRouter`; each id must be NULL or point to its length
+ * in readable bytes; the out-parameters must be NULL or writable.
+ */
+enum GotryStatus gotry_router_open(const struct GotryRouter *router,
+                                   const char *organization_id,
+                                   size_t organization_id_len,
+                                   const char *ledger_tenant_id,
+                                   size_t ledger_tenant_id_len,
+                                   struct GotryTenantHandle **out_handle,
+                                   struct GotryError **out_error);
+
+/**
+ * Reads a tenant handle.
+ *
+ * Returns `GOTRY_STATUS_NULL_ARGUMENT` when an argument is NULL.
+ *
+ * # Safety
+ * `handle` must be NULL or a live `GotryTenantHandle`; `out_view` must be NULL or writable.
+ */
+enum GotryStatus gotry_tenant_handle_view(const struct GotryTenantHandle *handle,
+                                          struct GotryTenantView *out_view);
+
+/**
+ * Writes a new handle on the tenant's lease into `*out_lease` (free it with
+ * `gotry_lease_free`): `gotry_lease_assert_held` on it is the write gate inside a call. The
+ * router keeps the lease renewed; releasing it through this handle closes the tenant's gate
+ * for good (hand the tenant off instead).
+ *
+ * Returns `GOTRY_STATUS_NULL_ARGUMENT` when an argument is NULL.
+ *
+ * # Safety
+ * `handle` must be NULL or a live `GotryTenantHandle`; `out_lease` must be NULL or writable.
+ */
+enum GotryStatus gotry_tenant_handle_lease(const struct GotryTenantHandle *handle,
+                                           struct GotryLease **out_lease);
+
+/**
+ * Frees a tenant handle; NULL does nothing. The tenant goes on being served, and views taken
+ * from the handle become dangling.
+ *
+ * # Safety
+ * `handle` must be NULL or a `GotryTenantHandle` not yet freed, used by no other thread.
+ */
+void gotry_tenant_handle_free(struct GotryTenantHandle *handle);
+
+/**
+ * Starts a call of the served tenant `key`: counted in flight, then the write gate checked.
+ * `*out_call` receives the call (see `GotryRouterCall`).
+ *
+ * Returns `GOTRY_STATUS_DRAINING` while the tenant is handed off (retry on its next owner),
+ * `GOTRY_STATUS_FENCED` when its lease was lost or its gate is closed (nothing is counted),
+ * `GOTRY_STATUS_LEASE_LOST` when the key is not served by this router (or is still being
+ * opened), `GOTRY_STATUS_INVALID_ARGUMENT` for a key that is not UTF-8, and
+ * `GOTRY_STATUS_NULL_ARGUMENT` when a pointer other than `out_error` is NULL.
+ *
+ * # Safety
+ * `router` must be NULL or a live `GotryRouter`; `key` must be NULL or point to `key_len`
+ * readable bytes; the out-parameters must be NULL or writable.
+ */
+enum GotryStatus gotry_router_begin(const struct GotryRouter *router,
+                                    const char *key,
+                                    size_t key_len,
+                                    struct GotryRouterCall **out_call,
+                                    struct GotryError **out_error);
+
+/**
+ * Lends the tenant handle of a call into `*out_handle`: read it with
+ * `gotry_tenant_handle_view` or `gotry_tenant_handle_lease`, never free it; it is valid until
+ * the call ends.
+ *
+ * Returns `GOTRY_STATUS_NULL_ARGUMENT` when an argument is NULL.
+ *
+ * # Safety
+ * `call` must be NULL or a live `GotryRouterCall`; `out_handle` must be NULL or writable.
+ */
+enum GotryStatus gotry_router_call_handle(const struct GotryRouterCall *call,
+                                          const struct GotryTenantHandle **out_handle);
+
+/**
+ * Ends a call that succeeded, and frees `call` whatever the outcome (never use it again).
+ * `GOTRY_STATUS_OK` means the call may be acknowledged: the write gate still held after it,
+ * and in `GOTRY_DURABILITY_STRICT` mode a durable copy holds it (this waits for one).
+ *
+ * Returns `GOTRY_STATUS_FENCED` when the gate closed meanwhile (its effects must not be
+ * acknowledged), in `GOTRY_DURABILITY_STRICT` mode the copy's failure
+ * (`GOTRY_STATUS_DURABLE_STORE_UNAVAILABLE`, `GOTRY_STATUS_COPY_CONFLICT`,
+ * `GOTRY_STATUS_STORAGE_ERROR`, `GOTRY_STATUS_HOST_CALLBACK_FAILED`), and
+ * `GOTRY_STATUS_NULL_ARGUMENT` when `call` is NULL. When this was the last call of a lost
+ * tenant, the `closed` event is delivered on this thread before this returns.
+ *
+ * # Safety
+ * `call` must be NULL or a `GotryRouterCall` not yet ended, used by no other thread;
+ * `out_error` must be NULL or writable.
+ */
+enum GotryStatus gotry_router_call_finish(struct GotryRouterCall *call, struct GotryError **out_error);
+
+/**
+ * Abandons a call and frees it; NULL does nothing. The call stops counting in flight as a
+ * failed call: nothing is acknowledged, nothing waits for a copy. When it was the last call
+ * of a lost tenant, the `closed` event is delivered on this thread before this returns.
+ *
+ * # Safety
+ * `call` must be NULL or a `GotryRouterCall` not yet ended, used by no other thread.
+ */
+void gotry_router_call_free(struct GotryRouterCall *call);
+
+/**
+ * Hands the tenant `key` off: new calls get `GOTRY_STATUS_DRAINING` while the running ones
+ * finish (the lease is still renewed meanwhile), then a final copy is written and the lease
+ * released, so the next replica restores every call acknowledged here. The `closed` event is
+ * delivered on this thread before this returns. Blocks for at most `timeout_ms` on the calls,
+ * then on the stores.
+ *
+ * Returns `GOTRY_STATUS_DRAIN_TIMEOUT` when calls still run after `timeout_ms` (the key, the
+ * count in flight and the timeout in the error; the tenant serves on, nothing was copied or
+ * released), `GOTRY_STATUS_DRAINING` when a handoff of it is already running,
+ * `GOTRY_STATUS_FENCED` when its lease was lost, `GOTRY_STATUS_LEASE_LOST` when the key is
+ * not served by this router, the final copy's failure (`GOTRY_STATUS_DURABLE_STORE_UNAVAILABLE`,
+ * `GOTRY_STATUS_STORAGE_ERROR`, `GOTRY_STATUS_HOST_CALLBACK_FAILED`,
+ * `GOTRY_STATUS_COPY_CONFLICT`, `GOTRY_STATUS_FENCED`: the tenant serves on, nothing was
+ * released), `GOTRY_STATUS_LEASE_STORE_UNAVAILABLE` when the release could not be told to
+ * the store (the tenant is no longer served and its lease runs out),
+ * `GOTRY_STATUS_INVALID_ARGUMENT` for a key that is not UTF-8, and
+ * `GOTRY_STATUS_NULL_ARGUMENT` when a pointer other than `out_error` is NULL.
+ *
+ * # Safety
+ * `router` must be NULL or a live `GotryRouter`; `key` must be NULL or point to `key_len`
+ * readable bytes; `out_error` must be NULL or writable.
+ */
+enum GotryStatus gotry_router_handoff(const struct GotryRouter *router,
+                                      const char *key,
+                                      size_t key_len,
+                                      uint64_t timeout_ms,
+                                      struct GotryError **out_error);
+
+/**
+ * Closes the router: every later `gotry_router_open` returns `GOTRY_STATUS_ROUTER_CLOSED`;
+ * every tenant is handed off as `gotry_router_handoff` does, each waiting at most
+ * `timeout_ms` for its calls; then the copier stops and the keeper shuts down, releasing
+ * every lease still kept (none is started after `timeout_ms` on the router's clock). No
+ * `lost` or `copy_failed` event follows it. `*out_report` receives what became of each
+ * tenant (free it with `gotry_close_report_free`). A tenant whose drain timed out stays
+ * listed, its lease released by the keeper's shutdown: calls to it are FENCED, and closing
+ * again reports it failed (FENCED). The handle stays valid until `gotry_router_free`.
+ *
+ * Returns `GOTRY_STATUS_NULL_ARGUMENT` when an argument is NULL.
+ *
+ * # Safety
+ * `router` must be NULL or a live `GotryRouter`; `out_report` must be NULL or writable.
+ */
+enum GotryStatus gotry_router_close(const struct GotryRouter *router,
+                                    uint64_t timeout_ms,
+                                    struct GotryCloseReport **out_report);
+
+/**
+ * Counts the tenants of a close report.
+ *
+ * Returns `GOTRY_STATUS_NULL_ARGUMENT` when an argument is NULL.
+ *
+ * # Safety
+ * `report` must be NULL or a live `GotryCloseReport`; `out_len` must be NULL or writable.
+ */
+enum GotryStatus gotry_close_report_len(const struct GotryCloseReport *report, size_t *out_len);
+
+/**
+ * Reads tenant `index` of a close report; its key and error are borrowed from `report`.
+ *
+ * Returns `GOTRY_STATUS_INVALID_ARGUMENT` when `index` is not below the length, and
+ * `GOTRY_STATUS_NULL_ARGUMENT` when an argument is NULL.
+ *
+ * # Safety
+ * `report` must be NULL or a live `GotryCloseReport`; `out_entry` must be NULL or writable.
+ */
+enum GotryStatus gotry_close_report_get(const struct GotryCloseReport *report,
+                                        size_t index,
+                                        struct GotryCloseEntry *out_entry);
+
+/**
+ * Lends the keeper's shutdown report of a close into `*out_keeper`: what became of each
+ * lease still kept after the handoffs (those timed out or failed), read with
+ * `gotry_shutdown_report_len` and `gotry_shutdown_report_get`. It is borrowed from `report`:
+ * never pass it to `gotry_shutdown_report_free`.
+ *
+ * Returns `GOTRY_STATUS_NULL_ARGUMENT` when an argument is NULL.
+ *
+ * # Safety
+ * `report` must be NULL or a live `GotryCloseReport`; `out_keeper` must be NULL or writable.
+ */
+enum GotryStatus gotry_close_report_keeper(const struct GotryCloseReport *report,
+                                           const struct GotryShutdownReport **out_keeper);
+
+/**
+ * Frees a close report and what it lent; NULL does nothing.
+ *
+ * # Safety
+ * `report` must be NULL or a `GotryCloseReport` not yet freed, used by no other thread.
+ */
+void gotry_close_report_free(struct GotryCloseReport *report);
+
+/**
+ * The core's name of a `GotryTenantState` value (`"opening"`, `"serving"`, `"draining"`,
+ * `"lost"`); NULL for any other value. Static; thread-safe.
+ */
+const char *gotry_tenant_state_name(int state);
+
+/**
+ * Writes every tenant the router knows (opening, serving, draining, or lost with calls still
+ * running), ordered by key, into `*out_list` (free it with `gotry_tenant_status_list_free`).
+ *
+ * Returns `GOTRY_STATUS_NULL_ARGUMENT` when an argument is NULL.
+ *
+ * # Safety
+ * `router` must be NULL or a live `GotryRouter`; `out_list` must be NULL or writable.
+ */
+enum GotryStatus gotry_router_status(const struct GotryRouter *router,
+                                     struct GotryTenantStatusList **out_list);
+
+/**
+ * Counts the tenants of a status list.
+ *
+ * Returns `GOTRY_STATUS_NULL_ARGUMENT` when an argument is NULL.
+ *
+ * # Safety
+ * `list` must be NULL or a live `GotryTenantStatusList`; `out_len` must be NULL or writable.
+ */
+enum GotryStatus gotry_tenant_status_list_len(const struct GotryTenantStatusList *list, size_t *out_len);
+
+/**
+ * Reads tenant `index` of a status list; its strings are borrowed from `list`.
+ *
+ * Returns `GOTRY_STATUS_INVALID_ARGUMENT` when `index` is not below the length, and
+ * `GOTRY_STATUS_NULL_ARGUMENT` when an argument is NULL.
+ *
+ * # Safety
+ * `list` must be NULL or a live `GotryTenantStatusList`; `out_view` must be NULL or writable.
+ */
+enum GotryStatus gotry_tenant_status_list_get(const struct GotryTenantStatusList *list,
+                                              size_t index,
+                                              struct GotryTenantStatusView *out_view);
+
+/**
+ * Frees a status list; NULL does nothing. Views read from it become dangling.
+ *
+ * # Safety
+ * `list` must be NULL or a `GotryTenantStatusList` not yet freed, used by no other thread.
+ */
+void gotry_tenant_status_list_free(struct GotryTenantStatusList *list);
+
+/**
+ * Stops the router without handing anything off and frees it; NULL does nothing. Waits for
+ * a host callback in progress and for the copier thread (and a copy it is writing). Leases
+ * are not released: their gates close at their fences and the store lets them run out (call
+ * `gotry_router_close` first for a prompt handoff); a call still held by the host keeps them
+ * renewed until it ends. No callback of the router (events, snapshot, verify) is called
+ * after this returns: a copy that would need the snapshot then fails with
+ * `GOTRY_STATUS_HOST_CALLBACK_FAILED`. Calls, tenant handles and reports stay valid.
+ *
+ * # Safety
+ * `router` must be NULL or a `GotryRouter` not yet freed, used by no other thread and not by
+ * the call one of its callbacks runs in.
+ */
+void gotry_router_free(struct GotryRouter *router);
 
 /**
  * The name of a status value, e.g. `"GOTRY_STATUS_FENCED"`; NULL for a value that is not a

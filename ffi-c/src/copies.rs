@@ -5,9 +5,10 @@ use std::path::Path;
 
 use gotry_core::{CopyId, CopyListing, EpochCopies, RestoreReport, SkippedCopy};
 
-use crate::boundary::{free_handle, handle, into_handle, path_in, text_in, Out};
+use crate::boundary::{free_handle, handle, into_handle, path_in, text_in, Failure, Out};
 use crate::durable::GotryDurableStore;
 use crate::error::GotryError;
+use crate::host::{host_snapshot, GotrySnapshotFn};
 use crate::lease::GotryLease;
 use crate::records::element;
 use crate::status::{GotrySkipReason, GotryStatus};
@@ -117,7 +118,8 @@ pub type GotryFoldCheckFn =
 /// run in parallel, calls for one tenant one at a time. It remembers which objects of a
 /// tenure it wrote (anything else in that epoch's prefix is a conflict), so a holder uses
 /// one `GotryEpochCopies` for its whole tenure. `gotry_epoch_copies_free` must be the last
-/// call on the handle.
+/// call on the handle. A host snapshot function given at creation is called on the threads
+/// that write copies, and never after `gotry_epoch_copies_free` returns.
 pub struct GotryEpochCopies(EpochCopies);
 
 /// Creates the copies of tenant roots in `store`, which it keeps its own reference to.
@@ -141,6 +143,38 @@ pub unsafe extern "C" fn gotry_epoch_copies_new(
     })
 }
 
+/// Creates the copies of tenant roots in `store`, as `gotry_epoch_copies_new` does, for a host
+/// that has files of its tenant roots open (its ledger, through its own SQLite): each such
+/// file is read by calling `snapshot` with `user_data` (see `GotrySnapshotFn`), every other
+/// file as usual. Without a snapshot function such a copy fails with
+/// `GOTRY_STATUS_STORAGE_ERROR`, code `OPEN_IN_PROCESS`, and touches nothing.
+///
+/// `user_data` must be usable from any thread and stay valid until
+/// `gotry_epoch_copies_free` returns.
+///
+/// Returns `GOTRY_STATUS_NULL_ARGUMENT` when `store`, `snapshot` or `out_copies` is NULL.
+///
+/// # Safety
+/// `store` must be NULL or a live `GotryDurableStore`; `snapshot` must be NULL or a function
+/// as `GotrySnapshotFn` describes; `out_copies` must be NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn gotry_epoch_copies_new_with_snapshot(
+    store: *const GotryDurableStore,
+    snapshot: GotrySnapshotFn,
+    user_data: *mut c_void,
+    out_copies: *mut *mut GotryEpochCopies,
+) -> GotryStatus {
+    ffi_boundary!(std::ptr::null_mut(), {
+        let store = unsafe { handle("store", store)? };
+        let snapshot = snapshot.ok_or(Failure::Null("snapshot"))?;
+        let out_copies = unsafe { Out::new("out_copies", out_copies)? };
+        let copies = EpochCopies::new(store.store.clone())
+            .with_host_snapshot(Some(host_snapshot(snapshot, user_data, None)));
+        out_copies.write(into_handle(GotryEpochCopies(copies)));
+        Ok(())
+    })
+}
+
 /// Frees the copies handle; NULL does nothing. What it wrote stays in the store.
 ///
 /// # Safety
@@ -155,16 +189,22 @@ pub unsafe extern "C" fn gotry_epoch_copies_free(copies: *mut GotryEpochCopies) 
 
 /// Writes a complete copy of the tenant root at `root` (the ledger
 /// `gotry-state/gotry-state.db` and every other file under it) under the lease's epoch: every
-/// object create-only, the manifest last. SQLite files are read through SQLite's online
-/// backup API, so the ledger may be written meanwhile; keep the other files still during the
-/// call. Blocks on the file system and the store. `*out_copy` receives what was written.
+/// object create-only, the manifest last. A file that another descriptor of this process has
+/// open (the host's ledger, held by the host's own SQLite) is read only through the host's
+/// snapshot function (`gotry_epoch_copies_new_with_snapshot`); other SQLite files through
+/// this library's SQLite and its online backup API, so a ledger may be written meanwhile;
+/// keep the other files still during the call. Blocks on the file system and the store.
+/// `*out_copy` receives what was written.
 ///
 /// Returns `GOTRY_STATUS_FENCED` when the write gate is closed before the first object or
 /// after the manifest (the copy is then not taken as written), `GOTRY_STATUS_COPY_CONFLICT`
 /// when anything in the epoch's prefix was not written through this handle or a name it is
 /// about to create exists, `GOTRY_STATUS_DURABLE_STORE_UNAVAILABLE` when the store fails (a
 /// later copy starts afresh), `GOTRY_STATUS_STORAGE_ERROR` when `root` cannot be read (the
-/// error's code is the errno or SQLite name), `GOTRY_STATUS_ID_INVALID` when the lease key is
+/// error's code is the errno or SQLite name) or holds a file this process has open while the
+/// copies have no snapshot function (code `OPEN_IN_PROCESS`; nothing was opened, the file and
+/// its WAL are left alone), `GOTRY_STATUS_HOST_CALLBACK_FAILED` when the snapshot function
+/// refused, `GOTRY_STATUS_ID_INVALID` when the lease key is
 /// not `<organization>/<ledger tenant>`, `GOTRY_STATUS_INVALID_ARGUMENT` for a root that is not
 /// UTF-8 or holds a NUL, or that holds something other than files and folders or a name that
 /// is not UTF-8, and `GOTRY_STATUS_NULL_ARGUMENT` when a pointer other than `out_error` is NULL.
@@ -218,10 +258,12 @@ pub struct GotryRestoreReport(RestoreReport);
 /// copy and its reason in the error, `root` untouched), `GOTRY_STATUS_FENCED` when the write
 /// gate is closed before or after the restore, `GOTRY_STATUS_COPY_CONFLICT` when another
 /// restore recorded this epoch's tenure differently, `GOTRY_STATUS_DURABLE_STORE_UNAVAILABLE`
-/// when the store fails, `GOTRY_STATUS_STORAGE_ERROR` when `root`'s folder cannot be written,
+/// when the store fails, `GOTRY_STATUS_STORAGE_ERROR` when `root`'s folder cannot be written
+/// or a file in `root` is open in this process (code `OPEN_IN_PROCESS`: the host would go on
+/// writing a file that is no longer the tenant's; close it first),
 /// `GOTRY_STATUS_ID_INVALID` when the lease key is not `<organization>/<ledger tenant>`,
-/// `GOTRY_STATUS_INVALID_ARGUMENT` for a root that is not UTF-8, holds a NUL or has no parent
-/// folder, and `GOTRY_STATUS_NULL_ARGUMENT` when `copies`, `lease`, `root` or `out_report` is
+/// `GOTRY_STATUS_INVALID_ARGUMENT` for a root that is not UTF-8, holds a NUL, has no parent
+/// folder or is not a folder, and `GOTRY_STATUS_NULL_ARGUMENT` when `copies`, `lease`, `root` or `out_report` is
 /// NULL.
 ///
 /// # Safety

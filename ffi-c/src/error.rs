@@ -6,6 +6,7 @@ use gotry_core::Error;
 
 use crate::boundary::{free_handle, handle, Failure, Out};
 use crate::copies::GotrySkippedCopy;
+use crate::host::host_code;
 use crate::records::{element, GotryRecordView, OwnedRecord, Text};
 use crate::status::{GotryFenceReason, GotryStatus};
 
@@ -38,6 +39,9 @@ enum Detail {
     },
     BufferTooSmall {
         needed: usize,
+    },
+    Host {
+        code: i32,
     },
 }
 
@@ -116,6 +120,7 @@ impl GotryError {
                 skipped: skipped.iter().map(GotrySkippedCopy::from).collect(),
             },
             Error::ReplicaAtCapacity { limit } => Detail::ReplicaAtCapacity { limit: *limit },
+            Error::Host(_) => host_code(error).map_or(Detail::None, |code| Detail::Host { code }),
             _ => Detail::None,
         };
         GotryError {
@@ -157,8 +162,9 @@ pub unsafe extern "C" fn gotry_error_status(error: *const GotryError) -> GotrySt
 /// The error's code string, NUL-terminated and borrowed from `error`: a `GOTRY_TENANT_*`
 /// code for the twelve statuses, `ERR_OUT_OF_RANGE` for `GOTRY_STATUS_INVALID_ARGUMENT`
 /// (the code the other languages give a range error), the failure's own name for
-/// `GOTRY_STATUS_STORAGE_ERROR` (SQLite's, e.g. `SQLITE_NOTADB`, or an errno name such as
-/// `ENOTDIR`), and the status's name otherwise.
+/// `GOTRY_STATUS_STORAGE_ERROR` (SQLite's, e.g. `SQLITE_NOTADB`, an errno name such as
+/// `ENOTDIR`, or `OPEN_IN_PROCESS`), `HOST_CALLBACK` for `GOTRY_STATUS_HOST_CALLBACK_FAILED`,
+/// and the status's name otherwise.
 ///
 /// Returns `GOTRY_STATUS_NULL_ARGUMENT` when an argument is NULL.
 ///
@@ -464,6 +470,32 @@ pub unsafe extern "C" fn gotry_error_buffer_len(
         match &error.detail {
             Detail::BufferTooSmall { needed } => out_len.write(*needed),
             _ => return Err(no_value("only a BUFFER_TOO_SMALL error carries a buffer size")),
+        }
+        Ok(())
+    })
+}
+
+/// The value a host's callback returned when it failed (`GOTRY_STATUS_HOST_CALLBACK_FAILED`
+/// from a `GotrySnapshotFn`): whatever non-zero value the host chose, a SQLite result code
+/// for instance.
+///
+/// Returns `GOTRY_STATUS_NO_VALUE` for any other error (a snapshot refused because its
+/// router was freed included), and `GOTRY_STATUS_NULL_ARGUMENT` when an argument is NULL.
+///
+/// # Safety
+/// `error` must be NULL or a live `GotryError`; `out_code` must be NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn gotry_error_host_code(error: *const GotryError, out_code: *mut i32) -> GotryStatus {
+    ffi_boundary!(std::ptr::null_mut(), {
+        let error = unsafe { handle("error", error)? };
+        let out_code = unsafe { Out::new("out_code", out_code)? };
+        match &error.detail {
+            Detail::Host { code } => out_code.write(*code),
+            _ => {
+                return Err(no_value(
+                    "only a host callback's failure carries its return value",
+                ))
+            }
         }
         Ok(())
     })

@@ -422,7 +422,7 @@ pub struct GotryShutdownEntry {
 pub struct GotryShutdownReport(Vec<(Text, GotryShutdownOutcome, Option<GotryError>)>);
 
 impl GotryShutdownReport {
-    fn new(report: ShutdownReport) -> GotryShutdownReport {
+    pub(crate) fn new(report: ShutdownReport) -> GotryShutdownReport {
         let released = report
             .released
             .iter()

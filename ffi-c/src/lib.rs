@@ -16,10 +16,12 @@ mod clock;
 mod copies;
 mod durable;
 mod error;
+mod host;
 mod ids;
 mod keeper;
 mod lease;
 mod records;
+mod router;
 mod status;
 mod store;
 
@@ -28,10 +30,12 @@ pub use clock::*;
 pub use copies::*;
 pub use durable::*;
 pub use error::*;
+pub use host::*;
 pub use ids::*;
 pub use keeper::*;
 pub use lease::*;
 pub use records::*;
+pub use router::*;
 pub use status::*;
 pub use store::*;
 

@@ -14,8 +14,13 @@ pub(crate) struct Text(Box<[u8]>);
 
 impl Text {
     pub(crate) fn new(value: &str) -> Text {
+        Text::from_bytes(value.as_bytes())
+    }
+
+    /// Bytes that need not be UTF-8 (a path, which the working directory may have made so).
+    pub(crate) fn from_bytes(value: &[u8]) -> Text {
         let mut bytes = Vec::with_capacity(value.len() + 1);
-        bytes.extend_from_slice(value.as_bytes());
+        bytes.extend_from_slice(value);
         bytes.push(0);
         Text(bytes.into_boxed_slice())
     }

@@ -67,10 +67,14 @@ pub enum GotryStatus {
     /// A bug inside the library was caught before it could reach the host. Please report it
     /// with the error's message.
     InternalError = 18,
+    /// A host's callback reported a failure (a `GotrySnapshotFn` returned non-zero): the
+    /// error's code is `HOST_CALLBACK`, its message holds what the callback wrote, and
+    /// `gotry_error_host_code` gives the value it returned.
+    HostCallbackFailed = 19,
 }
 
 /// The statuses with no `GOTRY_TENANT_*` code, in value order, with their names.
-const OTHER_STATUSES: [(GotryStatus, &CStr); 7] = [
+const OTHER_STATUSES: [(GotryStatus, &CStr); 8] = [
     (GotryStatus::Ok, c"GOTRY_STATUS_OK"),
     (GotryStatus::InvalidArgument, c"GOTRY_STATUS_INVALID_ARGUMENT"),
     (GotryStatus::StorageError, c"GOTRY_STATUS_STORAGE_ERROR"),
@@ -78,6 +82,10 @@ const OTHER_STATUSES: [(GotryStatus, &CStr); 7] = [
     (GotryStatus::BufferTooSmall, c"GOTRY_STATUS_BUFFER_TOO_SMALL"),
     (GotryStatus::NoValue, c"GOTRY_STATUS_NO_VALUE"),
     (GotryStatus::InternalError, c"GOTRY_STATUS_INTERNAL_ERROR"),
+    (
+        GotryStatus::HostCallbackFailed,
+        c"GOTRY_STATUS_HOST_CALLBACK_FAILED",
+    ),
 ];
 
 impl GotryStatus {
@@ -113,8 +121,8 @@ impl GotryStatus {
             (Some(code), _) => GotryStatus::from_code(code),
             (None, Error::InvalidArgument { .. }) => GotryStatus::InvalidArgument,
             (None, Error::Storage { .. }) => GotryStatus::StorageError,
-            // A host callback cannot fail here (C passes none), and a kind the core adds
-            // later must not pass for a known one.
+            (None, Error::Host(_)) => GotryStatus::HostCallbackFailed,
+            // A kind the core adds later must not pass for a known one.
             (None, _) => GotryStatus::InternalError,
         }
     }
@@ -382,7 +390,7 @@ mod tests {
                 name.to_str().ok()
             );
         }
-        for outside in [-1, 19, c_int::MAX, c_int::MIN] {
+        for outside in [-1, 20, c_int::MAX, c_int::MIN] {
             assert!(gotry_status_name(outside).is_null());
             assert!(gotry_status_code(outside).is_null());
         }
@@ -415,7 +423,7 @@ mod tests {
         };
         assert_eq!(GotryStatus::of_error(&storage), GotryStatus::StorageError);
         let host = Error::Host("boom".into());
-        assert_eq!(GotryStatus::of_error(&host), GotryStatus::InternalError);
+        assert_eq!(GotryStatus::of_error(&host), GotryStatus::HostCallbackFailed);
         assert_eq!(
             GotryStatus::of_error(&Error::RouterClosed),
             GotryStatus::RouterClosed

@@ -132,7 +132,9 @@ static void test_status_table(void) {
     CHECK(gotry_status_code(GOTRY_STATUS_OK) == NULL);
     CHECK(gotry_status_code(GOTRY_STATUS_INVALID_ARGUMENT) == NULL);
     CHECK(gotry_status_code(GOTRY_STATUS_STORAGE_ERROR) == NULL);
-    CHECK(gotry_status_name(-1) == NULL && gotry_status_name(19) == NULL && gotry_status_code(13) == NULL);
+    CHECK(strcmp(gotry_status_name(GOTRY_STATUS_HOST_CALLBACK_FAILED), "GOTRY_STATUS_HOST_CALLBACK_FAILED") == 0);
+    CHECK(gotry_status_code(GOTRY_STATUS_HOST_CALLBACK_FAILED) == NULL);
+    CHECK(gotry_status_name(-1) == NULL && gotry_status_name(20) == NULL && gotry_status_code(13) == NULL);
     CHECK(strcmp(gotry_fence_reason_name(GOTRY_FENCE_REASON_LEASE_RELEASED), "lease_released") == 0);
     CHECK(strcmp(gotry_fence_reason_name(GOTRY_FENCE_REASON_LEASE_LOST), "lease_lost") == 0);
     CHECK(strcmp(gotry_fence_reason_name(GOTRY_FENCE_REASON_LEASE_EXPIRED_LOCALLY), "lease_expired_locally") ==

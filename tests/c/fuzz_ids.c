@@ -431,7 +431,7 @@ static void fuzz_tenant_root(void) {
 
 static void fuzz_names(void) {
     int value = (int)(next_u64() % 64) - 16;
-    int known = value >= GOTRY_STATUS_OK && value <= GOTRY_STATUS_INTERNAL_ERROR;
+    int known = value >= GOTRY_STATUS_OK && value <= GOTRY_STATUS_HOST_CALLBACK_FAILED;
     int coded = value >= GOTRY_STATUS_LEASE_HELD && value <= GOTRY_STATUS_REPLICA_AT_CAPACITY;
     calls++;
     if ((gotry_status_name(value) != NULL) != known || (gotry_status_code(value) != NULL) != coded ||

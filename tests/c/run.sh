@@ -5,11 +5,16 @@
 # entry points, runs the shared vectors of tests/vectors, has two C processes contend on one
 # SQLite file for the lease audit, and runs the durable copies (the stale-writer scenario,
 # RESTORE_INVALID, COPY_CONFLICT, DURABLE_STORE_UNAVAILABLE) on a folder under valgrind and,
-# when given one, on an S3-compatible store. The copies test writes its SQLite ledgers with
-# python3's sqlite3 module.
+# when given one, on an S3-compatible store; a host that holds its ledger open through the
+# system's SQLite (the snapshot function, OPEN_IN_PROCESS without one), linked both against
+# the .so and against the .a; and the tenant router (capacity, LEASE_HELD, handoff, draining,
+# drain timeout, a lost lease, copies and status, close) from C and C++ under valgrind. The
+# copies test writes its SQLite ledgers with python3's sqlite3 module; the snapshot and router
+# tests link the system's libsqlite3 (Debian: libsqlite3-dev).
 # Prints "N passed, M failed" last and exits non-zero on any failure.
 #
-# Needs cargo, gcc, g++, valgrind, pkg-config and python3; crates come from crates.io.
+# Needs cargo, gcc, g++, valgrind, pkg-config, python3 and libsqlite3's header and library;
+# crates come from crates.io.
 # Environment (all optional):
 #   GOTRY_FUZZ_SECONDS     length of the fuzz run (default 15); a longer run:
 #                          GOTRY_FUZZ_SECONDS=600 tests/c/run.sh
@@ -62,6 +67,11 @@ tools() {
     [ "$missing" -eq 0 ]
 }
 require "tools: cargo gcc g++ valgrind pkg-config python3" tools
+system_sqlite() {
+    printf '#include <sqlite3.h>\nint main(void) { return sqlite3_libversion_number() < 3027000; }\n' |
+        gcc -x c - -lsqlite3 -o /dev/null 2>/dev/null || { echo "no sqlite3.h or -lsqlite3 (Debian: apt-get install libsqlite3-dev)"; return 1; }
+}
+require "the system's SQLite (sqlite3.h, -lsqlite3) for the host of the snapshot and router tests" system_sqlite
 
 # The header drift test and the Rust-side tests (panic boundary, status table, error fields).
 require "rust: committed header matches cbindgen, unit tests" cargo test -q -p gotry-tenant-state-ffi
@@ -111,7 +121,8 @@ every_function_called() {
     local name missing=0 total=0
     for name in $(grep -oE '^[a-z].*gotry_[a-z_]+\(' include/gotry_tenant_state.h | grep -oE 'gotry_[a-z_]+'); do
         total=$((total + 1))
-        grep -qw "$name" tests/c/api_test.c tests/c/vectors_test.c tests/c/fuzz_ids.c tests/c/copies_test.c ||
+        grep -qw "$name" tests/c/api_test.c tests/c/vectors_test.c tests/c/fuzz_ids.c tests/c/copies_test.c \
+            tests/c/snapshot_test.c tests/c/router_test.c ||
             { echo "no C program calls $name"; missing=$((missing + 1)); }
     done
     echo "$total functions, $missing never called"
@@ -129,6 +140,13 @@ compile() {
         gcc -std=c11 "${warnings[@]}" -O1 tests/c/fuzz_ids.c "${shared[@]}" -o "$build/fuzz_ids" &&
         gcc -std=c11 "${warnings[@]}" -O1 tests/c/contend.c "${shared[@]}" -o "$build/contend" &&
         gcc -std=c11 "${warnings[@]}" tests/c/copies_test.c "${shared[@]}" -o "$build/copies_test" &&
+        gcc -std=c11 "${warnings[@]}" -pthread tests/c/snapshot_test.c "${shared[@]}" -lsqlite3 \
+            -o "$build/snapshot_test" &&
+        gcc -std=c11 "${warnings[@]}" -pthread tests/c/snapshot_test.c "$lib/libgotry_tenant_state.a" $native_libs \
+            -o "$build/snapshot_test_static" &&
+        gcc -std=c11 "${warnings[@]}" -pthread tests/c/router_test.c "${shared[@]}" -lsqlite3 -o "$build/router_test_c" &&
+        g++ -std=c++17 "${warnings[@]}" -pthread -x c++ tests/c/router_test.c -x none "${shared[@]}" -lsqlite3 \
+            -o "$build/router_test_cpp" &&
         gcc -std=c11 "${warnings[@]}" -pthread tests/c/api_test.c "$lib/libgotry_tenant_state.a" $native_libs \
             -o "$build/api_test_static"
 }
@@ -145,6 +163,25 @@ check "C++ program under valgrind" valgrind_run "$build/api_test_cpp" "$(scratch
 check "shared vectors (tests/vectors) under valgrind" valgrind_run "$build/vectors_test" "$(scratch vectors)"
 check "durable copies on a folder under valgrind (stale writer, RESTORE_INVALID, COPY_CONFLICT, DURABLE_STORE_UNAVAILABLE)" \
     valgrind_run "$build/copies_test" "$(scratch copies)"
+check "a host holding its ledger open (system SQLite): OPEN_IN_PROCESS without a snapshot function, WAL intact; the snapshot's copy restores the WAL-only rows; under valgrind" \
+    valgrind_run "$build/snapshot_test" "$(scratch snapshot)"
+# With the .a the host's sqlite3_* calls bind to the bundled SQLite (its definitions come first,
+# and would win over -lsqlite3 too); the program prints which one it got and passes either way.
+check "the same host linked statically against the .a (one SQLite in the process, the bundled one)" \
+    "$build/snapshot_test_static" "$(scratch snapshot-static)"
+shared_library_exports() {
+    # The .so must not export its SQLite (a host's sqlite3_* calls would bind to it or to the
+    # system's depending on the link order), nor the C API of a dependency (ffi-c/build.rs).
+    local sqlite others
+    sqlite=$(nm -D --defined-only "$lib/libgotry_tenant_state.so" | grep -c ' sqlite3_')
+    others=$(nm -D --defined-only "$lib/libgotry_tenant_state.so" | awk '$2 ~ /^[TDBRVW]$/ && $3 !~ /^gotry_/' | wc -l)
+    echo "libgotry_tenant_state.so exports $sqlite sqlite3_* symbols and $others other symbols besides gotry_*"
+    [ "$sqlite" -eq 0 ] && [ "$others" -eq 0 ]
+}
+check "the .so exports only gotry_* symbols (no sqlite3_*: the host's SQLite stays its own)" shared_library_exports
+check "the tenant router from C under valgrind (capacity, LEASE_HELD, handoff, DRAINING, DRAIN_TIMEOUT, lost, copies, status, close)" \
+    valgrind_run "$build/router_test_c" "$(scratch router-c)"
+check "the tenant router from C++ under valgrind" valgrind_run "$build/router_test_cpp" "$(scratch router-cpp)"
 # The S3 run is held to the same leak check: valgrind.supp names the only allocations it
 # adds, those of the S3 client's process-wide runtime, whose threads are alive at exit.
 if [ -n "${GOTRY_S3_URL:-}" ]; then
