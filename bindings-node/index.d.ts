@@ -1,6 +1,6 @@
 // Type declarations of @gotry/tenant-state: the exports of gotry's tenant-state modules
-// (errors, ids, lease-store, tenant-lease, durable-store, epoch-copies) plus LeaseKeeper,
-// ManualClock, openLeaseStore and ERROR_CODES.
+// (errors, ids, lease-store, tenant-lease, durable-store, epoch-copies, tenant-router) plus
+// LeaseKeeper, ManualClock, openLeaseStore, betterSqlite3Snapshot and ERROR_CODES.
 
 // ---- errors ----------------------------------------------------------------------------
 
@@ -337,9 +337,44 @@ export interface GcReport {
     deleted: CopyId[];
 }
 
-export interface EpochCopiesOptions {
+/**
+ * Writes a consistent, self-contained image of `source` (a file of a tenant root that this
+ * process holds open, such as a ledger open in better-sqlite3) to `image` (a fresh path in a
+ * scratch folder), through the library that holds it. A throw or a rejection fails the copy
+ * with that value.
+ */
+export type HostSnapshot = (source: string, image: string) => void | Promise<void>;
+
+export interface HostSnapshotOptions {
+    /**
+     * How copies read the files this process holds open. Without it, a copy of a root with
+     * such a file rejects with an Error whose `code` is `OPEN_IN_PROCESS`: the addon's own
+     * SQLite, closing its connection, would drop the host's locks and delete its WAL.
+     */
+    snapshot?: HostSnapshot;
+}
+
+export interface EpochCopiesOptions extends HostSnapshotOptions {
     store: DurableStore;
 }
+
+/** The part of better-sqlite3's `Database` class that betterSqlite3Snapshot uses. */
+export interface BetterSqlite3Class {
+    new (filename: string, options?: { readonly?: boolean; fileMustExist?: boolean }): {
+        prepare(source: string): { run(...parameters: unknown[]): unknown };
+        close(): unknown;
+    };
+}
+
+/**
+ * The snapshot function for ledgers the host keeps open in better-sqlite3. Pass the host's
+ * own class (`betterSqlite3Snapshot(require('better-sqlite3'))`): a better-sqlite3 loaded from
+ * another path is a second SQLite library in the process, with the same defect as the
+ * addon's. It opens the file read-only with that class and writes the image with
+ * `VACUUM INTO` (one read transaction; a single file, no `-wal`), on the event loop; a held
+ * file that is not a SQLite database is copied as it is.
+ */
+export declare function betterSqlite3Snapshot(Database: BetterSqlite3Class): (source: string, image: string) => Promise<void>;
 
 /**
  * Epoch-scoped copies of tenant roots in one durable store. A `lease` is a TenantLease of this
@@ -348,9 +383,14 @@ export interface EpochCopiesOptions {
 export declare class EpochCopies {
     readonly store: DurableStore;
     constructor(options: EpochCopiesOptions);
+    constructor(store: DurableStore, options?: HostSnapshotOptions);
     /** Writes a complete copy of `root` under the lease's epoch, create-only, manifest last. */
     writeCopy(lease: TenantLease, root: string): Promise<WrittenCopy>;
-    /** Restores the newest copy that verifies into `root`, atomically, and records the tenure. */
+    /**
+     * Restores the newest copy that verifies into `root`, atomically, and records the tenure.
+     * Rejects with an `OPEN_IN_PROCESS` Error, changing nothing, while this process holds a
+     * file of `root` open.
+     */
     restore(lease: TenantLease, root: string, options?: RestoreOptions): Promise<RestoreReport>;
     /** Every copy of the lease key `<org>/<tenant>`, oldest first. */
     list(key: string): Promise<CopyListing[]>;
@@ -451,4 +491,126 @@ export declare class LeaseKeeper {
      * event reaches onEvent before this settles, and none after.
      */
     shutdown(timeoutMs?: number): Promise<ShutdownReport>;
+}
+
+// ---- the tenant router -------------------------------------------------------------------
+
+/**
+ * When copies are taken: `async` copies every written tenant in the background, once per
+ * `intervalMs` (default 30 000), a failing store showing as lag and `copyFailed` events;
+ * `strict` resolves each call only once a copy holds it.
+ */
+export interface CopyPolicy {
+    intervalMs?: number;
+    durability?: 'async' | 'strict';
+}
+
+/**
+ * What the router tells without being asked, on the event loop:
+ * - `lost`: the lease was lost; the tenant's calls are FencedError from now on.
+ * - `closed`: the tenant's last call ended after a loss or a handoff: its files may be closed.
+ * - `copyFailed`: a background copy failed; the tenant's lag grows until one succeeds.
+ */
+export type RouterEvent =
+    | { kind: 'lost'; key: string; epoch: number }
+    | { kind: 'closed'; key: string; epoch: number }
+    | { kind: 'copyFailed'; key: string; epoch: number; error: Error };
+
+export interface TenantRouterOptions extends HostSnapshotOptions {
+    /** A lease store of this package whose clock is native (not a `nowMs` function). */
+    leaseStore: LeaseStore;
+    durableStore: DurableStore;
+    /** Every tenant's root is `tenantRootFor(stateRoot, organization, tenant)`. */
+    stateRoot: string;
+    replicaId: string;
+    ttlMs: number;
+    marginMs: number;
+    /** The most tenants served at once; by default what the descriptor limit allows. */
+    capacity?: number;
+    copyPolicy?: CopyPolicy;
+    /** The host's check of a restored copy, as in EpochCopies' restore. */
+    verify?: (dir: string) => boolean | Promise<boolean>;
+    /**
+     * Told each event on the event loop. A throw or a rejection is emitted as a process
+     * warning (TenantRouterWarning, code GOTRY_ROUTER_ON_EVENT_FAILED) and the router goes on.
+     */
+    onEvent?: (event: RouterEvent) => unknown;
+    /** The keeper's clock: `systemMonotonicClock` (the default) or a ManualClock. */
+    clock?: MonotonicClock;
+}
+
+/** A tenant this router serves. */
+export interface TenantHandle {
+    /** `<organization>/<tenant>`. */
+    readonly key: string;
+    /** The tenant's folder on this replica. */
+    readonly root: string;
+    /** The tenure's fencing token. */
+    readonly epoch: number;
+    /** The copy the tenure started from; null for an empty start. */
+    readonly restoredFrom: CopyId | null;
+    /** The synchronous write gate: throws FencedError unless the lease is provably held. */
+    assertHeld(): void;
+    isHeld(): boolean;
+}
+
+export type TenantState = 'opening' | 'serving' | 'draining' | 'lost';
+
+/** One tenant, as operators and metrics see it. */
+export interface TenantStatus {
+    key: string;
+    state: TenantState;
+    /** 0 while the tenant is being opened. */
+    epoch: number;
+    inFlight: number;
+    lastCopy: CopyId | null;
+    /** Calls acknowledged since the last good copy began. */
+    writesSinceCopy: number;
+    /** Milliseconds since the last good copy began (since the tenant opened, before one). */
+    lagMs: number;
+    /** Why the last copy failed, if it did. */
+    lastCopyError: string | null;
+}
+
+/** What close did with every tenant; each list is ordered by key. */
+export interface CloseReport {
+    handedOff: string[];
+    /** Calls still ran at the timeout: not copied, and released by the stopping keeper. */
+    timedOut: string[];
+    failed: Array<{ key: string; error: Error }>;
+}
+
+/**
+ * One replica serving many tenants: leases kept by one keeper, copies restored before a
+ * tenant's first call and taken as the copy policy says, calls counted and gated, handoffs.
+ * It never keeps the process alive, and it is not garbage collected before `close()`.
+ */
+export declare class TenantRouter {
+    readonly leaseStore: LeaseStore;
+    readonly durableStore: DurableStore;
+    readonly stateRoot: string;
+    readonly replicaId: string;
+    readonly ttlMs: number;
+    readonly marginMs: number;
+    private constructor();
+    static start(options: TenantRouterOptions): Promise<TenantRouter>;
+    /** The most tenants this replica serves at once. */
+    readonly capacity: number;
+    /**
+     * Serves the tenant: ReplicaAtCapacityError before anything is touched, LeaseHeldError
+     * (`record.owner` serves it), TenantDrainingError, RouterClosedError, or as a restore fails.
+     */
+    open(organization: string, tenant: string): Promise<TenantHandle>;
+    /**
+     * One call of a served tenant; resolves to what `fn` resolves to. FencedError when the
+     * gate closed meanwhile (even if `fn` succeeded); in strict durability, once a copy holds
+     * it. A throw of `fn` rejects with that value, the call unacknowledged.
+     */
+    run<T>(key: string, fn: (handle: TenantHandle) => T | Promise<T>): Promise<T>;
+    /** Drains, copies, releases; DrainTimeoutError (the tenant serving again) after `timeoutMs`. */
+    handoff(key: string, timeoutMs?: number): Promise<void>;
+    /** Hands every tenant off, then refuses every open with RouterClosedError. */
+    close(timeoutMs?: number): Promise<CloseReport>;
+    /** Every tenant this replica knows, ordered by key. */
+    status(): TenantStatus[];
 }

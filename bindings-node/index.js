@@ -1,10 +1,10 @@
 'use strict';
 /**
  * @gotry/tenant-state: the per-tenant state layer (tenant ids, the lease store, the tenant
- * lease, durable stores and epoch-scoped copies) on the shared Rust core, with the exports of
- * gotry's JavaScript modules errors.js, ids.js, lease-store.js, tenant-lease.js,
- * durable-store.js and epoch-copies.js, plus LeaseKeeper, ManualClock, openLeaseStore and
- * ERROR_CODES.
+ * lease, durable stores, epoch-scoped copies and the tenant router) on the shared Rust core,
+ * with the exports of gotry's JavaScript modules errors.js, ids.js, lease-store.js,
+ * tenant-lease.js, durable-store.js, epoch-copies.js and tenant-router.js, plus LeaseKeeper,
+ * ManualClock, openLeaseStore, betterSqlite3Snapshot and ERROR_CODES.
  */
 const native = require('./lib/native');
 const errors = require('./lib/errors');
@@ -14,6 +14,8 @@ const { systemMonotonicClock, TenantLease } = require('./lib/tenant-lease');
 const { LeaseKeeper } = require('./lib/keeper');
 const { DirectoryDurableStore, openDurableStore } = require('./lib/durable-store');
 const { EpochCopies } = require('./lib/epoch-copies');
+const { betterSqlite3Snapshot } = require('./lib/host-functions');
+const { TenantRouter } = require('./lib/tenant-router');
 
 module.exports = {
     ...errors,
@@ -29,6 +31,8 @@ module.exports = {
     DirectoryDurableStore,
     openDurableStore,
     EpochCopies,
+    betterSqlite3Snapshot,
+    TenantRouter,
     ManualClock: native.ManualClock,
     /** The stable error codes, in the core's order. */
     ERROR_CODES: Object.freeze(native.errorCodes()),

@@ -33,6 +33,8 @@ export const {
     DirectoryDurableStore,
     openDurableStore,
     EpochCopies,
+    betterSqlite3Snapshot,
+    TenantRouter,
     ManualClock,
     ERROR_CODES,
 } = pkg;

@@ -31,7 +31,11 @@ export declare class NativeDurableStore {
 
 /** Copies of tenant roots in one durable store. */
 export declare class NativeEpochCopies {
-  constructor(store: NativeDurableStore)
+  /**
+   * `snapshot`, when given, is the JS layer's wrapper of the host's function that writes an
+   * image of a file the host has open (see the core's `HostSnapshot`).
+   */
+  constructor(store: NativeDurableStore, snapshot?: (source: string, image: string) => Promise<void>)
   writeCopy(lease: NativeLease, root: unknown): Promise<WrittenCopy>
   /** `verify`, when given, is the JS layer's wrapper of the host's check. */
   restore(lease: NativeLease, root: unknown, verify?: (dir: string) => Promise<boolean>): Promise<RestoreReport>
@@ -87,6 +91,48 @@ export declare class NativeLease {
   markForgotten(wallNowMs?: unknown | undefined | null): Promise<LeaseRecord>
 }
 
+/** Serves many tenants from one replica; made by `NativeRouter.start`. */
+export declare class NativeRouter {
+  /**
+   * Starts a router for `replicaId`: its keeper's renewal thread on `leaseStore` and, in
+   * `async` durability, its copier. `capacity` and `intervalMs` take the core's defaults
+   * when null; the keeper's clock is `manualClock`, or the system's monotonic clock.
+   * `verify` and `snapshot` are the JS layer's wrappers of the host's functions; `onWake`
+   * (called with no argument on the JS thread) says that events wait in `takeEvents`.
+   */
+  static start(leaseStore: NativeStore, durableStore: NativeDurableStore, stateRoot: unknown, replicaId: unknown, ttlMs: unknown, marginMs: unknown, capacity: unknown | undefined | null, intervalMs: unknown | undefined | null, strict: boolean, manualClock?: ManualClock | undefined | null, verify?: (dir: string) => Promise<boolean>, snapshot?: (source: string, image: string) => Promise<void>, onWake?: (() => unknown) | undefined | null): NativeRouter
+  /** The most tenants this replica serves at once. */
+  get capacity(): number
+  /** Serves a tenant: acquires its lease and restores its newest valid copy into its root. */
+  open(organizationId: unknown, ledgerTenantId: unknown): Promise<NativeTenantHandle>
+  /** Starts a call of a served tenant: in flight from now on, its gate checked. */
+  begin(key: unknown): Promise<NativeRouterCall>
+  /**
+   * Drains the tenant, takes a final copy and releases its lease; DRAIN_TIMEOUT (the tenant
+   * serving again) when calls still run after `timeoutMs`.
+   */
+  handoff(key: unknown, timeoutMs: unknown): Promise<void>
+  /** Hands every tenant off (`timeoutMs` each), then refuses every later open. */
+  close(timeoutMs: unknown): Promise<CloseReportValue>
+  /** Every tenant this replica knows, ordered by key. Synchronous: it only reads counters. */
+  status(): Array<TenantStatus>
+  /** The events told since the last call, oldest first. */
+  takeEvents(): Array<RouterEventValue>
+}
+
+/** A call in flight; made by `begin`, ended by `finish` or `abandon`. */
+export declare class NativeRouterCall {
+  /** The tenant the call runs for. */
+  get handle(): NativeTenantHandle
+  /**
+   * The call succeeded: FENCED when the gate closed meanwhile; in `strict` durability it
+   * settles once a copy holds the call (and fails with that copy's error).
+   */
+  finish(): Promise<void>
+  /** The call failed: it is no longer in flight, and nothing of it is acknowledged. */
+  abandon(): void
+}
+
 /**
  * A lease store opened natively. When its clock is a JS function, every operation is handed
  * the reading that the JS layer took at call time (`wallNowMs`).
@@ -124,6 +170,18 @@ export declare class NativeStore {
   nowMs(): number
   /** Closes the store; later calls fail with LEASE_STORE_UNAVAILABLE. */
   close(): void
+}
+
+/** A served tenant: where its files are, and its write gate. */
+export declare class NativeTenantHandle {
+  get key(): string
+  get root(): string
+  get epoch(): number
+  /** The copy the tenure started from; null for an empty start. */
+  get restoredFrom(): CopyId | null
+  /** The synchronous write gate: throws FENCED unless the tenant's lease is provably held. */
+  assertHeld(): void
+  isHeld(): boolean
 }
 
 /**
@@ -247,6 +305,19 @@ export interface SkippedCopy {
  * `path.resolve` does.
  */
 export declare function tenantRootFor(stateRoot: unknown, organizationId: unknown, ledgerTenantId: unknown): string
+
+/** One tenant as operators and metrics see it. */
+export interface TenantStatus {
+  key: string
+  state: 'opening' | 'serving' | 'draining' | 'lost'
+  /** 0 while the tenant is still being opened. */
+  epoch: number
+  inFlight: number
+  lastCopy: CopyId | null
+  writesSinceCopy: number
+  lagMs: number
+  lastCopyError: string | null
+}
 
 /** What one round did; `nextDueMs` is null when no lease is kept. */
 export interface TickReport {

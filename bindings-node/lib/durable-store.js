@@ -16,6 +16,10 @@ const { NativeDurableStore } = native;
 const handles = new WeakMap();
 const INTERNAL = Symbol('gotry durable store');
 
+function isDurableStore(value) {
+    return handles.has(value);
+}
+
 function nativeDurableStoreOf(store) {
     const handle = handles.get(store);
     if (handle === undefined) {
@@ -98,5 +102,6 @@ module.exports = {
     DirectoryDurableStore,
     openDurableStore,
     // Internal to this package (not re-exported by index.js).
+    isDurableStore,
     nativeDurableStoreOf,
 };

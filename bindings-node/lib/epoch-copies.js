@@ -10,9 +10,10 @@
 const nodePath = require('node:path');
 
 const native = require('./native');
-const { nativeDurableStoreOf } = require('./durable-store');
+const { isDurableStore, nativeDurableStoreOf } = require('./durable-store');
+const { checkOf, snapshotOf } = require('./host-functions');
 const { nativeLeaseOf } = require('./tenant-lease');
-const { settle } = require('./translate');
+const { settle, translate } = require('./translate');
 
 const { NativeEpochCopies } = native;
 
@@ -26,44 +27,50 @@ function rootPath(root) {
     return nodePath.resolve(root);
 }
 
-/**
- * The host's check as the addon calls it: always a promise of a boolean, so that a throw (a
- * synchronous one too) rejects the restore with the thrown value, and a verdict that is not
- * a boolean fails the restore rather than being taken as true or false.
- */
-function checkOf(verify) {
-    if (verify === undefined || verify === null) return null;
-    if (typeof verify !== 'function') throw new TypeError('verify must be a function (dir) => boolean | Promise<boolean>');
-    return dir =>
-        Promise.resolve(dir)
-            .then(verify)
-            .then(verdict => {
-                if (typeof verdict !== 'boolean') {
-                    throw new TypeError(`verify must return a boolean or a promise of one, got ${verdict === null ? 'null' : typeof verdict}`);
-                }
-                return verdict;
-            });
-}
-
 class EpochCopies {
     /** The durable store the copies live in. */
     store;
     #native;
 
-    /** `{ store }`: a DirectoryDurableStore or a store from openDurableStore. */
-    constructor(options) {
-        if (options === null || typeof options !== 'object') {
-            throw new TypeError('EpochCopies needs an options object { store }');
+    /**
+     * `new EpochCopies(store, { snapshot? })` or `new EpochCopies({ store, snapshot? })`:
+     * `store` is a DirectoryDurableStore or a store from openDurableStore.
+     *
+     * `snapshot(source, image)` (may return a promise) writes a consistent, self-contained
+     * image of `source`, a file of a tenant root that this process holds open, to `image`,
+     * through the library that holds it: `betterSqlite3Snapshot(Database)` for ledgers open in
+     * better-sqlite3. Without it, copying a root with such a file rejects with an Error whose
+     * code is OPEN_IN_PROCESS: the core's own SQLite would delete the host's WAL.
+     */
+    constructor(storeOrOptions, options) {
+        let store;
+        if (isDurableStore(storeOrOptions)) {
+            store = storeOrOptions;
+            options = options ?? {};
+        } else {
+            if (storeOrOptions === null || typeof storeOrOptions !== 'object') {
+                throw new TypeError('EpochCopies needs a durable store, or an options object { store, snapshot? }');
+            }
+            if (options !== undefined) throw new TypeError('new EpochCopies(store, options): the first argument must be a durable store');
+            options = storeOrOptions;
+            store = options.store;
         }
-        this.#native = new NativeEpochCopies(nativeDurableStoreOf(options.store));
-        this.store = options.store;
+        if (options === null || typeof options !== 'object') throw new TypeError('EpochCopies options must be an object { snapshot? }');
+        try {
+            this.#native = new NativeEpochCopies(nativeDurableStoreOf(store), snapshotOf(options.snapshot));
+        } catch (error) {
+            throw translate(error);
+        }
+        this.store = store;
     }
 
     /**
      * Writes a complete copy of `root` under the lease's epoch: `{ epoch, seq, files, bytes }`.
      * Rejects with FencedError when the gate is closed before the first object or after the
      * manifest, CopyConflictError when anything in this epoch's prefix was not written by
-     * this holder, DurableStoreUnavailableError when the store fails.
+     * this holder, DurableStoreUnavailableError when the store fails, an OPEN_IN_PROCESS
+     * Error when this process holds a file of the root open and there is no `snapshot`, and
+     * whatever `snapshot` throws.
      */
     writeCopy(lease, root) {
         return settle(() => this.#native.writeCopy(nativeLeaseOf(lease), rootPath(root)));
@@ -75,7 +82,8 @@ class EpochCopies {
      * bytes }`; `restored` is null for an empty start. `verify(dir)` is called with the
      * folder a copy was fetched into, before it is installed; false skips it ('fold').
      * Rejects with RestoreVerificationError (`skipped`) when copies exist but none verifies,
-     * and with whatever `verify` throws.
+     * with whatever `verify` throws, and with an OPEN_IN_PROCESS Error, changing nothing,
+     * while this process holds a file of `root` open (close the ledger first).
      */
     restore(lease, root, options = {}) {
         return settle(() => {

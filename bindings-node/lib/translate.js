@@ -35,10 +35,28 @@ function backendCause(code) {
     return { cause };
 }
 
+/**
+ * Codes outside the registry that pass through as plain Errors (as SQLite's do), and what a
+ * Node host can do about each: the core's message names the file and the danger, in the
+ * core's words; this adds the names of this package.
+ */
+const NODE_HINTS = {
+    OPEN_IN_PROCESS:
+        "In Node.js: to copy a root whose ledger the host keeps open, give EpochCopies or TenantRouter.start a snapshot function, { snapshot: betterSqlite3Snapshot(Database) } with the host's own better-sqlite3 class; to restore into a root, close the host's handles on its files first.",
+};
+
+/** Errors whose message already carries its hint (an error may be translated twice). */
+const hinted = new WeakSet();
+
 function translate(error) {
     if (!(error instanceof Error) || error instanceof errors.TenantStateError) return error;
     const rebuild = Object.hasOwn(FROM_NATIVE, error.code) ? FROM_NATIVE[error.code] : undefined;
-    return rebuild ? rebuild(error) : error;
+    if (rebuild) return rebuild(error);
+    if (Object.hasOwn(NODE_HINTS, error.code) && !hinted.has(error)) {
+        hinted.add(error);
+        error.message = `${error.message}. ${NODE_HINTS[error.code]}`;
+    }
+    return error;
 }
 
 function rethrowTranslated(error) {

@@ -1,28 +1,28 @@
 //! Epoch-scoped copies of tenant roots for JavaScript, and their verified restore.
 //!
 //! Every rule is the core's; this only moves arguments and results across. Calls run on
-//! their durable store's lane. A restore given a JS `verify` runs on a thread of its own
-//! instead: the core calls the check while it holds the copies of that tenant, and the check
-//! (a JS function, maybe async) can wait for anything, another copy call on the same lane or
-//! a lease store call included, none of which may then find its threads taken by the wait.
+//! their durable store's lane. A call that may wait for JavaScript runs on a thread of its own
+//! instead: a restore given a JS `verify`, and a copy when the copies have a JS `snapshot`.
+//! The core calls those functions while it holds the copies of that tenant, and they (JS
+//! functions, maybe async) can wait for anything, another copy call on the same lane or a
+//! lease store call included, none of which may then find its threads taken by the wait.
 
 use std::path::{Path, PathBuf};
-use std::sync::{mpsc, Arc};
+use std::sync::Arc;
 
-use gotry_tenant_state::errors::{Error, Result};
+use gotry_tenant_state::errors::Result;
 use gotry_tenant_state::{
     CopyId, CopyListing, EpochCopies, GcReport, RestoreReport, SkippedCopy, TenantLease, WrittenCopy,
 };
-use napi::bindgen_prelude::{CallbackContext, Function, PromiseRaw, Unknown};
-use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
-use napi::{Env, Status};
+use napi::bindgen_prelude::Unknown;
+use napi::Env;
 use napi_derive::napi;
 
 use crate::args::{self, safe_count, safe_number};
-use crate::clock::{host_failure, wait_for_js};
 use crate::durable::NativeDurableStore;
 use crate::errors::OrThrow;
 use crate::executor::{Lane, Pending};
+use crate::host::{fold_check, host_snapshot, SnapshotFunction, VerifyFunction};
 use crate::lease::NativeLease;
 use crate::tasks::{CopyIdsTask, CopyListTask, GcTask, Job, RestoreTask, WrittenCopyTask};
 
@@ -154,84 +154,32 @@ impl JsGcReport {
     }
 }
 
-/// The JS layer's check: always a function returning a promise of a boolean (it wraps the
-/// host's function so that a throw, a plain value and a non-boolean all arrive that way).
-type VerifyFunction<'env> = Function<'env, String, PromiseRaw<'static, bool>>;
-
-/// A host's `verify`, called from the restore's thread, which waits for its promise.
-struct HostCheck {
-    /// Weak: the restore's own promise keeps the event loop alive while it waits.
-    threadsafe: ThreadsafeFunction<String, PromiseRaw<'static, bool>, String, Status, false, true>,
-}
-
-impl HostCheck {
-    fn new(function: &VerifyFunction<'_>) -> napi::Result<HostCheck> {
-        let threadsafe = function
-            .build_threadsafe_function::<String>()
-            .callee_handled::<false>()
-            .weak::<true>()
-            .build()?;
-        Ok(HostCheck { threadsafe })
-    }
-
-    fn ask(&self, dir: &Path) -> Result<bool> {
-        // Two senders may answer (the promise, or a failure to attach to it); the first wins.
-        let (sender, receiver) = mpsc::sync_channel::<Result<bool>>(2);
-        let status = self.threadsafe.call_with_return_value(
-            dir.to_string_lossy().into_owned(),
-            ThreadsafeFunctionCallMode::NonBlocking,
-            move |promise: napi::Result<PromiseRaw<'static, bool>>, _env| {
-                let (on_value, on_error) = (sender.clone(), sender.clone());
-                let attached = promise.and_then(|promise| {
-                    promise
-                        .then(move |settled: CallbackContext<bool>| {
-                            let _ = on_value.send(Ok(settled.value));
-                            Ok(())
-                        })?
-                        .catch(move |thrown: CallbackContext<Unknown<'static>>| {
-                            // The host's own exception, kept by reference: the restore rejects
-                            // with that very value.
-                            let _ = on_error.send(Err(host_failure(napi::Error::from(thrown.value))));
-                            Ok(())
-                        })
-                        .map(drop)
-                });
-                // An error here would end the process (napi reports it as fatal): tell the
-                // waiting thread instead. Its receiver is gone only after a teardown.
-                if let Err(error) = attached {
-                    let _ = sender.send(Err(host_failure(error)));
-                }
-                Ok(())
-            },
-        );
-        if status != Status::Ok {
-            return Err(gone());
-        }
-        wait_for_js(&receiver, || self.threadsafe.aborted()).unwrap_or_else(|| Err(gone()))
-    }
-}
-
-fn gone() -> Error {
-    host_failure(napi::Error::from_reason(
-        "verify cannot be called: its JavaScript environment is shutting down",
-    ))
-}
-
 /// Copies of tenant roots in one durable store.
 #[napi]
 pub struct NativeEpochCopies {
     copies: Arc<EpochCopies>,
     lane: Arc<Lane>,
+    /// Whether a copy may wait for the host's `snapshot`.
+    host_snapshot: bool,
 }
 
 #[napi]
 impl NativeEpochCopies {
+    /// `snapshot`, when given, is the JS layer's wrapper of the host's function that writes an
+    /// image of a file the host has open (see the core's `HostSnapshot`).
     #[napi(constructor)]
-    pub fn new(store: &NativeDurableStore) -> NativeEpochCopies {
-        NativeEpochCopies {
-            copies: Arc::new(EpochCopies::new(store.store.clone())),
+    pub fn new(
+        store: &NativeDurableStore,
+        #[napi(ts_arg_type = "(source: string, image: string) => Promise<void>")] snapshot: Option<
+            SnapshotFunction<'_>,
+        >,
+    ) -> napi::Result<NativeEpochCopies> {
+        let snapshot = snapshot.as_ref().map(host_snapshot).transpose()?;
+        Ok(NativeEpochCopies {
+            host_snapshot: snapshot.is_some(),
+            copies: Arc::new(EpochCopies::new(store.store.clone()).with_host_snapshot(snapshot)),
             lane: store.lane.clone(),
-        }
+        })
     }
 
     #[napi(ts_return_type = "Promise<WrittenCopy>")]
@@ -243,10 +191,12 @@ impl NativeEpochCopies {
     ) -> napi::Result<Pending<WrittenCopyTask>> {
         let (lease, root) = held_and_root(lease, &root).or_throw(&env)?;
         let copies = self.copies.clone();
-        Ok(Pending::on(
-            &self.lane,
-            WrittenCopyTask(Job::new(None, move || copies.write_copy(&lease, &root))),
-        ))
+        let task = WrittenCopyTask(Job::new(None, move || copies.write_copy(&lease, &root)));
+        Ok(if self.host_snapshot {
+            Pending::on_own_thread(task)
+        } else {
+            Pending::on(&self.lane, task)
+        })
     }
 
     /// `verify`, when given, is the JS layer's wrapper of the host's check.
@@ -259,11 +209,13 @@ impl NativeEpochCopies {
         #[napi(ts_arg_type = "(dir: string) => Promise<boolean>")] verify: Option<VerifyFunction<'_>>,
     ) -> napi::Result<Pending<RestoreTask>> {
         let (lease, root) = held_and_root(lease, &root).or_throw(&env)?;
-        let check = verify.as_ref().map(HostCheck::new).transpose()?;
+        let check = verify.as_ref().map(fold_check).transpose()?;
         let copies = self.copies.clone();
-        let task = RestoreTask(Job::new(None, move || match &check {
-            Some(check) => copies.restore(&lease, &root, Some(&|dir: &Path| check.ask(dir))),
-            None => copies.restore(&lease, &root, None),
+        let task = RestoreTask(Job::new(None, move || {
+            let check = check
+                .as_deref()
+                .map(|check| check as &dyn Fn(&Path) -> Result<bool>);
+            copies.restore(&lease, &root, check)
         }));
         Ok(if verify.is_some() {
             Pending::on_own_thread(task)

@@ -16,10 +16,12 @@
 //!
 //! Durable store and copy calls ([`Lane::for_copies`]) run on a second set of threads, as many
 //! again: a copy of a large tenant root takes seconds, and lease renewals queued behind it on
-//! shared threads could see their leases run out. A restore whose `verify` is a JS function
-//! runs on a thread of its own ([`Pending::on_own_thread`]): it waits for JavaScript, and
-//! JavaScript may wait for any other call of this addon meanwhile, so it must hold no thread
-//! that those calls need.
+//! shared threads could see their leases run out. A call that waits for JavaScript (a restore
+//! with a JS `verify`, a copy through a JS `snapshot`) or for other calls of this addon (a
+//! router's handoff, which waits for the tenant's calls to finish) runs on a thread of its own
+//! ([`Pending::on_own_thread`]): JavaScript may wait for any other call of this addon
+//! meanwhile, and those calls may be queued on the shared threads, so it must hold none of
+//! them.
 //!
 //! Everything else `AsyncTask` promises holds: a call owns its inputs, never touches a JS value
 //! off the JS thread and settles on the JS thread (a napi [`Task`]'s `compute` runs here, its
@@ -240,7 +242,7 @@ impl<T: Task + 'static> Pending<T> {
         }
     }
 
-    /// For a call that waits for JavaScript while it runs.
+    /// For a call that waits for JavaScript, or for other calls of this addon, while it runs.
     pub fn on_own_thread(task: T) -> Pending<T> {
         Pending { lane: None, task }
     }
@@ -253,7 +255,7 @@ fn run_alone(call: Box<dyn Call>) {
     let slot = Arc::new(Mutex::new(Some(call)));
     let theirs = slot.clone();
     let spawned = thread::Builder::new()
-        .name("gotry-restore".to_owned())
+        .name("gotry-waiting".to_owned())
         .spawn(move || {
             if let Some(call) = take(&theirs) {
                 call.run();

@@ -1,17 +1,16 @@
 //! The lease keeper for JavaScript: one native thread per keeper renews its leases in
 //! batches, and tells the host on its event loop what happened to them.
 //!
-//! Events cross threads through a queue, not as arguments of a threadsafe call: the core
-//! calls its handler on the keeper's thread (or on the thread that runs a `tick`), the handler
-//! only queues the event and wakes the JS thread, and the JS thread drains the queue
-//! (`takeEvents`). Draining is also what the JS layer does right after a `tick` or a
-//! `shutdown` settles, so the events of a round reach the host before the round's promise
-//! settles, and every event told before `shutdown` returned reaches it before its promise
-//! does. The wake-up is weak: a keeper never keeps the process alive.
+//! The core calls its handler on the keeper's thread (or on the thread that runs a `tick`);
+//! the handler queues the event and wakes the JS thread (`events.rs`). The JS layer drains
+//! the queue right after a `tick` or a `shutdown` settles, so the events of a round reach the
+//! host before the round's promise settles, and every event told before `shutdown` returned
+//! reaches it before its promise does. The wake-up is weak: a keeper never keeps the process
+//! alive. Only the core's handler holds the wake-up, which holds the host's function: once
+//! the keeper drops its handler (at shutdown), nothing native keeps the keeper's JS object
+//! alive any more.
 
-use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::Duration;
 
 use gotry_tenant_state::clock::MonotonicClock;
@@ -21,60 +20,17 @@ use gotry_tenant_state::{
     KeeperEvent, KeeperOptions, LeaseKeeper, ShutdownReport, SystemMonotonicClock, TickReport,
 };
 use napi::bindgen_prelude::{Either, Function, JsValue, Null, Object, ToNapiValue, TypeName, Unknown};
-use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
-use napi::{sys, Env, Status, ValueType};
+use napi::{sys, Env, ValueType};
 use napi_derive::napi;
 
 use crate::args::{self, safe_number};
 use crate::clock::ManualClock;
 use crate::errors::{to_js_error, OrThrow};
+use crate::events::{EventQueue, Forwarder};
 use crate::executor::{Lane, Pending};
 use crate::lease::NativeLease;
 use crate::store::NativeStore;
 use crate::tasks::{Job, KeeperTickTask, LeaseTask, RemovedTask, ShutdownTask};
-
-/// The events told since the JS thread last looked.
-#[derive(Default)]
-struct EventQueue {
-    pending: Mutex<VecDeque<KeeperEvent>>,
-    /// Set while a wake-up is on its way, so a burst of events costs one crossing.
-    scheduled: AtomicBool,
-}
-
-impl EventQueue {
-    fn pending(&self) -> MutexGuard<'_, VecDeque<KeeperEvent>> {
-        // Pushing and draining cannot leave the queue half-changed: a poisoned lock is usable.
-        self.pending
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    fn drain(&self) -> Vec<KeeperEvent> {
-        // Cleared before taking: an event queued after this line schedules a new wake-up.
-        self.scheduled.store(false, Ordering::SeqCst);
-        self.pending().drain(..).collect()
-    }
-}
-
-/// The core's handler: queues the event and wakes the JS thread, never waiting for the event
-/// loop, so the renewals never do either. It alone holds the wake-up, which holds the host's
-/// function: once the keeper drops its handler (at shutdown), nothing native keeps the
-/// keeper's JS object alive any more.
-struct Forwarder {
-    queue: Arc<EventQueue>,
-    /// Weak: a waiting wake-up does not keep the event loop alive.
-    wake: ThreadsafeFunction<(), Unknown<'static>, (), Status, false, true>,
-}
-
-impl Forwarder {
-    fn forward(&self, event: KeeperEvent) {
-        self.queue.pending().push_back(event);
-        if !self.queue.scheduled.swap(true, Ordering::SeqCst) {
-            // Fails only while the JS environment is shutting down: nobody is left to tell.
-            let _ = self.wake.call((), ThreadsafeFunctionCallMode::NonBlocking);
-        }
-    }
-}
 
 /// Keeps many leases of one owner on one store renewed; made by `NativeKeeper.start`.
 #[napi]
@@ -86,7 +42,7 @@ pub struct NativeKeeper {
     lane: Arc<Lane>,
     /// The store's lane, where the calls of the kept leases' handles run.
     store_lane: Arc<Lane>,
-    events: Option<Arc<EventQueue>>,
+    events: Option<Arc<EventQueue<KeeperEvent>>>,
 }
 
 #[napi]
@@ -124,15 +80,7 @@ impl NativeKeeper {
         let mut options = options().or_throw(&env)?;
         let events = match on_wake {
             Some(function) => {
-                let queue = Arc::new(EventQueue::default());
-                let forwarder = Forwarder {
-                    queue: Arc::clone(&queue),
-                    wake: function
-                        .build_threadsafe_function::<()>()
-                        .callee_handled::<false>()
-                        .weak::<true>()
-                        .build()?,
-                };
+                let (forwarder, queue) = Forwarder::new(&function)?;
                 options.on_event = Some(Box::new(move |event| forwarder.forward(event)));
                 Some(queue)
             }

@@ -1,5 +1,5 @@
 //! The native half of `@gotry/tenant-state`: the core crate's ids, lease store, tenant lease,
-//! durable stores and epoch copies, translated for Node.js.
+//! lease keeper, durable stores, epoch copies and tenant router, translated for Node.js.
 //!
 //! This crate only translates. It checks what depends on JavaScript (a number that is not an
 //! integer, a lone UTF-16 surrogate, a key that is not a `Uint8Array`), turns core errors into
@@ -17,9 +17,12 @@ mod clock;
 mod copies;
 mod durable;
 mod errors;
+mod events;
 mod executor;
+mod host;
 mod ids;
 mod keeper;
 mod lease;
+mod router;
 mod store;
 mod tasks;

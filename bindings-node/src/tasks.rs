@@ -18,6 +18,7 @@ use crate::durable::{object_bytes, put_outcome, JsObjectInfo, NativeDurableStore
 use crate::errors::OrThrow;
 use crate::keeper::{JsTickReport, ShutdownReportValue};
 use crate::lease::NativeLease;
+use crate::router::{CloseReportValue, NativeRouterCall, NativeTenantHandle};
 use crate::store::{JsLeaseGrant, JsLeaseRecord, RenewAnswer};
 
 type Work<T> = Box<dyn FnOnce() -> Result<T> + Send>;
@@ -173,4 +174,22 @@ blocking_task!(
     /// `gc`: what was kept and deleted.
     GcTask: GcReport => JsGcReport,
     JsGcReport::from_core
+);
+
+blocking_task!(
+    /// A router's `open`: the served tenant.
+    RouterOpenTask: NativeTenantHandle => NativeTenantHandle,
+    Ok
+);
+
+blocking_task!(
+    /// A router's `begin`: the call in flight.
+    RouterBeginTask: NativeRouterCall => NativeRouterCall,
+    Ok
+);
+
+blocking_task!(
+    /// A router's `close`: what became of each tenant.
+    CloseTask: CloseReportValue => CloseReportValue,
+    Ok
 );

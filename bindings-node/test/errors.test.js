@@ -81,6 +81,13 @@ test('every native code is rebuilt as its class with its fields', () => {
     assert.equal(translate('plain'), 'plain');
     const sqlite = Object.assign(new Error('x'), { code: 'SQLITE_NOTADB' });
     assert.equal(translate(sqlite), sqlite);
+    assert.equal(sqlite.message, 'x');
+    // OPEN_IN_PROCESS passes through too, its message told what to do in Node, once.
+    const open = Object.assign(new Error('OPEN_IN_PROCESS: /r/ledger.db is open'), { code: 'OPEN_IN_PROCESS' });
+    assert.equal(translate(translate(open)), open);
+    assert.equal(open.code, 'OPEN_IN_PROCESS');
+    assert.match(open.message, /^OPEN_IN_PROCESS: \/r\/ledger\.db is open\. In Node\.js: .*betterSqlite3Snapshot\(Database\)/);
+    assert.equal(open.message.split('In Node.js').length, 2);
 });
 
 test('errors thrown or rejected by the native side are instances of the package classes', async () => {

@@ -213,7 +213,15 @@ test('a throwing or non-numeric holder clock fails closed with the host exceptio
     assert.throws(() => lease.assertHeld(), error => error === boom);
     assert.equal(lease.isHeld(), false);
     assert.equal(await rejection(lease.renew()), boom);
-    for (const bad of [NaN, undefined, '5', Infinity]) {
+    // A number that is no point in time closes the gate (the reference would compare NaN
+    // as open); a reading that is not a number is refused.
+    for (const bad of [NaN, Infinity, -Infinity]) {
+        read = () => bad;
+        assert.throws(() => lease.assertHeld(), pkg.FencedError);
+        assert.equal(lease.isHeld(), false);
+        assert.ok((await rejection(lease.renew())) instanceof RangeError);
+    }
+    for (const bad of [undefined, '5']) {
         read = () => bad;
         assert.throws(() => lease.assertHeld(), RangeError);
         assert.equal(lease.isHeld(), false);

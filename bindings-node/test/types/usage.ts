@@ -4,7 +4,9 @@ import {
     SqliteLeaseStore, TenantLease, ManualClock, systemMonotonicClock, openLeaseStore, assertLeaseTtl,
     MIN_LEASE_TTL_MS, MAX_LEASE_TTL_MS, ERROR_CODES, LeaseHeldError, FencedError, TenantStateError,
     LeaseKeeper, LeaseLostError, DirectoryDurableStore, openDurableStore, EpochCopies,
-    DurableStoreUnavailableError, RestoreVerificationError,
+    DurableStoreUnavailableError, RestoreVerificationError, betterSqlite3Snapshot, TenantRouter,
+    ReplicaAtCapacityError, DrainTimeoutError,
+    type TenantHandle, type TenantStatus, type RouterEvent, type CloseReport, type HostSnapshot,
     type DurableStore, type RestoreReport, type SkipReason, type WrittenCopy, type CopyListing, type GcReport,
     type CopyId, type ObjectInfo,
     type LeaseRecord, type LeaseGrant, type LeaseStore, type TenantStateErrorCode, type FenceReason,
@@ -89,6 +91,39 @@ async function usage(): Promise<void> {
         if (error instanceof DurableStoreUnavailableError) use(error.cause?.code);
     }
     use(directory.location, outcome, bytes?.length, objects[0]?.size, written.seq, from?.epoch, listed[0]?.complete, gc.kept, forgottenCopies);
+
+    // Host snapshots: the class is the host's better-sqlite3 (here, a stand-in of its shape).
+    class FakeDatabase {
+        constructor(readonly filename: string, readonly options?: { readonly?: boolean; fileMustExist?: boolean }) {}
+        prepare(source: string) { return { run: (...parameters: unknown[]) => ({ source, parameters }) }; }
+        close() { return this; }
+    }
+    const snapshot: HostSnapshot = betterSqlite3Snapshot(FakeDatabase);
+    const live = new EpochCopies(directory, { snapshot });
+    const alsoLive = new EpochCopies({ store: directory, snapshot: async (source: string, image: string) => use(source, image) });
+    use(live.store, alsoLive);
+
+    const router: TenantRouter = await TenantRouter.start({
+        leaseStore: store, durableStore: directory, stateRoot: '/srv/state', replicaId: 'r', ttlMs: 30_000, marginMs: 3_000,
+        capacity: 100, copyPolicy: { intervalMs: 10_000, durability: 'strict' }, snapshot, verify: () => true, clock,
+        onEvent: (event: RouterEvent) => {
+            if (event.kind === 'copyFailed') use(event.error.message);
+            use(event.key, event.epoch);
+        },
+    });
+    const handle: TenantHandle = await router.open('acme', tenant);
+    handle.assertHeld();
+    const written2: number = await router.run(handle.key, async (h: TenantHandle) => h.epoch + (h.restoredFrom?.seq ?? 0));
+    await router.handoff(handle.key, 1_000);
+    const statuses: TenantStatus[] = router.status();
+    const closed: CloseReport = await router.close();
+    try {
+        await router.open('acme', tenant);
+    } catch (error) {
+        if (error instanceof ReplicaAtCapacityError) use(error.limit);
+        if (error instanceof DrainTimeoutError) use(error.inFlight, error.timeoutMs);
+    }
+    use(router.capacity, written2, statuses[0]?.lastCopy?.seq, statuses[0]?.state, closed.handedOff, closed.failed[0]?.error);
 
     store.close();
     use(tenant, partition, root, codes, grant.ttlMs, record?.epoch, held, remaining, forgotten.epoch, clock.advance(5));

@@ -1,0 +1,291 @@
+'use strict';
+/**
+ * The tenant router: one replica serves many tenants. It holds their leases with one keeper
+ * (renewed in batches on a native thread), restores each tenant's newest valid copy before
+ * its first call, counts the calls in flight and checks the write gate around each, copies
+ * tenants that were written (in the background, or before each acknowledgement in strict
+ * durability), and hands tenants off: drain, final copy, release. Every rule is the Rust
+ * core's (`core/src/router/`); this only moves arguments, results and events, and runs each
+ * blocking step on the addon's threads, never on the event loop.
+ *
+ * Errors: ReplicaAtCapacityError (`limit`) before anything is touched, LeaseHeldError with
+ * the holder's `record` (forward to `record.owner`), TenantDrainingError during a handoff,
+ * DrainTimeoutError (`inFlight`, `timeoutMs`) when a handoff gave up and the tenant serves
+ * again, RouterClosedError after close, FencedError when a call cannot be acknowledged.
+ */
+const native = require('./native');
+const { nativeDurableStoreOf } = require('./durable-store');
+const { checkOf, snapshotOf } = require('./host-functions');
+const { nativeStoreOf } = require('./lease-store');
+const { systemMonotonicClock } = require('./tenant-lease');
+const { settle, translate } = require('./translate');
+
+const { ManualClock, NativeRouter } = native;
+
+const INTERNAL = Symbol('gotry tenant router');
+
+/**
+ * Routers not yet closed. Held strongly so that garbage collection cannot stop the renewals
+ * of the tenants a router serves; its threads and wake-ups never keep the process alive.
+ */
+const running = new Set();
+
+function warn(message, error) {
+    const warning = new Error(message, { cause: error });
+    warning.name = 'TenantRouterWarning';
+    warning.code = 'GOTRY_ROUTER_ON_EVENT_FAILED';
+    process.emitWarning(warning);
+}
+
+/**
+ * An onEvent handler that threw (or whose promise rejected) is the host's bug: it is reported
+ * as a process warning and the router carries on. Rethrowing would end the process, and with
+ * it the service of every other tenant.
+ */
+function reportHandlerFailure(error) {
+    warn('a TenantRouter onEvent handler failed; the router carries on', error);
+}
+
+function invalidValue(message) {
+    const error = new TypeError(message);
+    error.code = 'ERR_INVALID_ARG_VALUE';
+    return error;
+}
+
+/** `{ intervalMs, durability }`: the copy policy, checked here where it is JS-shaped. */
+function copyPolicyOf(policy) {
+    if (policy === undefined || policy === null) return { intervalMs: null, strict: false };
+    if (typeof policy !== 'object') throw new TypeError("copyPolicy must be an object { intervalMs?, durability?: 'async' | 'strict' }");
+    const { durability = 'async', intervalMs = null } = policy;
+    if (durability !== 'async' && durability !== 'strict') {
+        throw invalidValue(`copyPolicy.durability must be 'async' or 'strict', got ${typeof durability === 'string' ? `'${durability}'` : typeof durability}`);
+    }
+    return { intervalMs, strict: durability === 'strict' };
+}
+
+/**
+ * A tenant this router serves: `key` (`<org>/<tenant>`), `root` (its folder), `epoch` (its
+ * tenure's fencing token) and `restoredFrom` (the copy the tenure started from, `{ epoch,
+ * seq }`, or null for an empty start); `assertHeld()` is the synchronous write gate.
+ */
+class TenantHandle {
+    key;
+    root;
+    epoch;
+    restoredFrom;
+    #native;
+
+    constructor(token, handle) {
+        if (token !== INTERNAL) throw new TypeError('a TenantHandle is made by TenantRouter.open or run');
+        this.#native = handle;
+        this.key = handle.key;
+        this.root = handle.root;
+        this.epoch = handle.epoch;
+        this.restoredFrom = handle.restoredFrom;
+    }
+
+    /** Throws FencedError unless the tenant's lease is provably held: check before acknowledging. */
+    assertHeld() {
+        try {
+            this.#native.assertHeld();
+        } catch (error) {
+            throw translate(error);
+        }
+    }
+
+    isHeld() {
+        return this.#native.isHeld();
+    }
+}
+
+class TenantRouter {
+    leaseStore;
+    durableStore;
+    stateRoot;
+    replicaId;
+    ttlMs;
+    marginMs;
+    #native;
+    #onEvent;
+
+    constructor(token, options, leaseStore, durableStore, policy, clock, onEvent) {
+        if (token !== INTERNAL) throw new TypeError('a TenantRouter is made by TenantRouter.start(options)');
+        this.#onEvent = onEvent;
+        try {
+            this.#native = NativeRouter.start(
+                leaseStore.native,
+                durableStore,
+                options.stateRoot,
+                options.replicaId,
+                options.ttlMs,
+                options.marginMs,
+                options.capacity,
+                policy.intervalMs,
+                policy.strict,
+                clock instanceof ManualClock ? clock : null,
+                checkOf(options.verify),
+                snapshotOf(options.snapshot),
+                onEvent === null ? null : () => this.#deliver(),
+            );
+        } catch (error) {
+            throw translate(error);
+        }
+        this.leaseStore = options.leaseStore;
+        this.durableStore = options.durableStore;
+        this.stateRoot = options.stateRoot;
+        this.replicaId = options.replicaId;
+        this.ttlMs = options.ttlMs;
+        this.marginMs = options.marginMs;
+        running.add(this);
+    }
+
+    /**
+     * `{ leaseStore, durableStore, stateRoot, replicaId, ttlMs, marginMs, capacity?,
+     * copyPolicy?: { intervalMs?, durability?: 'async' | 'strict' }, verify?, snapshot?,
+     * onEvent?, clock? }`. The lease store's clock must be native (the keeper's thread reads
+     * it), and so must `clock` (`systemMonotonicClock`, the default, or a ManualClock).
+     * `capacity` defaults to what the descriptor limit allows; the copy policy to a copy
+     * every 30 s of written tenants, in the background (`async`). `verify(dir)` checks a
+     * restored copy (as EpochCopies' restore does), `snapshot(source, image)` reads the files
+     * the host holds open (as EpochCopies' does), `onEvent(event)` is told `lost`, `closed`
+     * and `copyFailed` on the event loop.
+     */
+    static async start(options) {
+        if (options === null || typeof options !== 'object') {
+            throw new TypeError('TenantRouter.start needs an options object');
+        }
+        const leaseStore = nativeStoreOf(options.leaseStore);
+        if (leaseStore.hostClock) {
+            throw new TypeError("a router's lease store needs a native clock (the system clock or a ManualClock), not a nowMs function: its keeper's thread reads it");
+        }
+        const durableStore = nativeDurableStoreOf(options.durableStore);
+        if (typeof options.stateRoot !== 'string') {
+            const error = new TypeError(`The "stateRoot" argument must be of type string. Received ${typeof options.stateRoot}`);
+            error.code = 'ERR_INVALID_ARG_TYPE';
+            throw error;
+        }
+        const clock = options.clock ?? systemMonotonicClock;
+        if (clock !== systemMonotonicClock && !(clock instanceof ManualClock)) {
+            throw new TypeError("a router's clock is systemMonotonicClock or a ManualClock: its keeper's thread reads it");
+        }
+        const onEvent = options.onEvent ?? null;
+        if (onEvent !== null && typeof onEvent !== 'function') throw new TypeError('onEvent must be a function');
+        const policy = copyPolicyOf(options.copyPolicy);
+        return new TenantRouter(INTERNAL, options, leaseStore, durableStore, policy, clock, onEvent);
+    }
+
+    /** The most tenants this replica serves at once. */
+    get capacity() {
+        return this.#native.capacity;
+    }
+
+    /**
+     * Serves `<organization>/<tenant>` on this replica: acquires its lease and restores its
+     * newest valid copy into its root, before any call can run. Resolves to its TenantHandle
+     * (the same tenure's handle when it is served already). Rejects with
+     * ReplicaAtCapacityError, LeaseHeldError (`record.owner` serves it), TenantDrainingError,
+     * RouterClosedError, and as EpochCopies' restore does.
+     */
+    open(organization, tenant) {
+        return settle(async () => {
+            try {
+                return new TenantHandle(INTERNAL, await this.#native.open(organization, tenant));
+            } finally {
+                this.#deliver();
+            }
+        });
+    }
+
+    /**
+     * Runs `fn(handle)` as one call of the served tenant `key`, and resolves to what it
+     * returns (or resolves to). The call is counted in flight and the write gate checked
+     * before it starts and after it returns: a gate closed meanwhile rejects with FencedError
+     * even though `fn` succeeded, since its effects cannot be acknowledged. In strict
+     * durability it resolves only once a copy holds the call (DurableStoreUnavailableError
+     * otherwise). When `fn` throws, the call ends unacknowledged and run rejects with that
+     * very value. Rejects with TenantDrainingError during a handoff, FencedError once the
+     * lease is lost, LeaseLostError when this replica does not serve `key`.
+     */
+    async run(key, fn) {
+        if (typeof fn !== 'function') throw new TypeError('run needs a function (handle) => value | Promise<value>');
+        const call = await settle(() => this.#native.begin(key));
+        let value;
+        try {
+            value = await fn(new TenantHandle(INTERNAL, call.handle));
+        } catch (error) {
+            call.abandon();
+            throw error;
+        }
+        await settle(() => call.finish());
+        return value;
+    }
+
+    /**
+     * Hands `key` off: refuses new calls (TenantDrainingError) while the running ones finish,
+     * takes a final copy, releases the lease (the next replica may open it at once). When
+     * calls still run after `timeoutMs` (default: the TTL), rejects with DrainTimeoutError
+     * and the tenant serves again, nothing copied or released; when the final copy fails, it
+     * serves again too. The `closed` event reaches onEvent before this settles.
+     */
+    handoff(key, timeoutMs = this.ttlMs) {
+        return settle(async () => {
+            try {
+                return await this.#native.handoff(key, timeoutMs);
+            } finally {
+                this.#deliver();
+            }
+        });
+    }
+
+    /**
+     * Hands every tenant off (`timeoutMs` each, default: the TTL), then refuses every later
+     * open with RouterClosedError and stops the keeper (which releases the leases of tenants
+     * whose handoff timed out). Resolves to `{ handedOff: [key], timedOut: [key], failed:
+     * [{ key, error }] }`.
+     */
+    close(timeoutMs = this.ttlMs) {
+        return settle(async () => {
+            let report;
+            try {
+                report = await this.#native.close(timeoutMs);
+            } finally {
+                this.#deliver();
+            }
+            running.delete(this);
+            return { ...report, failed: report.failed.map(({ key, error }) => ({ key, error: translate(error) })) };
+        });
+    }
+
+    /**
+     * Every tenant this replica knows, ordered by key: `{ key, state, epoch, inFlight,
+     * lastCopy, writesSinceCopy, lagMs, lastCopyError }`. Synchronous: it reads counters.
+     */
+    status() {
+        return this.#native.status();
+    }
+
+    /** Hands the queued events to onEvent, oldest first; never throws. */
+    #deliver() {
+        if (this.#onEvent === null) return;
+        let events;
+        try {
+            events = this.#native.takeEvents();
+        } catch (error) {
+            warn("the TenantRouter's events could not be read; the router carries on", error);
+            return;
+        }
+        for (const event of events) {
+            if (event.error !== undefined) event.error = translate(event.error);
+            try {
+                const result = this.#onEvent(event);
+                if (result !== null && typeof result === 'object' && typeof result.then === 'function') {
+                    result.then(undefined, reportHandlerFailure);
+                }
+            } catch (error) {
+                reportHandlerFailure(error);
+            }
+        }
+    }
+}
+
+module.exports = { TenantRouter, TenantHandle };

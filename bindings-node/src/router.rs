@@ -1,0 +1,493 @@
+//! The tenant router for JavaScript: one replica serving many tenants (`core/src/router/`).
+//!
+//! Every rule is the core's; this moves arguments, results and events across, and decides
+//! where each call runs, never on the event loop:
+//!
+//! - `begin` and, in `async` durability, `finish` take a mutex and read the lease's clock:
+//!   they run on a router lane on the store threads, next to lease store calls.
+//! - `open` acquires a lease and restores a copy, and a `strict` `finish` writes a copy: both
+//!   run on the durable store's lane, with the copies' calls.
+//! - A call that may wait for JavaScript (an `open` with a host `verify`, a copy through a
+//!   host `snapshot`) or for other calls of this addon (`handoff` and `close` wait for the
+//!   tenant's calls to finish, whose `finish` runs on the lanes above) runs on a thread of its
+//!   own, so that it holds no shared thread that what it waits for may need.
+//!
+//! A JS call of a tenant is `begin` (counted in flight, gate checked), the host's function on
+//! the event loop, then `finish` (gate checked again; in `strict` durability a copy that holds
+//! it) or, when the function threw, `abandon` (no longer in flight, nothing acknowledged).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use gotry_tenant_state::clock::MonotonicClock;
+use gotry_tenant_state::errors::{Error, Result};
+use gotry_tenant_state::router::{CloseReport, CopyPolicy, Durability, RouterEvent, RouterOptions};
+use gotry_tenant_state::{RouterCall, SystemMonotonicClock, TenantHandle, TenantRouter, TenantStatus};
+use napi::bindgen_prelude::{Function, Object, ToNapiValue, TypeName, Unknown};
+use napi::{sys, Env, ValueType};
+use napi_derive::napi;
+
+use crate::args::{self, safe_count, safe_number};
+use crate::clock::ManualClock;
+use crate::copies::JsCopyId;
+use crate::durable::NativeDurableStore;
+use crate::errors::{to_js_error, OrThrow};
+use crate::events::{EventQueue, Forwarder};
+use crate::executor::{Lane, Pending};
+use crate::host::{fold_check, host_snapshot, SnapshotFunction, VerifyFunction};
+use crate::store::NativeStore;
+use crate::tasks::{CloseTask, Job, RouterBeginTask, RouterOpenTask, UnitTask};
+
+/// Serves many tenants from one replica; made by `NativeRouter.start`.
+#[napi]
+pub struct NativeRouter {
+    router: Arc<TenantRouter>,
+    /// `begin`, and `finish` in `async` durability.
+    calls: Arc<Lane>,
+    /// The durable store's lane: `open`, and `finish` in `strict` durability.
+    copies: Arc<Lane>,
+    /// Whether an `open` may wait for the host's `verify`.
+    host_verify: bool,
+    /// Whether a copy may wait for the host's `snapshot`.
+    host_snapshot: bool,
+    strict: bool,
+    events: Option<Arc<EventQueue<RouterEventValue>>>,
+}
+
+fn invalid(message: impl Into<String>) -> Error {
+    Error::InvalidArgument {
+        message: message.into(),
+    }
+}
+
+/// A non-negative integer number of milliseconds.
+fn millis(name: &str, value: &Unknown<'_>) -> Result<Duration> {
+    let ms = args::integer(name, value)?;
+    u64::try_from(ms)
+        .map(Duration::from_millis)
+        .map_err(|_| invalid(format!("{name} must not be negative, got {ms}")))
+}
+
+#[napi]
+impl NativeRouter {
+    /// Starts a router for `replicaId`: its keeper's renewal thread on `leaseStore` and, in
+    /// `async` durability, its copier. `capacity` and `intervalMs` take the core's defaults
+    /// when null; the keeper's clock is `manualClock`, or the system's monotonic clock.
+    /// `verify` and `snapshot` are the JS layer's wrappers of the host's functions; `onWake`
+    /// (called with no argument on the JS thread) says that events wait in `takeEvents`.
+    #[napi(factory)]
+    #[allow(clippy::too_many_arguments)]
+    pub fn start(
+        env: Env,
+        lease_store: &NativeStore,
+        durable_store: &NativeDurableStore,
+        state_root: Unknown<'_>,
+        replica_id: Unknown<'_>,
+        ttl_ms: Unknown<'_>,
+        margin_ms: Unknown<'_>,
+        capacity: Option<Unknown<'_>>,
+        interval_ms: Option<Unknown<'_>>,
+        strict: bool,
+        manual_clock: Option<&ManualClock>,
+        #[napi(ts_arg_type = "(dir: string) => Promise<boolean>")] verify: Option<VerifyFunction<'_>>,
+        #[napi(ts_arg_type = "(source: string, image: string) => Promise<void>")] snapshot: Option<
+            SnapshotFunction<'_>,
+        >,
+        on_wake: Option<Function<'_, (), Unknown<'static>>>,
+    ) -> napi::Result<NativeRouter> {
+        let options = || -> Result<RouterOptions> {
+            let state_root = PathBuf::from(args::string("stateRoot", &state_root)?);
+            let replica_id = args::text("replicaId", &replica_id)?;
+            let ttl_ms = args::integer("ttlMs", &ttl_ms)?;
+            let margin_ms = args::integer("marginMs", &margin_ms)?;
+            let mut options = RouterOptions::new(
+                lease_store.store.clone(),
+                durable_store.store.clone(),
+                state_root,
+                replica_id,
+                ttl_ms,
+                margin_ms,
+            );
+            options.capacity = match args::optional_integer("capacity", capacity.as_ref())? {
+                None => None,
+                Some(limit) => Some(
+                    usize::try_from(limit)
+                        .map_err(|_| invalid(format!("capacity must be at least 1, got {limit}")))?,
+                ),
+            };
+            let interval = match &interval_ms {
+                Some(value) if !args::is_nullish(value)? => millis("intervalMs", value)?,
+                _ => CopyPolicy::default().interval,
+            };
+            options.copy_policy = CopyPolicy {
+                interval,
+                durability: if strict {
+                    Durability::Strict
+                } else {
+                    Durability::Async
+                },
+            };
+            options.clock = match manual_clock {
+                Some(manual) => manual.inner.clone() as Arc<dyn MonotonicClock>,
+                None => Arc::new(SystemMonotonicClock),
+            };
+            Ok(options)
+        };
+        let mut options = options().or_throw(&env)?;
+        options.verify = verify.as_ref().map(fold_check).transpose()?;
+        options.snapshot = snapshot.as_ref().map(host_snapshot).transpose()?;
+        let events = match on_wake {
+            Some(function) => {
+                let (forwarder, queue) = Forwarder::new(&function)?;
+                options.on_event = Some(Arc::new(move |event| {
+                    if let Some(event) = RouterEventValue::from_core(event) {
+                        forwarder.forward(event);
+                    }
+                }));
+                Some(queue)
+            }
+            None => None,
+        };
+        let (host_verify, host_snapshot) = (options.verify.is_some(), options.snapshot.is_some());
+        let router = TenantRouter::start(options).or_throw(&env)?;
+        Ok(NativeRouter {
+            router: Arc::new(router),
+            calls: Lane::new(usize::MAX),
+            copies: durable_store.lane.clone(),
+            host_verify,
+            host_snapshot,
+            strict,
+            events,
+        })
+    }
+
+    /// The most tenants this replica serves at once.
+    #[napi(getter)]
+    pub fn capacity(&self, env: Env) -> napi::Result<f64> {
+        safe_count("capacity", self.router.capacity() as u64).or_throw(&env)
+    }
+
+    /// Serves a tenant: acquires its lease and restores its newest valid copy into its root.
+    #[napi(ts_return_type = "Promise<NativeTenantHandle>")]
+    pub fn open(
+        &self,
+        env: Env,
+        organization_id: Unknown<'_>,
+        ledger_tenant_id: Unknown<'_>,
+    ) -> napi::Result<Pending<RouterOpenTask>> {
+        let organization = args::id_text("organization id", &organization_id).or_throw(&env)?;
+        let tenant = args::id_text("ledger tenant id", &ledger_tenant_id).or_throw(&env)?;
+        let router = self.router.clone();
+        let task = RouterOpenTask(Job::new(None, move || {
+            router
+                .open(&organization, &tenant)
+                .map(|handle| NativeTenantHandle { handle })
+        }));
+        Ok(if self.host_verify {
+            Pending::on_own_thread(task)
+        } else {
+            Pending::on(&self.copies, task)
+        })
+    }
+
+    /// Starts a call of a served tenant: in flight from now on, its gate checked.
+    #[napi(ts_return_type = "Promise<NativeRouterCall>")]
+    pub fn begin(&self, env: Env, key: Unknown<'_>) -> napi::Result<Pending<RouterBeginTask>> {
+        let key = args::string("key", &key).or_throw(&env)?;
+        let router = self.router.clone();
+        // Where the call's finish will run: it may write a copy, maybe through the host.
+        let finish = if !self.strict {
+            Finish::On(self.calls.clone())
+        } else if self.host_snapshot {
+            Finish::OwnThread
+        } else {
+            Finish::On(self.copies.clone())
+        };
+        Ok(Pending::on(
+            &self.calls,
+            RouterBeginTask(Job::new(None, move || {
+                router.begin(&key).map(|call| NativeRouterCall {
+                    handle: call.handle().clone(),
+                    call: Some(call),
+                    finish,
+                })
+            })),
+        ))
+    }
+
+    /// Drains the tenant, takes a final copy and releases its lease; DRAIN_TIMEOUT (the tenant
+    /// serving again) when calls still run after `timeoutMs`.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn handoff(
+        &self,
+        env: Env,
+        key: Unknown<'_>,
+        timeout_ms: Unknown<'_>,
+    ) -> napi::Result<Pending<UnitTask>> {
+        let key = args::string("key", &key).or_throw(&env)?;
+        let timeout = millis("timeoutMs", &timeout_ms).or_throw(&env)?;
+        let router = self.router.clone();
+        Ok(Pending::on_own_thread(UnitTask(Job::new(None, move || {
+            router.handoff(&key, timeout)
+        }))))
+    }
+
+    /// Hands every tenant off (`timeoutMs` each), then refuses every later open.
+    #[napi(ts_return_type = "Promise<CloseReportValue>")]
+    pub fn close(&self, env: Env, timeout_ms: Unknown<'_>) -> napi::Result<Pending<CloseTask>> {
+        let timeout = millis("timeoutMs", &timeout_ms).or_throw(&env)?;
+        let router = self.router.clone();
+        Ok(Pending::on_own_thread(CloseTask(Job::new(None, move || {
+            Ok(CloseReportValue(router.close(timeout)))
+        }))))
+    }
+
+    /// Every tenant this replica knows, ordered by key. Synchronous: it only reads counters.
+    #[napi(ts_return_type = "Array<TenantStatus>")]
+    pub fn status(&self, env: Env) -> napi::Result<Vec<JsTenantStatus>> {
+        let all = self.router.status().into_iter().map(JsTenantStatus::from_core);
+        all.collect::<Result<Vec<_>>>().or_throw(&env)
+    }
+
+    /// The events told since the last call, oldest first.
+    #[napi(ts_return_type = "Array<RouterEventValue>")]
+    pub fn take_events(&self) -> Vec<RouterEventValue> {
+        self.events.as_ref().map_or_else(Vec::new, |queue| queue.drain())
+    }
+}
+
+/// Where a call's `finish` runs.
+#[derive(Clone)]
+enum Finish {
+    On(Arc<Lane>),
+    OwnThread,
+}
+
+/// A call in flight; made by `begin`, ended by `finish` or `abandon`.
+#[napi]
+pub struct NativeRouterCall {
+    handle: Arc<TenantHandle>,
+    /// Taken by `finish` or `abandon`; dropped unfinished (garbage collected), it counts as a
+    /// failed call, as `abandon` does.
+    call: Option<RouterCall>,
+    finish: Finish,
+}
+
+#[napi]
+impl NativeRouterCall {
+    /// The tenant the call runs for.
+    #[napi(getter)]
+    pub fn handle(&self) -> NativeTenantHandle {
+        NativeTenantHandle {
+            handle: self.handle.clone(),
+        }
+    }
+
+    /// The call succeeded: FENCED when the gate closed meanwhile; in `strict` durability it
+    /// settles once a copy holds the call (and fails with that copy's error).
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn finish(&mut self, env: Env) -> napi::Result<Pending<UnitTask>> {
+        let call = self.take().or_throw(&env)?;
+        let task = UnitTask(Job::new(None, move || call.finish()));
+        Ok(match &self.finish {
+            Finish::On(lane) => Pending::on(lane, task),
+            Finish::OwnThread => Pending::on_own_thread(task),
+        })
+    }
+
+    /// The call failed: it is no longer in flight, and nothing of it is acknowledged.
+    #[napi]
+    pub fn abandon(&mut self, env: Env) -> napi::Result<()> {
+        // A mutex and a counter (the core never holds that mutex across I/O): synchronous.
+        self.take().map(drop).or_throw(&env)
+    }
+}
+
+impl NativeRouterCall {
+    fn take(&mut self) -> Result<RouterCall> {
+        self.call
+            .take()
+            .ok_or_else(|| invalid("this router call has already ended"))
+    }
+}
+
+/// A served tenant: where its files are, and its write gate.
+#[napi]
+pub struct NativeTenantHandle {
+    handle: Arc<TenantHandle>,
+}
+
+#[napi]
+impl NativeTenantHandle {
+    #[napi(getter)]
+    pub fn key(&self) -> String {
+        self.handle.key.clone()
+    }
+
+    #[napi(getter)]
+    pub fn root(&self, env: Env) -> napi::Result<String> {
+        let root = self.handle.root.to_str().map(str::to_owned);
+        root.ok_or_else(|| invalid("the tenant root is not valid Unicode"))
+            .or_throw(&env)
+    }
+
+    #[napi(getter)]
+    pub fn epoch(&self, env: Env) -> napi::Result<f64> {
+        safe_number("epoch", self.handle.epoch()).or_throw(&env)
+    }
+
+    /// The copy the tenure started from; null for an empty start.
+    #[napi(getter, ts_return_type = "CopyId | null")]
+    pub fn restored_from(&self, env: Env) -> napi::Result<Option<JsCopyId>> {
+        self.handle
+            .restored_from
+            .map(JsCopyId::from_core)
+            .transpose()
+            .or_throw(&env)
+    }
+
+    /// The synchronous write gate: throws FENCED unless the tenant's lease is provably held.
+    #[napi]
+    pub fn assert_held(&self, env: Env) -> napi::Result<()> {
+        self.handle.lease.assert_held().or_throw(&env)
+    }
+
+    #[napi]
+    pub fn is_held(&self) -> bool {
+        self.handle.lease.is_held()
+    }
+}
+
+/// One tenant as operators and metrics see it.
+#[napi(object, js_name = "TenantStatus", use_nullable = true)]
+pub struct JsTenantStatus {
+    pub key: String,
+    #[napi(ts_type = "'opening' | 'serving' | 'draining' | 'lost'")]
+    pub state: String,
+    /// 0 while the tenant is still being opened.
+    pub epoch: f64,
+    pub in_flight: f64,
+    pub last_copy: Option<JsCopyId>,
+    pub writes_since_copy: f64,
+    pub lag_ms: f64,
+    pub last_copy_error: Option<String>,
+}
+
+impl JsTenantStatus {
+    fn from_core(status: TenantStatus) -> Result<JsTenantStatus> {
+        Ok(JsTenantStatus {
+            state: status.state.as_str().to_owned(),
+            epoch: safe_number("epoch", status.epoch)?,
+            in_flight: safe_count("inFlight", status.in_flight)?,
+            last_copy: status.last_copy.map(JsCopyId::from_core).transpose()?,
+            writes_since_copy: safe_count("writesSinceCopy", status.writes_since_copy)?,
+            lag_ms: safe_count("lagMs", status.lag_ms)?,
+            last_copy_error: status.last_copy_error,
+            key: status.key,
+        })
+    }
+}
+
+/// A router event as the JS thread receives it: `{ kind, key, epoch }`, plus `error` for
+/// `copyFailed`.
+pub enum RouterEventValue {
+    Lost { key: String, epoch: i64 },
+    Closed { key: String, epoch: i64 },
+    CopyFailed { key: String, epoch: i64, error: Error },
+}
+
+impl RouterEventValue {
+    /// `None` for a kind of event this build does not know: the host could not tell it from
+    /// the ones it handles, so it is not told at all.
+    fn from_core(event: RouterEvent) -> Option<RouterEventValue> {
+        Some(match event {
+            RouterEvent::Lost { key, epoch } => RouterEventValue::Lost { key, epoch },
+            RouterEvent::Closed { key, epoch } => RouterEventValue::Closed { key, epoch },
+            RouterEvent::CopyFailed { key, epoch, error } => {
+                RouterEventValue::CopyFailed { key, epoch, error }
+            }
+            _ => return None,
+        })
+    }
+}
+
+impl TypeName for RouterEventValue {
+    fn type_name() -> &'static str {
+        "RouterEventValue"
+    }
+
+    fn value_type() -> ValueType {
+        ValueType::Object
+    }
+}
+
+impl ToNapiValue for RouterEventValue {
+    unsafe fn to_napi_value(
+        raw_env: sys::napi_env,
+        event: RouterEventValue,
+    ) -> napi::Result<sys::napi_value> {
+        let env = Env::from_raw(raw_env);
+        let (kind, key, epoch, error) = match event {
+            RouterEventValue::Lost { key, epoch } => ("lost", key, epoch, None),
+            RouterEventValue::Closed { key, epoch } => ("closed", key, epoch, None),
+            RouterEventValue::CopyFailed { key, epoch, error } => ("copyFailed", key, epoch, Some(error)),
+        };
+        let mut object = Object::new(&env)?;
+        object.set("kind", kind)?;
+        object.set("key", key)?;
+        object.set("epoch", safe_number("epoch", epoch).or_throw(&env)?)?;
+        if let Some(error) = error {
+            object.set("error", to_js_error(&env, error))?;
+        }
+        // SAFETY: the object was made on this env, on its thread, just above.
+        unsafe { Object::to_napi_value(raw_env, object) }
+    }
+}
+
+/// What `close` did with every tenant: `{ handedOff: [key], timedOut: [key], failed:
+/// [{ key, error }] }`, each list ordered by key.
+pub struct CloseReportValue(pub CloseReport);
+
+impl TypeName for CloseReportValue {
+    fn type_name() -> &'static str {
+        "CloseReportValue"
+    }
+
+    fn value_type() -> ValueType {
+        ValueType::Object
+    }
+}
+
+impl ToNapiValue for CloseReportValue {
+    unsafe fn to_napi_value(
+        raw_env: sys::napi_env,
+        report: CloseReportValue,
+    ) -> napi::Result<sys::napi_value> {
+        let env = Env::from_raw(raw_env);
+        let CloseReport {
+            mut handed_off,
+            mut timed_out,
+            mut failed,
+            ..
+        } = report.0;
+        // The core lists them in its map's order; hosts get them by key, as a keeper's
+        // shutdown report lists its leases.
+        handed_off.sort();
+        timed_out.sort();
+        failed.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut failures = Vec::with_capacity(failed.len());
+        for (key, error) in failed {
+            let mut failure = Object::new(&env)?;
+            failure.set("key", key)?;
+            failure.set("error", to_js_error(&env, error))?;
+            failures.push(failure);
+        }
+        let mut object = Object::new(&env)?;
+        object.set("handedOff", handed_off)?;
+        object.set("timedOut", timed_out)?;
+        object.set("failed", failures)?;
+        // SAFETY: the object was made on this env, on its thread, just above.
+        unsafe { Object::to_napi_value(raw_env, object) }
+    }
+}
