@@ -280,20 +280,20 @@ impl EpochCopies {
 
         let snapshot = Snapshot::take(root, self.snapshot.as_ref())?;
         snapshot_taken();
-        let mut files = Vec::with_capacity(snapshot.files.len());
-        let mut bytes = 0;
-        for (index, file) in snapshot.files.iter().enumerate() {
+        let files = in_parallel(&snapshot.files, |index, file| {
             let content = file.content()?;
             let content = &*content;
             self.create(&format!("{copy_prefix}files/{index:06}"), content)?;
-            bytes += content.len() as u64;
-            files.push(ManifestFile {
+            Ok(ManifestFile {
                 path: file.path.clone(),
                 size: content.len() as u64,
                 sha256: sha256_hex(content),
                 sqlite: file.sqlite,
-            });
-        }
+            })
+        })
+        .into_iter()
+        .collect::<Result<Vec<_>>>()?;
+        let bytes = files.iter().map(|f| f.size).sum();
         let manifest = Manifest {
             format_version: FORMAT_VERSION,
             key: lease.key().to_owned(),
@@ -690,8 +690,7 @@ impl EpochCopies {
             return Ok(Some(SkipReason::Tenant));
         }
         let prefix = copy_prefix(key, id)?;
-        let mut intact = true;
-        for (index, file) in manifest.files.iter().enumerate() {
+        let verdicts = in_parallel(&manifest.files, |index, file| -> Result<Option<SkipReason>> {
             let Some(content) = self.store.get(&format!("{prefix}files/{index:06}"))? else {
                 return Ok(Some(SkipReason::Checksum));
             };
@@ -699,22 +698,28 @@ impl EpochCopies {
                 return Ok(Some(SkipReason::Checksum));
             }
             let target = into.join(relative_path(&file.path).expect("checked above"));
-            if file.sqlite || content.starts_with(SQLITE_HEADER) {
-                // The check (CPU) runs on the bytes in memory while they are written out
-                // and flushed (I/O): a restore costs the longer of the two, not their sum.
-                let written = std::thread::scope(|scope| {
-                    let check = scope.spawn(|| integrity_ok(&content));
-                    let written = write_durably(&target, &content);
-                    intact &= check.join().unwrap_or(false);
-                    written
-                });
-                written?;
-            } else {
+            if !(file.sqlite || content.starts_with(SQLITE_HEADER)) {
+                return write_durably(&target, &content).map(|()| None);
+            }
+            // The check (CPU) runs on the bytes in memory while they are written out and
+            // flushed (I/O): a restore costs the longer of the two, not their sum.
+            std::thread::scope(|scope| {
+                let check = scope.spawn(|| integrity_ok(&content));
                 write_durably(&target, &content)?;
+                Ok((!check.join().unwrap_or(false)).then_some(SkipReason::Integrity))
+            })
+        });
+        let mut skip = None;
+        for verdict in verdicts {
+            // A damaged object is a checksum failure whatever another file's integrity says.
+            match verdict? {
+                Some(SkipReason::Checksum) => skip = Some(SkipReason::Checksum),
+                Some(reason) if skip.is_none() => skip = Some(reason),
+                _ => {}
             }
         }
-        if !intact {
-            return Ok(Some(SkipReason::Integrity));
+        if skip.is_some() {
+            return Ok(skip);
         }
         if let Some(verify) = verify {
             if !verify(into)? {
@@ -863,6 +868,32 @@ struct SnapshotFile {
     sqlite: bool,
 }
 
+/// Runs `work` for every item, up to four at once: a put or a get mostly waits on a disk
+/// flush or the network, not on the CPU, so a copy of several files costs about its largest
+/// file. The results come back in the items' order.
+fn in_parallel<T: Sync, R: Send>(items: &[T], work: impl Fn(usize, &T) -> R + Sync) -> Vec<R> {
+    const WIDTH: usize = 4;
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let results: Vec<Mutex<Option<R>>> = items.iter().map(|_| Mutex::new(None)).collect();
+    std::thread::scope(|scope| {
+        for _ in 0..WIDTH.min(items.len()) {
+            scope.spawn(|| loop {
+                let index = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(item) = items.get(index) else { break };
+                *lock(&results[index]) = Some(work(index, item));
+            });
+        }
+    });
+    results
+        .into_iter()
+        .map(|slot| {
+            slot.into_inner()
+                .unwrap_or_else(|p| p.into_inner())
+                .expect("every item was worked on")
+        })
+        .collect()
+}
+
 enum Source {
     /// A host's image in the scratch folder, read when it is stored.
     File(PathBuf),
@@ -871,8 +902,15 @@ enum Source {
     Bytes(Vec<u8>),
     /// A database's pages as one read transaction saw them (`sqlite3_serialize`), in memory:
     /// no scratch file to write and read back.
-    Image(rusqlite::serialize::OwnedData),
+    Image(Image),
 }
+
+/// SQLite's buffer of a serialized database.
+struct Image(rusqlite::serialize::OwnedData);
+
+// SAFETY: the buffer is plain memory that this value alone owns (SQLite keeps no pointer to
+// it after `sqlite3_serialize`); it is only read while shared, and freed once, on drop.
+unsafe impl Sync for Image {}
 
 impl SnapshotFile {
     fn content(&self) -> Result<std::borrow::Cow<'_, [u8]>> {
@@ -880,7 +918,7 @@ impl SnapshotFile {
             Source::File(path) => fs::read(path)
                 .map(std::borrow::Cow::Owned)
                 .map_err(|e| Error::io(format!("{} cannot be read", self.path), &e)),
-            Source::Image(image) => Ok(std::borrow::Cow::Borrowed(image)),
+            Source::Image(image) => Ok(std::borrow::Cow::Borrowed(&image.0)),
             Source::Bytes(bytes) => Ok(std::borrow::Cow::Borrowed(bytes)),
         }
     }
@@ -934,7 +972,7 @@ impl Snapshot {
             } else if is_sqlite(&source) {
                 files.push(SnapshotFile {
                     path: path.clone(),
-                    source: Source::Image(serialize_sqlite(&source)?),
+                    source: Source::Image(Image(serialize_sqlite(&source)?)),
                     sqlite: true,
                 });
             } else {
