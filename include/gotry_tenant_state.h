@@ -76,9 +76,17 @@
 #define GOTRY_HOST_MESSAGE_BUFFER_LEN 1024
 
 /**
- * The outcome of a call. `GOTRY_STATUS_OK` is zero; values 1 to 12 are the twelve
- * `GOTRY_TENANT_*` codes in the reference's order (so `gotry_status_code` names them);
- * the values after them are the failures that have no such code.
+ * The outcome of a call. Every value is fixed for good: a value never changes its meaning
+ * and is never reused, so a compiled host keeps working against a later library.
+ *
+ * - `0`: `GOTRY_STATUS_OK`.
+ * - `1` to `99`: the `GOTRY_TENANT_*` codes of the registry, shared with every language
+ *   (`gotry_status_code` gives the code string). 1 to 12 are this release's twelve; 13 to 99
+ *   are reserved for codes added later, each taking the next free number.
+ * - `100` to `199`: the failures that have no such code (arguments, storage, the library
+ *   itself, a host's callback). 100 to 106 are used; 107 to 199 are reserved.
+ *
+ * No other value is returned. `gotry_status_name` gives the name of each value.
  */
 typedef enum GotryStatus {
     /**
@@ -149,38 +157,38 @@ typedef enum GotryStatus {
      * An argument out of its range: a TTL, margin, epoch, text length, list index, or text
      * that must be UTF-8 and is not (`RangeError` in JavaScript, `ValueError` in Python).
      */
-    GOTRY_STATUS_INVALID_ARGUMENT = 13,
+    GOTRY_STATUS_INVALID_ARGUMENT = 100,
     /**
      * Storage failed for a reason other than contention; `gotry_error_code` gives its own
      * name: SQLite's (e.g. `SQLITE_NOTADB`), or for a file-system failure the errno name as
      * Node gives it (e.g. `ENOTDIR`).
      */
-    GOTRY_STATUS_STORAGE_ERROR = 14,
+    GOTRY_STATUS_STORAGE_ERROR = 101,
     /**
      * A required pointer argument was NULL.
      */
-    GOTRY_STATUS_NULL_ARGUMENT = 15,
+    GOTRY_STATUS_NULL_ARGUMENT = 102,
     /**
      * An output buffer is smaller than the answer; `gotry_error_buffer_len` tells the size
      * needed.
      */
-    GOTRY_STATUS_BUFFER_TOO_SMALL = 16,
+    GOTRY_STATUS_BUFFER_TOO_SMALL = 103,
     /**
      * The object queried has no such detail (for instance a record on an error that is
      * not LEASE_HELD).
      */
-    GOTRY_STATUS_NO_VALUE = 17,
+    GOTRY_STATUS_NO_VALUE = 104,
     /**
      * A bug inside the library was caught before it could reach the host. Please report it
      * with the error's message.
      */
-    GOTRY_STATUS_INTERNAL_ERROR = 18,
+    GOTRY_STATUS_INTERNAL_ERROR = 105,
     /**
      * A host's callback reported a failure (a `GotrySnapshotFn` returned non-zero): the
      * error's code is `HOST_CALLBACK`, its message holds what the callback wrote, and
      * `gotry_error_host_code` gives the value it returned.
      */
-    GOTRY_STATUS_HOST_CALLBACK_FAILED = 19,
+    GOTRY_STATUS_HOST_CALLBACK_FAILED = 106,
 } GotryStatus;
 
 /**
@@ -506,8 +514,11 @@ typedef struct GotryShutdownReport GotryShutdownReport;
 
 /**
  * An open lease store. Thread-safe: any function may be called on one store from several
- * threads at once (calls are serialized on its connection, and SQLite's file lock
- * serializes processes). `gotry_store_free` must be the last call on the handle.
+ * threads at once. Each operation is atomic on its own, whatever runs beside it: a SQLite
+ * store runs its calls one at a time on its connection, and SQLite's file lock serializes
+ * processes; a MySQL store runs calls from several threads at once on a pool of
+ * connections, and the server's row locks serialize the writers of a key, whichever host
+ * they run on. `gotry_store_free` must be the last call on the handle.
  */
 typedef struct GotryStore GotryStore;
 
@@ -2684,7 +2695,8 @@ const char *gotry_status_name(int status);
 /**
  * The stable `GOTRY_TENANT_*` code of a status value (`GOTRY_STATUS_LEASE_HELD` gives
  * `"GOTRY_TENANT_LEASE_HELD"`): the string every language's error carries as its code.
- * NULL for the statuses that are not one of the twelve codes. Static; thread-safe.
+ * NULL for the statuses outside the registry's block (0 and 100 to 199) and for a value that
+ * is not a `GotryStatus`. Static; thread-safe.
  */
 const char *gotry_status_code(int status);
 
@@ -2733,11 +2745,23 @@ enum GotryStatus gotry_store_open(const char *path,
                                   struct GotryError **out_error);
 
 /**
- * Opens the store a URL names, on the system clock: `sqlite:///absolute/path.db`,
- * `sqlite://relative/path.db` or `sqlite:path.db`.
+ * Opens the store a URL names, on the system clock (for SQLite) or the server's (for MySQL):
  *
- * Returns `GOTRY_STATUS_INVALID_ARGUMENT` for a URL that is not UTF-8, holds a NUL, or names
- * no known scheme, `GOTRY_STATUS_STORAGE_ERROR` when the store refuses the file, and
+ * - SQLite: `sqlite:///absolute/path.db`, `sqlite://relative/path.db` or `sqlite:path.db`.
+ * - MySQL or MariaDB: `mysql://user:password@host:3306/database?prefix=gotry_&timeout_ms=2000`
+ *   (user and password percent-encoded; port 3306 by default; options all optional:
+ *   `prefix` of the two tables, `timeout_ms` from 100 to 60000 bounding every wait, and TLS
+ *   with `ssl-mode` = `disabled`, `required` or `verify_identity` and `ssl-ca` = a file of
+ *   CA certificates; without `ssl-mode`, `verify_identity` with `ssl-ca`, otherwise plain
+ *   TCP to a loopback host and `required` to any other). Unknown options are refused; the
+ *   tables are created when missing; credentials appear in no error.
+ *
+ * Returns `GOTRY_STATUS_INVALID_ARGUMENT` for a URL that is not UTF-8, holds a NUL, names
+ * no known scheme, or has an unknown option, one out of range or an unusable `ssl-ca`
+ * file; `GOTRY_STATUS_STORAGE_ERROR` when the store refuses the file, or the server the
+ * login or the schema (the error's code is the server's name, e.g.
+ * `ER_ACCESS_DENIED_ERROR`); `GOTRY_STATUS_LEASE_STORE_UNAVAILABLE` when the server cannot
+ * be reached in time or TLS fails (the message starts with a `TLS_*` code); and
  * `GOTRY_STATUS_NULL_ARGUMENT` when `url` or `out_store` is NULL.
  *
  * # Safety

@@ -83,10 +83,7 @@ impl From<Failure> for GotryError {
 impl GotryError {
     /// An error that exists only at the ABI: its code is its status's name.
     fn plain(status: GotryStatus, message: String, detail: Detail) -> GotryError {
-        let code = status
-            .other_name()
-            .and_then(|name| name.to_str().ok())
-            .unwrap_or_default();
+        let code = status.name().to_str().unwrap_or_default();
         GotryError {
             status,
             code: Text::new(code),

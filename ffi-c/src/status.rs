@@ -5,14 +5,24 @@ use std::sync::OnceLock;
 
 use gotry_core::{Error, ErrorCode, FenceReason, LeaseOp, SkipReason};
 
-/// The outcome of a call. `GOTRY_STATUS_OK` is zero; values 1 to 12 are the twelve
-/// `GOTRY_TENANT_*` codes in the reference's order (so `gotry_status_code` names them);
-/// the values after them are the failures that have no such code.
+/// The outcome of a call. Every value is fixed for good: a value never changes its meaning
+/// and is never reused, so a compiled host keeps working against a later library.
+///
+/// - `0`: `GOTRY_STATUS_OK`.
+/// - `1` to `99`: the `GOTRY_TENANT_*` codes of the registry, shared with every language
+///   (`gotry_status_code` gives the code string). 1 to 12 are this release's twelve; 13 to 99
+///   are reserved for codes added later, each taking the next free number.
+/// - `100` to `199`: the failures that have no such code (arguments, storage, the library
+///   itself, a host's callback). 100 to 106 are used; 107 to 199 are reserved.
+///
+/// No other value is returned. `gotry_status_name` gives the name of each value.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GotryStatus {
     /// The call succeeded and wrote its out-parameters.
     Ok = 0,
+
+    // 1..=99: the registry's GOTRY_TENANT_* codes, numbered one by one (never by position).
     /// GOTRY_TENANT_LEASE_HELD: another holder has an unexpired lease; its record is in the
     /// error (`gotry_error_record`), so a router can forward to that owner.
     LeaseHeld = 1,
@@ -49,56 +59,96 @@ pub enum GotryStatus {
     /// GOTRY_TENANT_REPLICA_AT_CAPACITY: this replica serves as many tenants as configured;
     /// the limit is in the error.
     ReplicaAtCapacity = 12,
+    // 13..=99: reserved for the registry's next codes.
+
+    // 100..=199: failures with no GOTRY_TENANT_* code.
     /// An argument out of its range: a TTL, margin, epoch, text length, list index, or text
     /// that must be UTF-8 and is not (`RangeError` in JavaScript, `ValueError` in Python).
-    InvalidArgument = 13,
+    InvalidArgument = 100,
     /// Storage failed for a reason other than contention; `gotry_error_code` gives its own
     /// name: SQLite's (e.g. `SQLITE_NOTADB`), or for a file-system failure the errno name as
     /// Node gives it (e.g. `ENOTDIR`).
-    StorageError = 14,
+    StorageError = 101,
     /// A required pointer argument was NULL.
-    NullArgument = 15,
+    NullArgument = 102,
     /// An output buffer is smaller than the answer; `gotry_error_buffer_len` tells the size
     /// needed.
-    BufferTooSmall = 16,
+    BufferTooSmall = 103,
     /// The object queried has no such detail (for instance a record on an error that is
     /// not LEASE_HELD).
-    NoValue = 17,
+    NoValue = 104,
     /// A bug inside the library was caught before it could reach the host. Please report it
     /// with the error's message.
-    InternalError = 18,
+    InternalError = 105,
     /// A host's callback reported a failure (a `GotrySnapshotFn` returned non-zero): the
     /// error's code is `HOST_CALLBACK`, its message holds what the callback wrote, and
     /// `gotry_error_host_code` gives the value it returned.
-    HostCallbackFailed = 19,
+    HostCallbackFailed = 106,
+    // 107..=199: reserved for failures with no GOTRY_TENANT_* code.
 }
 
-/// The statuses with no `GOTRY_TENANT_*` code, in value order, with their names.
-const OTHER_STATUSES: [(GotryStatus, &CStr); 8] = [
-    (GotryStatus::Ok, c"GOTRY_STATUS_OK"),
-    (GotryStatus::InvalidArgument, c"GOTRY_STATUS_INVALID_ARGUMENT"),
-    (GotryStatus::StorageError, c"GOTRY_STATUS_STORAGE_ERROR"),
-    (GotryStatus::NullArgument, c"GOTRY_STATUS_NULL_ARGUMENT"),
-    (GotryStatus::BufferTooSmall, c"GOTRY_STATUS_BUFFER_TOO_SMALL"),
-    (GotryStatus::NoValue, c"GOTRY_STATUS_NO_VALUE"),
-    (GotryStatus::InternalError, c"GOTRY_STATUS_INTERNAL_ERROR"),
-    (
-        GotryStatus::HostCallbackFailed,
-        c"GOTRY_STATUS_HOST_CALLBACK_FAILED",
-    ),
-];
-
 impl GotryStatus {
-    /// The name of a status that is not one of the twelve codes.
-    pub(crate) fn other_name(self) -> Option<&'static CStr> {
-        OTHER_STATUSES
-            .iter()
-            .find(|(s, _)| *s == self)
-            .map(|(_, name)| *name)
+    /// Every status, in value order: the only list that turns a number back into a status.
+    /// A test compares it with the header, so a variant missing here fails it.
+    pub(crate) const ALL: [GotryStatus; 20] = [
+        GotryStatus::Ok,
+        GotryStatus::LeaseHeld,
+        GotryStatus::LeaseLost,
+        GotryStatus::Fenced,
+        GotryStatus::LeaseStoreUnavailable,
+        GotryStatus::IdInvalid,
+        GotryStatus::DurableStoreUnavailable,
+        GotryStatus::RestoreInvalid,
+        GotryStatus::CopyConflict,
+        GotryStatus::Draining,
+        GotryStatus::DrainTimeout,
+        GotryStatus::RouterClosed,
+        GotryStatus::ReplicaAtCapacity,
+        GotryStatus::InvalidArgument,
+        GotryStatus::StorageError,
+        GotryStatus::NullArgument,
+        GotryStatus::BufferTooSmall,
+        GotryStatus::NoValue,
+        GotryStatus::InternalError,
+        GotryStatus::HostCallbackFailed,
+    ];
+
+    /// The status a value stands for; `None` for a value that is no status.
+    pub(crate) fn from_value(value: c_int) -> Option<GotryStatus> {
+        GotryStatus::ALL
+            .into_iter()
+            .find(|status| *status as c_int == value)
     }
 
-    /// The status of a core error code: its position in the reference's list, plus one.
-    pub(crate) fn from_code(code: ErrorCode) -> GotryStatus {
+    /// The status's name as the header spells it, e.g. `GOTRY_STATUS_FENCED`.
+    pub(crate) const fn name(self) -> &'static CStr {
+        match self {
+            GotryStatus::Ok => c"GOTRY_STATUS_OK",
+            GotryStatus::LeaseHeld => c"GOTRY_STATUS_LEASE_HELD",
+            GotryStatus::LeaseLost => c"GOTRY_STATUS_LEASE_LOST",
+            GotryStatus::Fenced => c"GOTRY_STATUS_FENCED",
+            GotryStatus::LeaseStoreUnavailable => c"GOTRY_STATUS_LEASE_STORE_UNAVAILABLE",
+            GotryStatus::IdInvalid => c"GOTRY_STATUS_ID_INVALID",
+            GotryStatus::DurableStoreUnavailable => c"GOTRY_STATUS_DURABLE_STORE_UNAVAILABLE",
+            GotryStatus::RestoreInvalid => c"GOTRY_STATUS_RESTORE_INVALID",
+            GotryStatus::CopyConflict => c"GOTRY_STATUS_COPY_CONFLICT",
+            GotryStatus::Draining => c"GOTRY_STATUS_DRAINING",
+            GotryStatus::DrainTimeout => c"GOTRY_STATUS_DRAIN_TIMEOUT",
+            GotryStatus::RouterClosed => c"GOTRY_STATUS_ROUTER_CLOSED",
+            GotryStatus::ReplicaAtCapacity => c"GOTRY_STATUS_REPLICA_AT_CAPACITY",
+            GotryStatus::InvalidArgument => c"GOTRY_STATUS_INVALID_ARGUMENT",
+            GotryStatus::StorageError => c"GOTRY_STATUS_STORAGE_ERROR",
+            GotryStatus::NullArgument => c"GOTRY_STATUS_NULL_ARGUMENT",
+            GotryStatus::BufferTooSmall => c"GOTRY_STATUS_BUFFER_TOO_SMALL",
+            GotryStatus::NoValue => c"GOTRY_STATUS_NO_VALUE",
+            GotryStatus::InternalError => c"GOTRY_STATUS_INTERNAL_ERROR",
+            GotryStatus::HostCallbackFailed => c"GOTRY_STATUS_HOST_CALLBACK_FAILED",
+        }
+    }
+
+    /// The status of a core error code. The match has no catch-all arm: a code the core adds
+    /// does not compile here until it is given its own number in the registry's block.
+    pub(crate) const fn from_code(code: ErrorCode) -> GotryStatus {
         match code {
             ErrorCode::LeaseHeld => GotryStatus::LeaseHeld,
             ErrorCode::LeaseLost => GotryStatus::LeaseLost,
@@ -115,6 +165,33 @@ impl GotryStatus {
         }
     }
 
+    /// The registry code a status stands for; `None` for the statuses outside the registry.
+    /// The inverse of `from_code` (a test checks both ways).
+    pub(crate) const fn code(self) -> Option<ErrorCode> {
+        Some(match self {
+            GotryStatus::LeaseHeld => ErrorCode::LeaseHeld,
+            GotryStatus::LeaseLost => ErrorCode::LeaseLost,
+            GotryStatus::Fenced => ErrorCode::Fenced,
+            GotryStatus::LeaseStoreUnavailable => ErrorCode::LeaseStoreUnavailable,
+            GotryStatus::IdInvalid => ErrorCode::IdInvalid,
+            GotryStatus::DurableStoreUnavailable => ErrorCode::DurableStoreUnavailable,
+            GotryStatus::RestoreInvalid => ErrorCode::RestoreInvalid,
+            GotryStatus::CopyConflict => ErrorCode::CopyConflict,
+            GotryStatus::Draining => ErrorCode::Draining,
+            GotryStatus::DrainTimeout => ErrorCode::DrainTimeout,
+            GotryStatus::RouterClosed => ErrorCode::RouterClosed,
+            GotryStatus::ReplicaAtCapacity => ErrorCode::ReplicaAtCapacity,
+            GotryStatus::Ok
+            | GotryStatus::InvalidArgument
+            | GotryStatus::StorageError
+            | GotryStatus::NullArgument
+            | GotryStatus::BufferTooSmall
+            | GotryStatus::NoValue
+            | GotryStatus::InternalError
+            | GotryStatus::HostCallbackFailed => return None,
+        })
+    }
+
     /// The status of a core error.
     pub(crate) fn of_error(error: &Error) -> GotryStatus {
         match (error.code(), error) {
@@ -125,14 +202,6 @@ impl GotryStatus {
             // A kind the core adds later must not pass for a known one.
             (None, _) => GotryStatus::InternalError,
         }
-    }
-
-    /// The code a status value stands for, when it is one of the twelve.
-    fn registry_code(value: c_int) -> Option<ErrorCode> {
-        usize::try_from(value)
-            .ok()
-            .and_then(|v| v.checked_sub(1))
-            .and_then(|index| ErrorCode::ALL.get(index).copied())
     }
 }
 
@@ -161,50 +230,33 @@ pub(crate) fn name_or_null(lookup: impl FnOnce() -> *const c_char) -> *const c_c
     name
 }
 
-fn code_index(code: ErrorCode) -> usize {
-    ErrorCode::ALL
-        .iter()
-        .position(|c| *c == code)
-        .expect("every code is in ALL")
-}
-
 /// The name of a status value, e.g. `"GOTRY_STATUS_FENCED"`; NULL for a value that is not a
 /// `GotryStatus`. The string is static: never free it. Thread-safe.
 #[no_mangle]
 pub extern "C" fn gotry_status_name(status: c_int) -> *const c_char {
-    static NAMES: OnceLock<Vec<CString>> = OnceLock::new();
-    name_or_null(|| match GotryStatus::registry_code(status) {
-        Some(code) => static_cstr(
-            &NAMES,
-            || {
-                ErrorCode::ALL
-                    .iter()
-                    .map(|c| c.as_str().replacen("GOTRY_TENANT_", "GOTRY_STATUS_", 1))
-                    .collect()
-            },
-            code_index(code),
-        ),
-        None => OTHER_STATUSES
-            .iter()
-            .find(|(s, _)| *s as c_int == status)
-            .map_or(std::ptr::null(), |(_, name)| name.as_ptr()),
-    })
+    name_or_null(|| GotryStatus::from_value(status).map_or(std::ptr::null(), |s| s.name().as_ptr()))
 }
 
 /// The stable `GOTRY_TENANT_*` code of a status value (`GOTRY_STATUS_LEASE_HELD` gives
 /// `"GOTRY_TENANT_LEASE_HELD"`): the string every language's error carries as its code.
-/// NULL for the statuses that are not one of the twelve codes. Static; thread-safe.
+/// NULL for the statuses outside the registry's block (0 and 100 to 199) and for a value that
+/// is not a `GotryStatus`. Static; thread-safe.
 #[no_mangle]
 pub extern "C" fn gotry_status_code(status: c_int) -> *const c_char {
     static CODES: OnceLock<Vec<CString>> = OnceLock::new();
-    name_or_null(|| match GotryStatus::registry_code(status) {
-        Some(code) => static_cstr(
-            &CODES,
-            || ErrorCode::ALL.iter().map(|c| c.as_str().to_owned()).collect(),
-            code_index(code),
-        ),
-        None => std::ptr::null(),
-    })
+    name_or_null(
+        || match GotryStatus::from_value(status).and_then(GotryStatus::code) {
+            Some(code) => static_cstr(
+                &CODES,
+                || ErrorCode::ALL.iter().map(|c| c.as_str().to_owned()).collect(),
+                ErrorCode::ALL
+                    .iter()
+                    .position(|c| *c == code)
+                    .expect("every code is in ALL"),
+            ),
+            None => std::ptr::null(),
+        },
+    )
 }
 
 /// Why a holder's write gate is closed.
@@ -371,11 +423,93 @@ mod tests {
         (!ptr.is_null()).then(|| unsafe { CStr::from_ptr(ptr) }.to_str().unwrap().to_owned())
     }
 
+    /// Every status of this release with its number. Hosts compiled against this header
+    /// hold these numbers: a line of this list may be added, never changed or removed.
+    const RELEASED: [(&str, c_int); 20] = [
+        ("GOTRY_STATUS_OK", 0),
+        ("GOTRY_STATUS_LEASE_HELD", 1),
+        ("GOTRY_STATUS_LEASE_LOST", 2),
+        ("GOTRY_STATUS_FENCED", 3),
+        ("GOTRY_STATUS_LEASE_STORE_UNAVAILABLE", 4),
+        ("GOTRY_STATUS_ID_INVALID", 5),
+        ("GOTRY_STATUS_DURABLE_STORE_UNAVAILABLE", 6),
+        ("GOTRY_STATUS_RESTORE_INVALID", 7),
+        ("GOTRY_STATUS_COPY_CONFLICT", 8),
+        ("GOTRY_STATUS_DRAINING", 9),
+        ("GOTRY_STATUS_DRAIN_TIMEOUT", 10),
+        ("GOTRY_STATUS_ROUTER_CLOSED", 11),
+        ("GOTRY_STATUS_REPLICA_AT_CAPACITY", 12),
+        ("GOTRY_STATUS_INVALID_ARGUMENT", 100),
+        ("GOTRY_STATUS_STORAGE_ERROR", 101),
+        ("GOTRY_STATUS_NULL_ARGUMENT", 102),
+        ("GOTRY_STATUS_BUFFER_TOO_SMALL", 103),
+        ("GOTRY_STATUS_NO_VALUE", 104),
+        ("GOTRY_STATUS_INTERNAL_ERROR", 105),
+        ("GOTRY_STATUS_HOST_CALLBACK_FAILED", 106),
+    ];
+
+    const REGISTRY_BLOCK: std::ops::RangeInclusive<c_int> = 1..=99;
+    const OTHER_BLOCK: std::ops::RangeInclusive<c_int> = 100..=199;
+
     #[test]
-    fn the_twelve_codes_are_values_one_to_twelve_in_the_reference_order() {
-        for (index, code) in ErrorCode::ALL.into_iter().enumerate() {
-            let value = index as c_int + 1;
-            assert_eq!(GotryStatus::from_code(code) as c_int, value);
+    fn the_numbers_of_this_release_never_change() {
+        for (name, value) in RELEASED {
+            let status = GotryStatus::from_value(value)
+                .unwrap_or_else(|| panic!("{name} = {value} is no longer a status"));
+            assert_eq!(
+                status.name().to_str().unwrap(),
+                name,
+                "the status numbered {value}"
+            );
+            assert_eq!(text(gotry_status_name(value)).as_deref(), Some(name));
+        }
+        // And no number outside the list is a status.
+        let numbers: Vec<c_int> = GotryStatus::ALL.iter().map(|s| *s as c_int).collect();
+        let released: Vec<c_int> = RELEASED.iter().map(|(_, v)| *v).collect();
+        assert_eq!(
+            numbers, released,
+            "a status was added: give it the next free number of its block and add it to RELEASED"
+        );
+        for value in (-1000..=1000).chain([c_int::MIN, c_int::MAX]) {
+            if !released.contains(&value) {
+                assert!(gotry_status_name(value).is_null(), "{value} has a name");
+                assert!(gotry_status_code(value).is_null(), "{value} has a code");
+            }
+        }
+    }
+
+    #[test]
+    fn the_header_declares_exactly_these_statuses() {
+        // The header is generated from the enum (its drift test checks that), so a variant
+        // that ALL and `from_value` do not know shows here.
+        let header = include_str!("../../include/gotry_tenant_state.h");
+        let body = header
+            .split_once("enum GotryStatus")
+            .and_then(|(_, rest)| rest.split_once('}'))
+            .map(|(body, _)| body)
+            .expect("the header declares enum GotryStatus");
+        let declared: Vec<(String, c_int)> = body
+            .lines()
+            .filter_map(|line| line.trim().strip_suffix(',')?.split_once(" = "))
+            .map(|(name, value)| (name.to_owned(), value.parse().expect("a decimal value")))
+            .collect();
+        let ours: Vec<(String, c_int)> = GotryStatus::ALL
+            .iter()
+            .map(|s| (s.name().to_str().unwrap().to_owned(), *s as c_int))
+            .collect();
+        assert_eq!(declared, ours);
+    }
+
+    #[test]
+    fn each_registry_code_has_its_own_number_in_the_registry_block() {
+        let mut seen = Vec::new();
+        for code in ErrorCode::ALL {
+            let status = GotryStatus::from_code(code);
+            let value = status as c_int;
+            assert!(REGISTRY_BLOCK.contains(&value), "{} is {value}", code.as_str());
+            assert!(!seen.contains(&value), "two codes share {value}");
+            seen.push(value);
+            assert_eq!(status.code(), Some(code));
             assert_eq!(text(gotry_status_code(value)).as_deref(), Some(code.as_str()));
             let name = text(gotry_status_name(value)).unwrap();
             assert_eq!(
@@ -383,17 +517,20 @@ mod tests {
                 code.as_str().strip_prefix("GOTRY_TENANT_")
             );
         }
-        for (status, name) in OTHER_STATUSES {
-            assert_eq!(gotry_status_code(status as c_int), std::ptr::null());
-            assert_eq!(
-                text(gotry_status_name(status as c_int)).as_deref(),
-                name.to_str().ok()
-            );
+        for status in GotryStatus::ALL {
+            let value = status as c_int;
+            match status.code() {
+                Some(code) => assert_eq!(GotryStatus::from_code(code), status),
+                None => {
+                    assert!(
+                        value == 0 || OTHER_BLOCK.contains(&value),
+                        "{status:?} is {value}"
+                    );
+                    assert!(gotry_status_code(value).is_null());
+                }
+            }
         }
-        for outside in [-1, 20, c_int::MAX, c_int::MIN] {
-            assert!(gotry_status_name(outside).is_null());
-            assert!(gotry_status_code(outside).is_null());
-        }
+        assert_eq!(seen.len(), ErrorCode::ALL.len());
     }
 
     #[test]

@@ -12,8 +12,11 @@ use crate::records::{GotryHistory, GotryRecord, GotryRecordList};
 use crate::status::GotryStatus;
 
 /// An open lease store. Thread-safe: any function may be called on one store from several
-/// threads at once (calls are serialized on its connection, and SQLite's file lock
-/// serializes processes). `gotry_store_free` must be the last call on the handle.
+/// threads at once. Each operation is atomic on its own, whatever runs beside it: a SQLite
+/// store runs its calls one at a time on its connection, and SQLite's file lock serializes
+/// processes; a MySQL store runs calls from several threads at once on a pool of
+/// connections, and the server's row locks serialize the writers of a key, whichever host
+/// they run on. `gotry_store_free` must be the last call on the handle.
 pub struct GotryStore {
     pub(crate) store: Arc<dyn LeaseStore>,
 }
@@ -59,11 +62,23 @@ pub unsafe extern "C" fn gotry_store_open(
     })
 }
 
-/// Opens the store a URL names, on the system clock: `sqlite:///absolute/path.db`,
-/// `sqlite://relative/path.db` or `sqlite:path.db`.
+/// Opens the store a URL names, on the system clock (for SQLite) or the server's (for MySQL):
 ///
-/// Returns `GOTRY_STATUS_INVALID_ARGUMENT` for a URL that is not UTF-8, holds a NUL, or names
-/// no known scheme, `GOTRY_STATUS_STORAGE_ERROR` when the store refuses the file, and
+/// - SQLite: `sqlite:///absolute/path.db`, `sqlite://relative/path.db` or `sqlite:path.db`.
+/// - MySQL or MariaDB: `mysql://user:password@host:3306/database?prefix=gotry_&timeout_ms=2000`
+///   (user and password percent-encoded; port 3306 by default; options all optional:
+///   `prefix` of the two tables, `timeout_ms` from 100 to 60000 bounding every wait, and TLS
+///   with `ssl-mode` = `disabled`, `required` or `verify_identity` and `ssl-ca` = a file of
+///   CA certificates; without `ssl-mode`, `verify_identity` with `ssl-ca`, otherwise plain
+///   TCP to a loopback host and `required` to any other). Unknown options are refused; the
+///   tables are created when missing; credentials appear in no error.
+///
+/// Returns `GOTRY_STATUS_INVALID_ARGUMENT` for a URL that is not UTF-8, holds a NUL, names
+/// no known scheme, or has an unknown option, one out of range or an unusable `ssl-ca`
+/// file; `GOTRY_STATUS_STORAGE_ERROR` when the store refuses the file, or the server the
+/// login or the schema (the error's code is the server's name, e.g.
+/// `ER_ACCESS_DENIED_ERROR`); `GOTRY_STATUS_LEASE_STORE_UNAVAILABLE` when the server cannot
+/// be reached in time or TLS fails (the message starts with a `TLS_*` code); and
 /// `GOTRY_STATUS_NULL_ARGUMENT` when `url` or `out_store` is NULL.
 ///
 /// # Safety

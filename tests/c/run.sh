@@ -10,7 +10,8 @@
 # the .so and against the .a; and the tenant router (capacity, LEASE_HELD, handoff, draining,
 # drain timeout, a lost lease, copies and status, close) from C and C++ under valgrind. The
 # copies test writes its SQLite ledgers with python3's sqlite3 module; the snapshot and router
-# tests link the system's libsqlite3 (Debian: libsqlite3-dev).
+# tests link the system's libsqlite3 (Debian: libsqlite3-dev). The C example of ffi-c/README.md
+# is compiled and run too, so the README cannot drift from the header.
 # Prints "N passed, M failed" last and exits non-zero on any failure.
 #
 # Needs cargo, gcc, g++, valgrind, pkg-config, python3 and libsqlite3's header and library;
@@ -154,9 +155,31 @@ require "compile the C and C++ programs (-Wall -Wextra -Werror)" compile
 
 valgrind_run() { # valgrind_run PROGRAM ARGS...: no leak, no invalid access
     valgrind -q --leak-check=full --errors-for-leak-kinds=definite,possible \
-        --suppressions=tests/c/valgrind.supp --error-exitcode=99 "$@"
+        --suppressions="$root/tests/c/valgrind.supp" --error-exitcode=99 "$@"
 }
 scratch() { mkdir -p "$build/scratch/$1" && echo "$build/scratch/$1"; }
+
+readme_example() {
+    # The C block between the c-example markers of ffi-c/README.md, compiled as C11 (and as
+    # C++17) with the suite's warnings and run in a scratch folder under valgrind: a README
+    # that drifts from the header fails here.
+    local dir
+    dir=$(scratch readme-example) || return 1
+    awk '
+        /^<!-- c-example:.*compiles/ { marked = 1; next }
+        marked && /^```c$/ { inside = 1; next }
+        inside && /^```$/ { inside = 0; marked = 0; found++; next }
+        inside { print }
+        /^<!-- c-example: end -->$/ { marked = 0 }
+        END { exit found != 1 }
+    ' ffi-c/README.md >"$build/readme_example.c" || { echo "ffi-c/README.md has no single marked C example"; return 1; }
+    echo "$(wc -l <"$build/readme_example.c") lines from ffi-c/README.md"
+    gcc -std=c11 "${warnings[@]}" "$build/readme_example.c" "${shared[@]}" -o "$build/readme_example" &&
+        g++ -std=c++17 "${warnings[@]}" -x c++ -c "$build/readme_example.c" -o "$build/readme_example_cpp.o" &&
+        (cd "$dir" && valgrind_run "$build/readme_example") &&
+        [ -f "$dir/gotry-leases.db" ]
+}
+check "the C example of ffi-c/README.md compiles (C11, C++17) against the header and runs under valgrind" readme_example
 
 check "C program under valgrind" valgrind_run "$build/api_test_c" "$(scratch c)"
 check "C++ program under valgrind" valgrind_run "$build/api_test_cpp" "$(scratch cpp)"
