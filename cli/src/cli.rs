@@ -193,6 +193,20 @@ the epoch stays, so the next acquire gets the next epoch.")]
 
 The store accepts it only from the owner and epoch that hold the lease, before it expires.")]
     Forget(HolderArgs),
+
+    /// Prune old renewals from the store's log, keeping the last one of each tenure
+    #[command(after_help = "Example:
+  gotry-tenant lease compact --store /var/lib/gotry/leases.db
+
+The store deletes the renewals older than its retention (ten minutes for SQLite) that a later
+renewal of the same tenure follows; every acquire, release and forget stays, and so does the
+last renewal of each tenure. Writes prune as they go: this catches up on a log written before,
+or by the reference implementation, in short transactions. A MySQL store's log is
+append-only and is refused (status 5).")]
+    Compact {
+        #[command(flatten)]
+        store: StoreArg,
+    },
 }
 
 /// A key and the holder a repair acts for.

@@ -109,6 +109,20 @@ pub fn exit_status_help() -> String {
     text
 }
 
+/// The file-system failures the tool names, by the `errno` name a shell user knows; every
+/// other one is `EIO`. Listed in the README with every other code the tool prints.
+pub const IO_CODES: [(io::ErrorKind, &str); 9] = [
+    (io::ErrorKind::NotFound, "ENOENT"),
+    (io::ErrorKind::NotADirectory, "ENOTDIR"),
+    (io::ErrorKind::IsADirectory, "EISDIR"),
+    (io::ErrorKind::PermissionDenied, "EACCES"),
+    (io::ErrorKind::AlreadyExists, "EEXIST"),
+    (io::ErrorKind::DirectoryNotEmpty, "ENOTEMPTY"),
+    (io::ErrorKind::ReadOnlyFilesystem, "EROFS"),
+    (io::ErrorKind::StorageFull, "ENOSPC"),
+    (io::ErrorKind::InvalidFilename, "ENAMETOOLONG"),
+];
+
 /// A failed command: what went wrong, what to do, and the status to exit with.
 #[derive(Debug)]
 pub struct Failure {
@@ -150,14 +164,13 @@ impl Failure {
         self
     }
 
-    /// A failure of the file system, named by its usual `errno` name.
+    /// A failure of the file system, named by its usual `errno` name (from the portable
+    /// [`io::ErrorKind`], see [`IO_CODES`]; `EIO` for any other).
     pub fn io(exit: Exit, error: &io::Error, message: String, hint: impl Into<String>) -> Failure {
-        let code = match error.kind() {
-            io::ErrorKind::NotFound => "ENOENT",
-            io::ErrorKind::NotADirectory => "ENOTDIR",
-            io::ErrorKind::PermissionDenied => "EACCES",
-            _ => "EIO",
-        };
+        let code = IO_CODES
+            .iter()
+            .find(|(kind, _)| *kind == error.kind())
+            .map_or("EIO", |(_, code)| code);
         Failure::new(exit, code, format!("{message}: {error}"), hint)
     }
 
@@ -274,6 +287,68 @@ mod tests {
                 help.contains(&format!("  {}  {}: ", exit.code(), exit.name())),
                 "{help}"
             );
+        }
+    }
+
+    /// Every code a report can carry is in the README's list: the tool's own (each literal
+    /// code given to `Failure::new` anywhere in the source), the file-system names, and the
+    /// core's codes that reach a report as they are.
+    #[test]
+    fn every_code_the_tool_prints_is_in_the_readme() {
+        let readme = include_str!("../README.md");
+        let codes_section = &readme[readme.find("The code is one of").expect("the README lists codes")..];
+        let mut codes: Vec<String> = IO_CODES.iter().map(|(_, code)| (*code).to_owned()).collect();
+        codes.push("EIO".to_owned());
+        codes.extend(gotry_tenant_state::ErrorCode::ALL.map(|code| code.as_str().to_owned()));
+        codes.push(
+            Error::InvalidArgument {
+                message: String::new(),
+            }
+            .code_str()
+            .to_owned(),
+        );
+        let src = concat!(env!("CARGO_MANIFEST_DIR"), "/src");
+        let mut literal_sites = 0;
+        for entry in std::fs::read_dir(src).unwrap() {
+            let source = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+            // Spelt in two so that this test's own text does not match.
+            let call = ["Failure", "::new("].concat();
+            for (at, _) in source.match_indices(&call) {
+                // The second argument, when it is a literal: the exit, a comma, "CODE".
+                let args = &source[at + call.len()..];
+                let after_exit = args[args.find(',').unwrap() + 1..].trim_start();
+                if let Some(literal) = after_exit.strip_prefix('"') {
+                    codes.push(literal[..literal.find('"').unwrap()].to_owned());
+                    literal_sites += 1;
+                }
+            }
+        }
+        assert!(
+            literal_sites >= 10,
+            "the scan found only {literal_sites} literal codes"
+        );
+        for code in &codes {
+            assert!(
+                codes_section.contains(&format!("`{code}`")),
+                "README's list of codes lacks `{code}`"
+            );
+        }
+    }
+
+    #[test]
+    fn file_system_failures_are_named() {
+        let named =
+            |raw: i32| Failure::io(Exit::Invalid, &io::Error::from_raw_os_error(raw), "x".into(), "y").code;
+        // Linux numbers; the names come from the portable kinds.
+        if cfg!(target_os = "linux") {
+            assert_eq!(named(21), "EISDIR");
+            assert_eq!(named(20), "ENOTDIR");
+            assert_eq!(named(2), "ENOENT");
+            assert_eq!(named(13), "EACCES");
+            assert_eq!(named(30), "EROFS");
+            assert_eq!(named(28), "ENOSPC");
+            assert_eq!(named(36), "ENAMETOOLONG");
+            assert_eq!(named(5), "EIO");
         }
     }
 

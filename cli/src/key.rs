@@ -7,6 +7,7 @@
 //! (`openssl rand -hex 32`). Every copy of the key's bytes is wiped when dropped.
 
 use std::ffi::OsString;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use gotry_tenant_state::OrganizationKey;
@@ -94,15 +95,49 @@ fn load_from(
     })
 }
 
+/// The most a key file may hold. A key is 32 bytes or more, 64 hex digits or more; a few
+/// kilobytes of hex and whitespace is already absurd, and the cap keeps a wrong path
+/// (`/dev/zero`, a log file, a disk image) from being read into memory without end.
+pub const MAX_KEY_FILE_BYTES: u64 = 64 * 1024;
+
 fn read_key_file(path: &Path, source: &Source) -> Result<Zeroizing<Vec<u8>>, Failure> {
-    std::fs::read(path).map(Zeroizing::new).map_err(|error| {
+    let unreadable = |error: std::io::Error| {
         Failure::io(
             Exit::Invalid,
             &error,
             format!("cannot read {}", source.describe()),
             format!("check the path, or {GENERATE}"),
         )
-    })
+    };
+    // A folder is named for what it is; a FIFO or `<(...)` stays allowed (a secret piped in
+    // from a vault), so the type is not checked beyond that.
+    if std::fs::metadata(path).is_ok_and(|meta| meta.is_dir()) {
+        return Err(Failure::new(
+            Exit::Invalid,
+            "EISDIR",
+            format!("{} is a folder, not a file", source.describe()),
+            format!("name the file that holds the key, or {GENERATE}"),
+        ));
+    }
+    let file = std::fs::File::open(path).map_err(unreadable)?;
+    // One byte past the cap tells a file at the cap from a bigger one without reading on.
+    // The buffer is allocated whole, so that no reallocation leaves an unwiped copy behind.
+    let mut text = Zeroizing::new(Vec::with_capacity(MAX_KEY_FILE_BYTES as usize + 1));
+    file.take(MAX_KEY_FILE_BYTES + 1)
+        .read_to_end(&mut text)
+        .map_err(unreadable)?;
+    if text.len() as u64 > MAX_KEY_FILE_BYTES {
+        return Err(Failure::new(
+            Exit::Invalid,
+            "ERR_ORGANIZATION_KEY",
+            format!(
+                "{} holds more than {MAX_KEY_FILE_BYTES} bytes (64 KiB), the most a key file may hold",
+                source.describe()
+            ),
+            format!("a key file holds the key as hex text and nothing else; {GENERATE}"),
+        ));
+    }
+    Ok(text)
 }
 
 /// Hex text to bytes; whitespace around the text (a trailing newline) is allowed, nothing

@@ -6,7 +6,7 @@
 use std::ffi::OsStr;
 use std::sync::Arc;
 
-use gotry_tenant_state::{HistoryEntry, LeaseRecord, LeaseStore};
+use gotry_tenant_state::{Error, HistoryEntry, LeaseRecord, LeaseStore};
 use serde_json::{json, Value};
 
 use crate::cli::{HolderArgs, LeaseCommand, StoreArg};
@@ -32,6 +32,7 @@ pub fn run(command: &LeaseCommand) -> Result<Report, Failure> {
             };
             list(store, prefix.as_deref(), filter)
         }
+        LeaseCommand::Compact { store } => compact(store),
         LeaseCommand::Release(args) => release(args),
         LeaseCommand::Forget(args) => forget(args),
     }
@@ -203,4 +204,28 @@ fn forget(args: &HolderArgs) -> Result<Report, Failure> {
         render::expiry(record.lease_until_ms, now),
     );
     Ok(Report::new(render::record_at_json(&record, now), text))
+}
+
+/// The store's own pruning of its log, run now over the whole of it.
+fn compact(store: &StoreArg) -> Result<Report, Failure> {
+    let target = StoreTarget::parse(&store.store);
+    let store = target.open_existing()?;
+    let deleted = store.compact_log().map_err(|error| {
+        let refused = matches!(error, Error::InvalidArgument { .. });
+        let failure =
+            Failure::from(error).context(format!("cannot compact the log of {}", target.describe()));
+        if refused {
+            failure.hint("this store keeps its whole log; nothing was deleted")
+        } else {
+            failure
+        }
+    })?;
+    let now = store.now_ms()?;
+    let plural = if deleted == 1 { "" } else { "s" };
+    let text = format!(
+        "deleted {deleted} renewal{plural} older than the store's retention from the log of {}; \
+         every acquire, release and forget, and the last renewal of each tenure, are kept\n",
+        printable(&target.describe()),
+    );
+    Ok(Report::new(json!({ "nowMs": now, "deleted": deleted }), text))
 }

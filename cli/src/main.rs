@@ -200,9 +200,9 @@ mod tests {
         }
         let mut checked = 0;
         visit(&Cli::command(), "", &mut checked);
-        // The root, demo, lease and its 5, copies and its 3, router and its 1, id and its 4,
+        // The root, demo, lease and its 6, copies and its 3, router and its 1, id and its 4,
         // completions.
-        assert_eq!(checked, 20);
+        assert_eq!(checked, 21);
     }
 
     #[test]

@@ -8,22 +8,65 @@ use std::borrow::Cow;
 use gotry_tenant_state::{HistoryEntry, LeaseRecord, SkipReason, SkippedCopy};
 use serde_json::{json, Value};
 
-/// Text from the store or the command line as it can be shown on a terminal: control
-/// characters are escaped, so a key or owner cannot break a table, split a one-line error
-/// report, or send escape sequences to the terminal.
+/// Text from the store or the command line as it can be shown on a terminal: every character
+/// that is invisible or acts on the text around it is escaped (see [`is_hidden`]), so a key
+/// or owner cannot break a table, split a one-line error report, send escape sequences to the
+/// terminal, reorder what follows it, or pass for another that looks the same. Control
+/// characters keep their short escapes (`\n`, `\t`), the others read `\u{202e}`. JSON output
+/// is exact: escaping is its reader's business.
 pub fn printable(text: &str) -> Cow<'_, str> {
-    if !text.chars().any(char::is_control) {
+    if !text.chars().any(is_hidden) {
         return Cow::Borrowed(text);
     }
     let mut out = String::with_capacity(text.len() + 8);
     for c in text.chars() {
         if c.is_control() {
             out.extend(c.escape_default());
+        } else if is_hidden(c) {
+            out.extend(c.escape_unicode());
         } else {
             out.push(c);
         }
     }
     Cow::Owned(out)
+}
+
+/// A character a terminal would not show as itself: a control character (Cc), a format
+/// character (Cf: zero-width spaces and joiners, bidi marks, embeddings, overrides and
+/// isolates, the byte order mark, tags), the line and paragraph separators (U+2028, U+2029),
+/// or any other default-ignorable code point (Hangul fillers, variation selectors, ...), the
+/// characters Unicode says are drawn as nothing. Written out here as of Unicode 16.0, because
+/// std has no table of general categories and these ranges change rarely.
+pub fn is_hidden(c: char) -> bool {
+    const HIDDEN: &[(u32, u32)] = &[
+        (0x00AD, 0x00AD),   // soft hyphen
+        (0x034F, 0x034F),   // combining grapheme joiner
+        (0x0600, 0x0605),   // Arabic number signs (Cf)
+        (0x061C, 0x061C),   // Arabic letter mark
+        (0x06DD, 0x06DD),   // Arabic end of ayah (Cf)
+        (0x070F, 0x070F),   // Syriac abbreviation mark (Cf)
+        (0x0890, 0x0891),   // Arabic pound and piastre marks above (Cf)
+        (0x08E2, 0x08E2),   // Arabic disputed end of ayah (Cf)
+        (0x115F, 0x1160),   // Hangul choseong and jungseong fillers
+        (0x17B4, 0x17B5),   // Khmer inherent vowels
+        (0x180B, 0x180F),   // Mongolian variation selectors and vowel separator
+        (0x200B, 0x200F),   // zero width space, non-joiner, joiner; LRM, RLM
+        (0x2028, 0x202E),   // line and paragraph separators; bidi embeddings and overrides
+        (0x2060, 0x206F),   // word joiner, invisible operators, bidi isolates, deprecated formats
+        (0x3164, 0x3164),   // Hangul filler
+        (0xFE00, 0xFE0F),   // variation selectors
+        (0xFEFF, 0xFEFF),   // zero width no-break space (byte order mark)
+        (0xFFA0, 0xFFA0),   // halfwidth Hangul filler
+        (0xFFF0, 0xFFFB),   // unassigned default-ignorables; interlinear annotation (Cf)
+        (0x110BD, 0x110BD), // Kaithi number sign (Cf)
+        (0x110CD, 0x110CD), // Kaithi number sign above (Cf)
+        (0x13430, 0x1343F), // Egyptian hieroglyph format controls (Cf)
+        (0x1BCA0, 0x1BCA3), // shorthand format controls (Cf)
+        (0x1D173, 0x1D17A), // musical symbol beam and slur formats (Cf)
+        (0xE0000, 0xE0FFF), // tags, variation selectors supplement, reserved default-ignorables
+    ];
+    let code = u32::from(c);
+    c.is_control() || HIDDEN.iter().any(|&(low, high)| (low..=high).contains(&code))
 }
 
 /// A duration rounded down to the unit people read at a glance: "850 ms", "12 s", "3 min".
@@ -231,9 +274,33 @@ mod tests {
     }
 
     #[test]
-    fn printable_escapes_control_characters_only() {
+    fn printable_escapes_control_characters() {
         assert!(matches!(printable("acme/t-1 é 😀"), Cow::Borrowed(_)));
         assert_eq!(printable("a\nb\tc\u{7}"), "a\\nb\\tc\\u{7}");
+        assert_eq!(printable("\u{85}\u{9b}31m"), "\\u{85}\\u{9b}31m");
+    }
+
+    #[test]
+    fn printable_escapes_invisible_and_bidi_characters() {
+        let cases = [
+            ("owner\u{202e}gnp.exe", "owner\\u{202e}gnp.exe"),
+            ("a\u{200b}b", "a\\u{200b}b"),
+            ("line\u{2028}para\u{2029}", "line\\u{2028}para\\u{2029}"),
+            (
+                "\u{2066}x\u{2069}\u{200e}\u{200f}\u{61c}",
+                "\\u{2066}x\\u{2069}\\u{200e}\\u{200f}\\u{61c}",
+            ),
+            ("\u{feff}bom\u{ad}", "\\u{feff}bom\\u{ad}"),
+            ("\u{3164}\u{115f}", "\\u{3164}\\u{115f}"),
+            ("tag\u{e0041}", "tag\\u{e0041}"),
+        ];
+        for (raw, shown) in cases {
+            assert_eq!(printable(raw), shown, "{raw:?}");
+        }
+        // Visible text outside ASCII is left alone, spaces and marks that draw included.
+        for visible in ["é e\u{301} ñ", "日本語", "مرحبا", "\u{a0}nbsp", "😀"] {
+            assert!(matches!(printable(visible), Cow::Borrowed(_)), "{visible:?}");
+        }
     }
 
     #[test]

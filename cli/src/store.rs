@@ -45,6 +45,7 @@ impl StoreTarget {
     pub fn open(&self) -> Result<Arc<dyn LeaseStore>, Failure> {
         let store: Arc<dyn LeaseStore> = match self {
             StoreTarget::File(path) => {
+                refuse_folder(path)?;
                 Arc::new(SqliteLeaseStore::open(path).map_err(|e| self.open_failure(e))?)
             }
             StoreTarget::Url(url) => open_lease_store(url).map_err(|e| self.open_failure(e))?,
@@ -87,6 +88,23 @@ pub fn has_scheme(text: &str) -> bool {
         }
         None => false,
     }
+}
+
+/// A folder where the store's file should be is named as such (SQLite would only say that
+/// it cannot open it).
+fn refuse_folder(path: &Path) -> Result<(), Failure> {
+    if std::fs::metadata(path).is_ok_and(|meta| meta.is_dir()) {
+        return Err(Failure::new(
+            Exit::Storage,
+            "EISDIR",
+            format!(
+                "the lease store {} is a folder, not a SQLite file",
+                shown_argument(&path.display().to_string())
+            ),
+            "pass --store with the path of the store's file, or a URL",
+        ));
+    }
+    Ok(())
 }
 
 fn require_file(path: &Path) -> Result<(), Failure> {

@@ -3,7 +3,7 @@
 use crate::Sandbox;
 
 /// Every command path, checked against the `Commands:` sections of the help itself below.
-const COMMANDS: [&str; 19] = [
+const COMMANDS: [&str; 20] = [
     "demo",
     "lease",
     "lease read",
@@ -11,6 +11,7 @@ const COMMANDS: [&str; 19] = [
     "lease list",
     "lease release",
     "lease forget",
+    "lease compact",
     "copies",
     "copies list",
     "copies verify",
@@ -155,6 +156,7 @@ fn completions_cover_every_command() {
             "demo",
             "release",
             "forget",
+            "compact",
             "cache-partition",
             "lease-key",
             "copies",

@@ -223,3 +223,84 @@ fn tenant_roots_resolve_lexically() {
     let escape = sandbox.run(["id", "root", "/srv", "../etc", TENANT]);
     escape.failed(5, "GOTRY_TENANT_ID_INVALID");
 }
+
+/// Runs `command`, killing it if it has not finished within ten seconds, so that a read
+/// without end fails the test instead of hanging it.
+fn run_bounded(mut command: std::process::Command) -> crate::Run {
+    use std::io::Read;
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+    let mut child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > Duration::from_secs(10) {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            panic!("the binary was still running after 10 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let (mut stdout, mut stderr) = (String::new(), String::new());
+    child.stdout.take().unwrap().read_to_string(&mut stdout).unwrap();
+    child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+    crate::Run {
+        status: status.code().unwrap(),
+        stdout,
+        stderr,
+    }
+}
+
+#[test]
+fn a_key_file_is_read_up_to_64_kib_and_no_further() {
+    let sandbox = Sandbox::new();
+    let derive_with = |path: &str| {
+        let mut args = DERIVE.to_vec();
+        args.extend(["--key-file", path]);
+        run_bounded(sandbox.command(args))
+    };
+    // A device without end: refused at the cap, quickly, with the cap named.
+    let zero = derive_with("/dev/zero");
+    let line = zero.failed(5, "ERR_ORGANIZATION_KEY");
+    assert!(line.contains("more than 65536 bytes (64 KiB)"), "{line}");
+    let error = run_bounded(sandbox.command(DERIVE.iter().chain(&["--key-file", "/dev/zero", "--json"])))
+        .failed_json(5, "ERR_ORGANIZATION_KEY");
+    assert!(error["message"].as_str().unwrap().contains("65536"), "{error}");
+    let mut from_var = sandbox.command(DERIVE);
+    from_var.env("GOTRY_ORGANIZATION_KEY_FILE", "/dev/zero");
+    let line = run_bounded(from_var);
+    let line = line.failed(5, "ERR_ORGANIZATION_KEY");
+    assert!(line.contains("(from GOTRY_ORGANIZATION_KEY_FILE)"), "{line}");
+
+    // A key padded with whitespace to the cap exactly is read; one byte more is refused.
+    let padded = format!("{}\n", hex(KEY));
+    let at_cap = format!("{padded}{}", " ".repeat(65_536 - padded.len()));
+    std::fs::write(sandbox.path("at-cap.key"), &at_cap).unwrap();
+    assert_eq!(derive_with("at-cap.key").ok(), format!("{TENANT}\n"));
+    std::fs::write(sandbox.path("over.key"), format!("{at_cap} ")).unwrap();
+    let line = derive_with("over.key");
+    let line = line.failed(5, "ERR_ORGANIZATION_KEY");
+    assert!(!line.contains(&hex(KEY)), "the key is quoted: {line}");
+}
+
+#[test]
+fn a_folder_as_key_file_is_named_a_folder() {
+    let sandbox = Sandbox::new();
+    std::fs::create_dir(sandbox.path("keys")).unwrap();
+    let mut args = DERIVE.to_vec();
+    args.extend(["--key-file", "keys"]);
+    let run = sandbox.run(&args);
+    let line = run.failed(5, "EISDIR");
+    assert!(line.contains("the key file keys is a folder"), "{line}");
+    let mut from_var = sandbox.command(DERIVE);
+    from_var.env("GOTRY_ORGANIZATION_KEY_FILE", sandbox.path("keys"));
+    crate::run(from_var).failed(5, "EISDIR");
+    let partition = sandbox.run(["id", "cache-partition", TENANT, "--key-file", "keys", "--json"]);
+    partition.failed_json(5, "EISDIR");
+}

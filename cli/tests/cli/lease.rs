@@ -360,3 +360,139 @@ fn arguments_that_are_not_utf8_are_refused_not_altered() {
         .failed(5, "ERR_INVALID_UTF8")
         .contains("the key is not valid UTF-8"));
 }
+
+/// An owner (free text in the store) holding a right-to-left override, a zero width space,
+/// line and paragraph separators and a bidi isolate: text output shows each escaped, JSON
+/// gives it back exactly.
+#[test]
+fn invisible_and_bidi_characters_are_escaped_in_text_and_exact_in_json() {
+    let sandbox = Sandbox::new();
+    let path = sandbox.path("leases.db");
+    let owner = "replica-a\u{202e}gnp\u{200b}x\u{2028}y\u{2029}\u{2066}z\u{feff}";
+    let store = SqliteLeaseStore::open(&path).unwrap();
+    store.acquire(HELD, owner, 600_000).unwrap();
+    store.close().unwrap();
+    let store_arg = path.to_str().unwrap();
+    let shown = "replica-a\\u{202e}gnp\\u{200b}x\\u{2028}y\\u{2029}\\u{2066}z\\u{feff}";
+    let hidden = [
+        '\u{202e}', '\u{200b}', '\u{2028}', '\u{2029}', '\u{2066}', '\u{feff}',
+    ];
+    for args in [
+        vec!["lease", "list", "--store", store_arg],
+        vec!["lease", "read", HELD, "--store", store_arg],
+        vec!["lease", "history", "--store", store_arg],
+        vec!["router", "status", "--store", store_arg, "--durable", "."],
+    ] {
+        let run = sandbox.run(&args);
+        let text = run.ok();
+        assert!(text.contains(shown), "{args:?}: {text}");
+        assert!(!text.contains(hidden), "{args:?} printed one raw: {text:?}");
+    }
+    // The table stays aligned: the escaped owner is measured as it is printed.
+    let list = sandbox.run(["lease", "list", "--store", store_arg]);
+    let lines: Vec<&str> = list.ok().lines().collect();
+    assert_eq!(lines[0].find("OWNER"), lines[1].find("replica-a"), "{lines:?}");
+
+    let json = sandbox
+        .run(["lease", "list", "--json", "--store", store_arg])
+        .json();
+    assert_eq!(json["leases"][0]["owner"], owner);
+    let json = sandbox
+        .run(["lease", "history", "--json", "--store", store_arg])
+        .json();
+    assert_eq!(json["entries"][0]["owner"], owner);
+}
+
+/// A log written an hour ago on a manual clock, with renewals of two tenures (one of them
+/// released): `lease compact` on the store's real clock deletes every renewal but the last of
+/// each tenure, keeps every acquire and release, and says how many rows went.
+#[test]
+fn compact_prunes_old_renewals_but_the_last_of_each_tenure() {
+    let sandbox = Sandbox::new();
+    let path = sandbox.path("leases.db");
+    let clock = Arc::new(ManualClock::new(SystemWallClock.now_ms().unwrap() - HOUR_MS));
+    let store = SqliteLeaseStore::open_with(
+        &path,
+        SqliteOptions {
+            clock: clock.clone(),
+            ..SqliteOptions::default()
+        },
+    )
+    .unwrap();
+    store.acquire(EXPIRED, "replica-a", 60_000).unwrap();
+    for _ in 0..5 {
+        clock.advance(10_000).unwrap();
+        store.renew(EXPIRED, "replica-a", 1, 60_000).unwrap();
+    }
+    store.release(EXPIRED, "replica-a", 1).unwrap();
+    store.acquire(EXPIRED, "replica-b", 60_000).unwrap();
+    for _ in 0..3 {
+        clock.advance(10_000).unwrap();
+        store.renew(EXPIRED, "replica-b", 2, 60_000).unwrap();
+    }
+    // Past the ten-minute retention on this clock too; the store has not written since.
+    clock.advance(11 * 60_000).unwrap();
+    store.close().unwrap();
+    let store_arg = path.to_str().unwrap();
+    let ops = |sandbox: &Sandbox| -> Vec<(String, String, i64)> {
+        let json = sandbox
+            .run(["lease", "history", "--json", "--store", store_arg])
+            .json();
+        json["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                (
+                    e["op"].as_str().unwrap().to_owned(),
+                    e["owner"].as_str().unwrap().to_owned(),
+                    e["atMs"].as_i64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    let before = ops(&sandbox);
+    assert_eq!(before.len(), 11, "{before:?}");
+
+    let run = sandbox.run(["lease", "compact", "--store", store_arg]);
+    let text = run.ok();
+    assert!(
+        text.starts_with("deleted 6 renewals older than the store's retention"),
+        "{text}"
+    );
+    let after = ops(&sandbox);
+    let kept: Vec<(&str, &str)> = after
+        .iter()
+        .map(|(op, owner, _)| (op.as_str(), owner.as_str()))
+        .collect();
+    assert_eq!(
+        kept,
+        [
+            ("acquire", "replica-a"),
+            ("renew", "replica-a"),
+            ("release", "replica-a"),
+            ("acquire", "replica-b"),
+            ("renew", "replica-b"),
+        ]
+    );
+    // The renewals kept are the last of each tenure.
+    assert_eq!(after[1], before[5]);
+    assert_eq!(after[4], before[10]);
+
+    // Nothing is left to prune; JSON says so as a number.
+    let again = sandbox
+        .run(["lease", "compact", "--json", "--store", store_arg])
+        .json();
+    assert_eq!(again["deleted"], 0);
+    assert!(again["nowMs"].as_i64().unwrap() > before[10].2);
+    assert_eq!(ops(&sandbox), after);
+}
+
+#[test]
+fn compact_never_creates_a_store() {
+    let sandbox = Sandbox::new();
+    sandbox
+        .run(["lease", "compact", "--store", "missing.db"])
+        .failed(7, "ENOENT");
+    assert!(!sandbox.path("missing.db").exists());
+}

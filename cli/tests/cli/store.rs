@@ -133,3 +133,19 @@ fn a_locked_store_is_unavailable() {
         "no leases\n"
     );
 }
+
+#[test]
+fn a_folder_as_store_is_named_a_folder() {
+    let sandbox = Sandbox::new();
+    std::fs::create_dir(sandbox.path("leases.db")).unwrap();
+    for args in [
+        vec!["lease", "list", "--store", "leases.db"],
+        vec!["lease", "compact", "--store", "leases.db"],
+        vec!["router", "status", "--store", "leases.db"],
+        vec!["demo", "--store", "leases.db"],
+    ] {
+        let run = sandbox.run(&args);
+        let line = run.failed(7, "EISDIR");
+        assert!(line.contains("leases.db is a folder"), "{args:?}: {line}");
+    }
+}
