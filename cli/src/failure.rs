@@ -109,20 +109,6 @@ pub fn exit_status_help() -> String {
     text
 }
 
-/// The file-system failures the tool names, by the `errno` name a shell user knows; every
-/// other one is `EIO`. Listed in the README with every other code the tool prints.
-pub const IO_CODES: [(io::ErrorKind, &str); 9] = [
-    (io::ErrorKind::NotFound, "ENOENT"),
-    (io::ErrorKind::NotADirectory, "ENOTDIR"),
-    (io::ErrorKind::IsADirectory, "EISDIR"),
-    (io::ErrorKind::PermissionDenied, "EACCES"),
-    (io::ErrorKind::AlreadyExists, "EEXIST"),
-    (io::ErrorKind::DirectoryNotEmpty, "ENOTEMPTY"),
-    (io::ErrorKind::ReadOnlyFilesystem, "EROFS"),
-    (io::ErrorKind::StorageFull, "ENOSPC"),
-    (io::ErrorKind::InvalidFilename, "ENAMETOOLONG"),
-];
-
 /// A failed command: what went wrong, what to do, and the status to exit with.
 #[derive(Debug)]
 pub struct Failure {
@@ -164,13 +150,10 @@ impl Failure {
         self
     }
 
-    /// A failure of the file system, named by its usual `errno` name (from the portable
-    /// [`io::ErrorKind`], see [`IO_CODES`]; `EIO` for any other).
+    /// A failure of the file system, named by its `errno` name as the core names it
+    /// ([`gotry_tenant_state::errors::errno_name`]).
     pub fn io(exit: Exit, error: &io::Error, message: String, hint: impl Into<String>) -> Failure {
-        let code = IO_CODES
-            .iter()
-            .find(|(kind, _)| *kind == error.kind())
-            .map_or("EIO", |(_, code)| code);
+        let code = gotry_tenant_state::errors::errno_name(error);
         Failure::new(exit, code, format!("{message}: {error}"), hint)
     }
 
@@ -297,7 +280,10 @@ mod tests {
     fn every_code_the_tool_prints_is_in_the_readme() {
         let readme = include_str!("../README.md");
         let codes_section = &readme[readme.find("The code is one of").expect("the README lists codes")..];
-        let mut codes: Vec<String> = IO_CODES.iter().map(|(_, code)| (*code).to_owned()).collect();
+        let mut codes: Vec<String> = gotry_tenant_state::errors::ERRNO_NAMES
+            .iter()
+            .map(|code| (*code).to_owned())
+            .collect();
         codes.push("EIO".to_owned());
         codes.extend(gotry_tenant_state::ErrorCode::ALL.map(|code| code.as_str().to_owned()));
         codes.push(

@@ -273,52 +273,55 @@ impl Error {
 
 /// An errno as Node names it (`ENOENT`, `ENOTDIR`, ...), so hosts see the same code in every
 /// language.
-fn errno_name(error: &std::io::Error) -> &'static str {
-    /// The platform's own constants, so each name means what this platform's number does.
-    macro_rules! names {
-        ($errno:expr, $($name:ident),* $(,)?) => {
-            match $errno {
-                $(libc::$name => stringify!($name),)*
+/// The `errno` names the layer reports, by the platform's own constants, so each name means
+/// what this platform's number does; any other failure is `EIO`.
+macro_rules! errno_names {
+    ($($name:ident),* $(,)?) => {
+        /// Every name [`errno_name`] can answer.
+        pub const ERRNO_NAMES: &[&str] = &[$(stringify!($name),)*];
+
+        /// The `errno` name of an I/O failure, as a shell user knows it (`ENOSPC`), for the
+        /// core's errors and every door's and the CLI's messages alike.
+        pub fn errno_name(error: &std::io::Error) -> &'static str {
+            match error.raw_os_error() {
+                $(Some(libc::$name) => stringify!($name),)*
                 // Not an errno the layer meets on files (or not one at all): an I/O failure.
                 _ => "EIO",
             }
-        };
-    }
-    let Some(errno) = error.raw_os_error() else {
-        return "EIO";
+        }
     };
-    names!(
-        errno,
-        EPERM,
-        ENOENT,
-        EIO,
-        ENXIO,
-        EBADF,
-        EAGAIN,
-        ENOMEM,
-        EACCES,
-        EBUSY,
-        EEXIST,
-        EXDEV,
-        ENOTDIR,
-        EISDIR,
-        EINVAL,
-        ENFILE,
-        EMFILE,
-        ETXTBSY,
-        EFBIG,
-        ENOSPC,
-        EROFS,
-        EMLINK,
-        ENAMETOOLONG,
-        ENOTEMPTY,
-        ELOOP,
-        ENOTSUP,
-        EDQUOT,
-        ESTALE,
-        EINTR,
-    )
 }
+
+errno_names!(
+    EPERM,
+    ENOENT,
+    EIO,
+    ENXIO,
+    EBADF,
+    EAGAIN,
+    ENOMEM,
+    EACCES,
+    EBUSY,
+    EEXIST,
+    EXDEV,
+    ENOTDIR,
+    EISDIR,
+    EINVAL,
+    ENFILE,
+    EMFILE,
+    ETXTBSY,
+    EFBIG,
+    ENOSPC,
+    EROFS,
+    EMLINK,
+    ENAMETOOLONG,
+    ENOTEMPTY,
+    ELOOP,
+    ENOTSUP,
+    EDQUOT,
+    ESTALE,
+    EINTR,
+);
 
 /// Every door shows this text (a JS `message`, a Python `str`, the C message), and a
 /// message may quote what a host passed in, so it leaves here masked of credentials.
