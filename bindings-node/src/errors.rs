@@ -1,6 +1,8 @@
 //! Core errors as JS errors: an `Error` whose `code` is the stable `GOTRY_TENANT_*` string and
 //! whose own properties carry the reference's extra fields, which the JS layer turns into the
-//! matching `TenantStateError` subclass. An invalid argument is a `RangeError` already here.
+//! matching `TenantStateError` subclass. An invalid argument is a `RangeError` already here,
+//! and like the reference's it has no `code` property at all (the core's `ERR_OUT_OF_RANGE`
+//! stays on the Rust and C side).
 
 use gotry_tenant_state::errors::{Error, ErrorCode, Result};
 use napi::bindgen_prelude::{Object, ToNapiValue};
@@ -46,12 +48,12 @@ pub fn to_js_error(env: &Env, error: Error) -> napi::Error {
 }
 
 fn build(env: &Env, error: &Error) -> napi::Result<napi::Error> {
-    let mut object = new_error(env, error.code_str(), &error.to_string())?;
+    let mut object = new_error(env, error)?;
     // A field that does not fit a JS number turns the whole error into that RangeError.
     let fields = set_fields(&mut object, error);
     let object = match fields {
         Ok(()) => object,
-        Err(Ok(refused)) => new_error(env, refused.code_str(), &refused.to_string())?,
+        Err(Ok(refused)) => new_error(env, &refused)?,
         Err(Err(napi_failure)) => return Err(napi_failure),
     };
     Ok(napi::Error::from(object.to_unknown()))
@@ -98,15 +100,22 @@ fn set_fields(object: &mut Object<'_>, error: &Error) -> FieldResult {
     }
 }
 
-/// `new Error(message)` with `code` set; a `RangeError` for an argument out of range, the one
-/// kind whose code is `ERR_OUT_OF_RANGE`.
-fn new_error<'env>(env: &'env Env, code: &str, message: &str) -> napi::Result<Object<'env>> {
-    let range = code == "ERR_OUT_OF_RANGE";
+/// `new Error(message)` with `code` set, or, for an invalid argument, a plain
+/// `new RangeError(message)` without any `code` property, exactly what the reference throws.
+fn new_error<'env>(env: &'env Env, error: &Error) -> napi::Result<Object<'env>> {
+    let range = matches!(error, Error::InvalidArgument { .. });
+    let code = error.code_str();
+    let message = error.to_string();
     // SAFETY: plain napi constructors on the env of the current thread; the strings are
-    // created by napi-rs and the result is checked before use.
+    // created by napi-rs and the result is checked before use. A null code is allowed by
+    // napi_create_range_error and leaves the error without a `code` property.
     unsafe {
-        let code_value = <&str as ToNapiValue>::to_napi_value(env.raw(), code)?;
-        let message_value = <&str as ToNapiValue>::to_napi_value(env.raw(), message)?;
+        let code_value = if range {
+            std::ptr::null_mut()
+        } else {
+            <&str as ToNapiValue>::to_napi_value(env.raw(), code)?
+        };
+        let message_value = <&str as ToNapiValue>::to_napi_value(env.raw(), message.as_str())?;
         let mut raw = std::ptr::null_mut();
         let status = if range {
             sys::napi_create_range_error(env.raw(), code_value, message_value, &mut raw)

@@ -14,7 +14,16 @@
 //! one after another got slower (0.88 of the core's speed against 0.92), and spinning spends
 //! CPU that a host under a CPU quota pays for.
 //!
-//! Durable store and copy calls ([`Lane::for_copies`]) run on a second set of threads, as many
+//! A lease keeper's own calls ([`Lane::for_keeper`]) run on a set of threads of their own, as
+//! many again: `remove` and `shutdown` wait for the renewals and releases that the kept
+//! leases' handles queued on the store's lane before them. On the store's threads, as many
+//! keepers in `remove` or `shutdown` at once as there are threads would each hold one while
+//! the renewal they wait for has none (issue 16; `test/threadpool-deadlock.test.js` hung so
+//! with `UV_THREADPOOL_SIZE` 1 and 2). A store call never waits for a keeper call that has not
+//! started (a keeper's release takes its place in the holder's queue only once it runs), so
+//! the two sets cannot wait on each other in a cycle.
+//!
+//! Durable store and copy calls ([`Lane::for_copies`]) run on a further set of threads, as many
 //! again: a copy of a large tenant root takes seconds, and lease renewals queued behind it on
 //! shared threads could see their leases run out. A call that waits for JavaScript (a restore
 //! with a JS `verify`, a copy through a JS `snapshot`) or for other calls of this addon (a
@@ -65,6 +74,12 @@ impl Lane {
     /// of different tenants in parallel and those of one tenant one at a time.
     pub fn for_copies() -> Arc<Lane> {
         Lane::on(&COPY_THREADS, usize::MAX)
+    }
+
+    /// A lane for one lease keeper's own calls (`acquire`, `remove`, `tick`, `shutdown`), in
+    /// call order, on threads that no store call needs (see the module's notes).
+    pub fn for_keeper() -> Arc<Lane> {
+        Lane::on(&KEEPER_THREADS, 1)
     }
 
     fn on(threads: &'static Threads, concurrent_calls: usize) -> Arc<Lane> {
@@ -153,6 +168,11 @@ struct Threads {
 
 static STORE_THREADS: Threads = Threads {
     name: "gotry-store",
+    pool: OnceLock::new(),
+};
+
+static KEEPER_THREADS: Threads = Threads {
+    name: "gotry-keeper",
     pool: OnceLock::new(),
 };
 

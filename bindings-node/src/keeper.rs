@@ -36,9 +36,10 @@ use crate::tasks::{Job, KeeperTickTask, LeaseTask, RemovedTask, ShutdownTask};
 #[napi]
 pub struct NativeKeeper {
     keeper: Arc<LeaseKeeper>,
-    /// Where the keeper's own calls run, in call order. Not the store's lane: `remove` and
-    /// `shutdown` wait for the renewals and releases that a kept lease's handle made before
-    /// they ran, which run on the store's lane and could be queued behind them there.
+    /// Where the keeper's own calls run, in call order. Not the store's lane, nor even its
+    /// threads: `remove` and `shutdown` wait for the renewals and releases that a kept lease's
+    /// handle made before they ran, which run on the store's lane and could be queued behind
+    /// them there, or find every store thread taken by keepers waiting the same way.
     lane: Arc<Lane>,
     /// The store's lane, where the calls of the kept leases' handles run.
     store_lane: Arc<Lane>,
@@ -93,7 +94,7 @@ impl NativeKeeper {
         };
         Ok(NativeKeeper {
             keeper: Arc::new(keeper.or_throw(&env)?),
-            lane: Lane::new(1),
+            lane: Lane::for_keeper(),
             store_lane: store.lane.clone(),
             events,
         })

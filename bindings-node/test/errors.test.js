@@ -108,7 +108,50 @@ test('errors thrown or rejected by the native side are instances of the package 
     assert.ok(lost instanceof pkg.LeaseLostError);
     const range = await rejection(store.acquire('k', 'b', 1000.5));
     assert.ok(range instanceof RangeError);
-    assert.equal(range.code, 'ERR_OUT_OF_RANGE');
+    // The reference's RangeErrors carry no code, and neither do ours.
+    assert.equal(Object.hasOwn(range, 'code'), false);
+    assert.equal(range.code, undefined);
     assert.throws(() => pkg.deriveLedgerTenantId(KEY.subarray(0, 31), 'i', 's'), pkg.InvalidTenantIdError);
+    store.close();
+});
+
+/**
+ * What the reference throws for an argument out of range (seen by running it): exactly
+ * `new RangeError(message)`, own properties `stack` and `message` only, no `code` at all.
+ */
+function isReferenceRangeError(error) {
+    assert.ok(error instanceof RangeError, String(error));
+    assert.equal(Object.getPrototypeOf(error), RangeError.prototype);
+    assert.equal(error.name, 'RangeError');
+    assert.equal('code' in error, false, `${error.message}: code ${error.code}`);
+    assert.deepEqual(Object.getOwnPropertyNames(error).sort(), ['message', 'stack']);
+    assert.match(String(error), /^RangeError: /);
+    return true;
+}
+
+test('an out-of-range TTL, margin, epoch or text length is a plain RangeError with no code, as in the reference', async () => {
+    // Synchronous, as the reference's assertLeaseTtl.
+    for (const bad of [99, 600_001, 1000.5]) assert.throws(() => pkg.assertLeaseTtl(bad), isReferenceRangeError);
+    const store = new pkg.SqliteLeaseStore({ path: tempDbPath() });
+    await store.acquire('k', 'o', 1_000);
+    const refused = [
+        () => store.acquire('k2', 'o', 50), // ttl
+        () => store.renew('k', 'o', 1, 600_001), // ttl
+        () => store.renew('k', 'o', 0, 1_000), // epoch
+        () => store.release('k', 'o', 1.5), // epoch
+        () => store.markForgotten('k', 'o', -1), // epoch
+        () => store.acquire('', 'o', 1_000), // text length
+        () => store.acquire('x'.repeat(201), 'o', 1_000), // text length
+        () => store.acquire('k3', 'o'.repeat(201), 1_000), // text length
+        () => store.read(''), // text length
+        () => pkg.TenantLease.acquire({ store, key: 'm', replicaId: 'r', ttlMs: 1_000, marginMs: 1_000 }), // margin
+        () => pkg.TenantLease.acquire({ store, key: 'm', replicaId: 'r', ttlMs: 1_000, marginMs: -1 }), // margin
+        () => pkg.TenantLease.acquire({ store, key: 'm', replicaId: 'r', ttlMs: 99, marginMs: 10 }), // ttl
+    ];
+    // Each a rejection, as the reference's async methods give, never a synchronous throw.
+    for (const call of refused) isReferenceRangeError(await rejection(call()));
+    const [answer] = await store.renewBatch('o', 1_000, [['k', 0]]);
+    assert.equal(answer.ok, false);
+    isReferenceRangeError(answer.error);
     store.close();
 });

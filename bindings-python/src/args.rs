@@ -6,10 +6,12 @@
 //! string with a lone surrogate has no UTF-8 form, and replacing it would let two
 //! different subjects share one tenant.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use gotry_tenant_state::Error;
 use pyo3::buffer::PyBuffer;
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyFloat, PyInt, PyString};
 use zeroize::Zeroizing;
@@ -64,6 +66,27 @@ pub fn store_text(name: &str, value: &Bound<'_, PyAny>) -> Result<String, CoreEr
     as_text(value)
         .map(str::to_owned)
         .map_err(|problem| invalid(problem.describe(name)))
+}
+
+/// A file-system path (a state root, a store file or folder, a tenant root): a `str` or an
+/// `os.PathLike` whose `__fspath__` gives one, and well-formed Unicode, the rule of the Node
+/// and C doors. A lone surrogate, including the U+DC80..U+DCFF that `os.fsencode`'s
+/// surrogateescape would turn into raw bytes, is a ValueError naming the argument: Node cannot
+/// pass it and C takes UTF-8 only, so accepting it here would let Python alone name a
+/// directory no other door can. Any other type stays a TypeError, as `os.fspath` gives.
+pub fn path_arg(name: &str, value: &Bound<'_, PyAny>) -> PyResult<PathBuf> {
+    let py = value.py();
+    let fspath = py.import("os")?.getattr("fspath")?.call1((value,))?;
+    let text = fspath.cast::<PyString>().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "{name} must be a str or an os.PathLike of str, got {}",
+            type_name(&fspath)
+        ))
+    })?;
+    let text = text
+        .to_str()
+        .map_err(|_| invalid(NotText::LoneSurrogate.describe(name)))?;
+    Ok(PathBuf::from(text))
 }
 
 /// An integer argument (TTL, margin, epoch, clock reading): a Python `int` that fits in 64

@@ -18,7 +18,7 @@
 //! library's `sqlite3`.
 
 use std::hash::{Hash, Hasher};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use gotry_tenant_state::{
@@ -31,7 +31,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyTuple};
 use pyo3::PyTraverseError;
 
-use crate::args::{count, store_text};
+use crate::args::{count, path_arg, store_text};
 use crate::callbacks::HostCallable;
 use crate::durable::PyDurableStore;
 use crate::errors::CoreError;
@@ -437,8 +437,9 @@ impl PyEpochCopies {
         &self,
         py: Python<'_>,
         lease: &Bound<'_, PyTenantLease>,
-        root: PathBuf,
+        root: &Bound<'_, PyAny>,
     ) -> PyResult<PyWrittenCopy> {
+        let root = path_arg("root", root)?;
         let lease = lease.get().shared();
         let written = py
             .detach(|| self.copies.write_copy(&lease, &root))
@@ -455,9 +456,10 @@ impl PyEpochCopies {
         &self,
         py: Python<'_>,
         lease: &Bound<'_, PyTenantLease>,
-        root: PathBuf,
+        root: &Bound<'_, PyAny>,
         verify: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<PyRestoreReport> {
+        let root = path_arg("root", root)?;
         let lease = lease.get().shared();
         let verify = HostCallable::from_arg("verify", VERIFY_SHAPE, verify)?;
         let report = py

@@ -10,7 +10,7 @@ use gotry_tenant_state::{open_durable_store as open_store_url, DirectoryDurableS
 use pyo3::prelude::*;
 use pyo3::types::PyString;
 
-use crate::args::store_text;
+use crate::args::{path_arg, store_text};
 use crate::errors::CoreError;
 
 /// Any durable store of the core. Instances come from `open_durable_store(url)` or from a
@@ -52,7 +52,8 @@ pub struct PyDirectoryDurableStore {
 impl PyDirectoryDurableStore {
     /// Opens the store in the folder `path`, creating it (and its parents) when missing.
     #[new]
-    fn new(py: Python<'_>, path: PathBuf) -> PyResult<PyClassInitializer<PyDirectoryDurableStore>> {
+    fn new(py: Python<'_>, path: &Bound<'_, PyAny>) -> PyResult<PyClassInitializer<PyDirectoryDurableStore>> {
+        let path = path_arg("path", path)?;
         let store = py
             .detach(|| DirectoryDurableStore::open(&path))
             .map_err(CoreError)?;

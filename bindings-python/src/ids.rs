@@ -2,12 +2,10 @@
 //! Python objects into the strings and bytes the core checks. The calls are a few hundred
 //! nanoseconds, so they keep the interpreter lock: releasing it would cost more than the work.
 
-use std::path::PathBuf;
-
 use gotry_tenant_state::{ids, OrganizationKey};
 use pyo3::prelude::*;
 
-use crate::args::{id_text, key_bytes};
+use crate::args::{id_text, key_bytes, path_arg};
 use crate::errors::CoreError;
 
 #[pyfunction]
@@ -66,13 +64,15 @@ pub fn lease_key_for(
 }
 
 /// `state_root` is a `str` or any `os.PathLike`; the result is a `str`, resolved lexically
-/// as Node's `path.resolve` does, so every language names the same directory.
+/// as Node's `path.resolve` does, so every language names the same directory. A root that is
+/// not well-formed Unicode is a ValueError, as in Node and C.
 #[pyfunction]
 pub fn tenant_root_for(
-    state_root: PathBuf,
+    state_root: &Bound<'_, PyAny>,
     organization_id: &Bound<'_, PyAny>,
     ledger_tenant_id: &Bound<'_, PyAny>,
 ) -> PyResult<std::ffi::OsString> {
+    let state_root = path_arg("state_root", state_root)?;
     let root = ids::tenant_root_for(
         &state_root,
         id_text("organization id", organization_id)?,

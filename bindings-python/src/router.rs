@@ -27,7 +27,7 @@
 //! waiting at most one TTL for its calls), so no thread calls into a finalizing interpreter.
 
 use std::mem::ManuallyDrop;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
@@ -42,7 +42,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyList, PyString, PyTuple};
 use pyo3::PyTraverseError;
 
-use crate::args::{count, id_text, integer, milliseconds, one_of, store_text};
+use crate::args::{count, id_text, integer, milliseconds, one_of, path_arg, store_text};
 use crate::callbacks::HostCallable;
 use crate::copies::{fold_check, host_snapshot, PyCopyId, SNAPSHOT_SHAPE, VERIFY_SHAPE};
 use crate::durable::PyDurableStore;
@@ -173,7 +173,7 @@ impl PyTenantRouter {
     fn new(
         lease_store: &Bound<'_, PyLeaseStore>,
         durable_store: &Bound<'_, PyDurableStore>,
-        state_root: PathBuf,
+        state_root: &Bound<'_, PyAny>,
         replica_id: &Bound<'_, PyAny>,
         ttl_ms: &Bound<'_, PyAny>,
         margin_ms: &Bound<'_, PyAny>,
@@ -184,6 +184,7 @@ impl PyTenantRouter {
         snapshot: Option<&Bound<'_, PyAny>>,
         on_event: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<PyTenantRouter> {
+        let state_root = path_arg("state_root", state_root)?;
         let replica_id = store_text("replica_id", replica_id)?;
         let (ttl_ms, margin_ms) = (integer("ttl_ms", ttl_ms)?, integer("margin_ms", margin_ms)?);
         let hooks = Hooks {

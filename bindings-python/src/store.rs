@@ -10,7 +10,7 @@ use std::time::Duration;
 use gotry_tenant_state::{open_lease_store as open_store_url, LeaseStore, SqliteLeaseStore, SqliteOptions};
 use pyo3::prelude::*;
 
-use crate::args::{integer, milliseconds, store_text};
+use crate::args::{integer, milliseconds, path_arg, store_text};
 use crate::clocks::wall_clock;
 use crate::errors::{exception_object, CoreError};
 use crate::values::{PyHistoryEntry, PyLeaseGrant, PyLeaseRecord};
@@ -197,10 +197,11 @@ impl PySqliteLeaseStore {
     #[pyo3(signature = (path, now_ms = None, *, busy_timeout_ms = None))]
     fn new(
         py: Python<'_>,
-        path: PathBuf,
+        path: &Bound<'_, PyAny>,
         now_ms: Option<&Bound<'_, PyAny>>,
         busy_timeout_ms: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<PyClassInitializer<PySqliteLeaseStore>> {
+        let path = path_arg("path", path)?;
         let clock = wall_clock(now_ms)?;
         let busy_timeout = busy_timeout_ms
             .map(|value| milliseconds("busy_timeout_ms", value))

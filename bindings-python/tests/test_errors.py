@@ -86,6 +86,31 @@ def test_extra_fields_have_the_reference_names_in_snake_case() -> None:
     assert gts.RestoreVerificationError("no skipped list").skipped == []
 
 
+def test_lease_held_error_needs_only_its_record_as_in_the_reference() -> None:
+    # The reference constructs it from the record alone and builds its message from it.
+    error = gts.LeaseHeldError(record=RECORD)
+    assert str(error) == "lease acme/t-1 is held by replica-a at epoch 4"
+    assert error.args == ("lease acme/t-1 is held by replica-a at epoch 4",)
+    assert error.record == RECORD and error.code == "GOTRY_TENANT_LEASE_HELD"
+    copy = pickle.loads(pickle.dumps(error))
+    assert type(copy) is gts.LeaseHeldError
+    assert (str(copy), copy.args, copy.record) == (str(error), error.args, RECORD)
+    assert vars(copy) == vars(error)
+    # A message given explicitly still wins.
+    assert str(gts.LeaseHeldError("forward to replica-a", record=RECORD)) == "forward to replica-a"
+    with pytest.raises(TypeError):
+        gts.LeaseHeldError("no record")  # type: ignore[call-arg]
+
+
+def test_a_raised_lease_held_error_has_the_same_message_as_one_built_from_its_record(
+    store: gts.SqliteLeaseStore,
+) -> None:
+    store.acquire("k", "a", 1000)
+    with pytest.raises(gts.LeaseHeldError) as raised:
+        store.acquire("k", "b", 1000)
+    assert str(raised.value) == str(gts.LeaseHeldError(record=raised.value.record))
+
+
 def test_raised_errors_are_caught_by_class_or_by_code(store: gts.SqliteLeaseStore) -> None:
     store.acquire("k", "a", 1000)
     try:

@@ -247,3 +247,32 @@ def test_tenant_root_checks_both_ids() -> None:
         gts.tenant_root_for("/s", "../etc", TENANT)
     with pytest.raises(gts.InvalidTenantIdError):
         gts.tenant_root_for("/s", "acme", "t-../../x")
+
+
+@pytest.mark.parametrize("bad", ["/s\ud800", "/s\udfff/x", "/s\udcff", "rel\udc80"])
+def test_a_state_root_that_is_not_well_formed_unicode_is_refused_as_in_node_and_c(bad: str) -> None:
+    # Node refuses a lone surrogate and C takes UTF-8 only; os.fsencode's surrogateescape
+    # (U+DC80..U+DCFF as raw bytes) must not open a path only Python could name.
+    with pytest.raises(ValueError, match=r"^state_root must be well-formed Unicode") as raised:
+        gts.tenant_root_for(bad, "acme", TENANT)
+    assert not isinstance(raised.value, UnicodeError)
+    assert not isinstance(raised.value, gts.TenantStateError)
+    with pytest.raises(ValueError, match=r"^state_root must be well-formed Unicode"):
+        gts.tenant_root_for(Path(bad), "acme", TENANT)
+
+
+def test_every_path_argument_refuses_a_lone_surrogate(tmp_path: Path) -> None:
+    bad = str(tmp_path / "s\udcff")
+    with pytest.raises(ValueError, match=r"^path must be well-formed Unicode"):
+        gts.SqliteLeaseStore(bad + ".db")
+    with pytest.raises(ValueError, match=r"^path must be well-formed Unicode"):
+        gts.DirectoryDurableStore(bad)
+    assert not os.path.exists(os.fsencode(bad)) and not os.path.exists(os.fsencode(bad + ".db"))
+
+
+def test_a_state_root_of_another_type_is_a_type_error() -> None:
+    for bad in (b"/srv", 5, None):
+        with pytest.raises(TypeError):
+            gts.tenant_root_for(bad, "acme", TENANT)  # type: ignore[arg-type]
+    # A non-ASCII but well-formed root is fine, and comes back unchanged.
+    assert gts.tenant_root_for("/srv/\u00e9t\u00e9/\U0001f600", "acme", TENANT) == f"/srv/\u00e9t\u00e9/\U0001f600/{TAIL}"

@@ -57,11 +57,16 @@ class TenantStateError(_Picklable):
 
 
 class LeaseHeldError(TenantStateError):
-    """Another holder has an unexpired lease; ``record`` says who, so a router can forward."""
+    """Another holder has an unexpired lease; ``record`` says who, so a router can forward.
+
+    As in the reference (``new LeaseHeldError(record)``), the record alone is enough:
+    without a message, it is built from the record's key, owner and epoch."""
 
     code = "GOTRY_TENANT_LEASE_HELD"
 
-    def __init__(self, message: str, *, record: LeaseRecord) -> None:
+    def __init__(self, message: str | None = None, *, record: LeaseRecord) -> None:
+        if message is None:
+            message = f"lease {record.key} is held by {record.owner} at epoch {record.epoch}"
         super().__init__(message)
         self.record = record
 
