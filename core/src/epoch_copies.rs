@@ -859,7 +859,8 @@ impl Drop for Scratch {
 /// other files read in place.
 struct Snapshot {
     files: Vec<SnapshotFile>,
-    _scratch: Scratch,
+    /// Where the host's images are, when it wrote any.
+    _scratch: Option<Scratch>,
 }
 
 struct SnapshotFile {
@@ -931,15 +932,9 @@ impl Snapshot {
         paths.sort();
         // Listed before this function opens anything of the root, and everything it opens
         // is closed again before the next file: every match is someone else's handle.
-        let open = open_in_process()?;
-        let held = |path: &str| -> Result<bool> {
-            let source = root.join(path);
-            let meta = fs::symlink_metadata(&source)
-                .map_err(|e| Error::io(format!("{} cannot be read", source.display()), &e))?;
-            Ok(open.contains(&file_id(&meta)))
-        };
+        let held = held_elsewhere(root, &paths)?;
         let present: BTreeSet<&str> = paths.iter().map(String::as_str).collect();
-        let scratch = Scratch::beside(root)?;
+        let mut scratch: Option<Scratch> = None;
         let mut files = Vec::new();
         for path in &paths {
             // A database's journal and WAL are inside its image.
@@ -948,12 +943,12 @@ impl Snapshot {
                 .find_map(|suffix| path.strip_suffix(suffix))
                 .filter(|db| present.contains(db));
             if let Some(db) = sidecar_of {
-                if held(db)? || is_sqlite(&root.join(db)) {
+                if held.contains(db) || is_sqlite(&root.join(db)) {
                     continue;
                 }
             }
             let source = root.join(path);
-            if held(path)? {
+            if held.contains(path.as_str()) {
                 let Some(host) = host else {
                     return Err(open_in_process_error(
                         &source,
@@ -961,6 +956,10 @@ impl Snapshot {
                         "Close it first, or give the copies a host snapshot function that reads it \
                          through the library that has it open",
                     ));
+                };
+                let scratch = match &mut scratch {
+                    Some(scratch) => scratch,
+                    None => scratch.insert(Scratch::beside(root)?),
                 };
                 let image = scratch.path.join(format!("{:06}", files.len()));
                 host(&source, &image)?;
@@ -1000,6 +999,24 @@ fn file_id(meta: &fs::Metadata) -> (u64, u64) {
 
 /// Every file this process has open, by identity. Unreadable `/proc` is an error, not an
 /// empty set: guessing "nothing is open" is how a host's WAL gets deleted.
+/// The files among `paths` (relative to `root`) that a descriptor of this process has open.
+fn held_elsewhere<'a>(root: &Path, paths: &'a [String]) -> Result<HashSet<&'a str>> {
+    if paths.is_empty() {
+        return Ok(HashSet::new());
+    }
+    let open = open_in_process()?;
+    let mut held = HashSet::new();
+    for path in paths {
+        let source = root.join(path);
+        let meta = fs::symlink_metadata(&source)
+            .map_err(|e| Error::io(format!("{} cannot be read", source.display()), &e))?;
+        if open.contains(&file_id(&meta)) {
+            held.insert(path.as_str());
+        }
+    }
+    Ok(held)
+}
+
 fn open_in_process() -> Result<HashSet<(u64, u64)>> {
     let fds = Path::new("/proc/self/fd");
     let entries = fs::read_dir(fds).map_err(|e| {
@@ -1041,23 +1058,14 @@ fn assert_root_not_open(root: &Path) -> Result<()> {
     }
     let mut paths = Vec::new();
     collect_files(root, "", &mut paths)?;
-    if paths.is_empty() {
-        return Ok(());
+    match held_elsewhere(root, &paths)?.into_iter().min() {
+        Some(path) => Err(open_in_process_error(
+            &root.join(path),
+            "replaced by a restore",
+            "Close every file of the tenant root before restoring into it",
+        )),
+        None => Ok(()),
     }
-    let open = open_in_process()?;
-    for path in paths {
-        let source = root.join(path);
-        if let Ok(meta) = fs::symlink_metadata(&source) {
-            if open.contains(&file_id(&meta)) {
-                return Err(open_in_process_error(
-                    &source,
-                    "replaced by a restore",
-                    "Close every file of the tenant root before restoring into it",
-                ));
-            }
-        }
-    }
-    Ok(())
 }
 
 fn collect_files(dir: &Path, relative: &str, out: &mut Vec<String>) -> Result<()> {
