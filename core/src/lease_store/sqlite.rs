@@ -338,14 +338,16 @@ struct HostReading<'a> {
     now_ms: i64,
 }
 
-/// A wall clock this far behind the host clock's verdict is taken as stepped back; closer,
-/// the two clocks merely drift apart (NTP slews the wall clock by up to 500 ppm) or were
-/// read a moment apart, and the host clock waits for the wall clock to agree, so that the
-/// log (dated on the wall clock) never shows a grant before the previous deadline.
+/// Two clocks whose views of a deadline differ by more than this were stepped apart; closer,
+/// they merely drift (NTP slews the wall clock by up to 500 ppm) or were read a moment
+/// apart, and the wall clock decides, so that the log (dated on it) never shows a grant
+/// before the previous deadline nor a renewal after it, and the reference would judge alike.
 const WALL_STEP_MS: i64 = 1_000;
 
-/// Whether `current` has run out, when this store wrote it on the host clock: the host
-/// clock's verdict, except that a lease the wall clock still holds for a moment stays held.
+/// Whether `current` has run out, when this store wrote it on the host clock. The time
+/// left on each clock is compared, not the wall clock against its own deadline: a forward
+/// step of about a TTL leaves the wall a moment past the deadline, yet the holder's gate is
+/// open for a whole TTL, and only the host clock sees that.
 fn measured_expiry(
     tx: &rusqlite::Transaction<'_>,
     current: Option<&LeaseRecord>,
@@ -368,9 +370,12 @@ fn measured_expiry(
         })
         .map_err(storage_error)?;
     Ok(until.map(|until| {
-        let host_expired = until <= host.now_ms;
-        let wall_left = row.lease_until_ms - now;
-        host_expired && (wall_left <= 0 || wall_left > WALL_STEP_MS)
+        let (wall_left, host_left) = (row.lease_until_ms - now, until - host.now_ms);
+        if wall_left.abs_diff(host_left) <= WALL_STEP_MS as u64 {
+            wall_left <= 0
+        } else {
+            host_left <= 0
+        }
     }))
 }
 
@@ -1104,6 +1109,36 @@ mod tests {
         assert_eq!(granted.record.epoch, 2);
         let history = file.history(Some("k")).unwrap();
         assert!(history[1].at_ms >= START + 10_000, "{history:?}");
+    }
+
+    /// The other way round, a renewal the wall clock sees a moment late is refused, as the
+    /// reference refuses it: a lease audit reading the log must not find a renewal after
+    /// its deadline. A forward step of about a TTL is a step all the same.
+    #[test]
+    fn a_host_clock_a_moment_behind_lets_the_wall_clock_end_the_lease() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = SqliteLeaseStore::open(dir.path().join("leases.db")).unwrap();
+        let boot = host("boot-1");
+        process(&file, &boot, START)
+            .acquire("k", "first", 10_000)
+            .unwrap();
+        assert!(matches!(
+            process(&file, &boot, START + 10_500).acquire("k", "stepped", 10_000),
+            Err(Error::LeaseHeld { .. })
+        ));
+        boot.now.advance(9_700).unwrap();
+        assert!(matches!(
+            process(&file, &boot, START + 10_000).renew("k", "first", 1, 10_000),
+            Err(Error::LeaseLost { .. })
+        ));
+        assert_eq!(
+            process(&file, &boot, START + 10_000)
+                .acquire("k", "second", 10_000)
+                .unwrap()
+                .record
+                .epoch,
+            2
+        );
     }
 
     #[test]
