@@ -17,7 +17,6 @@
 //! still holds. `gotry_tenant_state.sqlite3_snapshot` is that function for the standard
 //! library's `sqlite3`.
 
-use std::hash::{Hash, Hasher};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -100,16 +99,8 @@ const SKIP_REASONS: [SkipReason; 6] = [
 /// A copy a restore passed over, and why. Picklable, since a RestoreVerificationError
 /// carries a list of them to wherever it is sent.
 #[pyclass(frozen, eq, hash, module = "gotry_tenant_state", name = "SkippedCopy")]
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct PySkippedCopy(SkippedCopy);
-
-// The core's value has no `Hash` of its own; Python's needs one for a frozen value class.
-impl Hash for PySkippedCopy {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        let s = &self.0;
-        (s.epoch, s.seq, s.reason).hash(state);
-    }
-}
 
 impl From<SkippedCopy> for PySkippedCopy {
     fn from(skipped: SkippedCopy) -> PySkippedCopy {
@@ -171,16 +162,8 @@ impl PySkippedCopy {
 
 /// A copy taken as written: its manifest is durable and the write gate held after it.
 #[pyclass(frozen, eq, hash, module = "gotry_tenant_state", name = "WrittenCopy")]
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct PyWrittenCopy(WrittenCopy);
-
-// The core's value has no `Hash` of its own; Python's needs one for a frozen value class.
-impl Hash for PyWrittenCopy {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        let s = &self.0;
-        (s.epoch, s.seq, s.files, s.bytes).hash(state);
-    }
-}
 
 #[pymethods]
 impl PyWrittenCopy {
@@ -237,16 +220,8 @@ impl PyWrittenCopy {
 
 /// One copy as the store lists it, read from names and sizes alone.
 #[pyclass(frozen, eq, hash, module = "gotry_tenant_state", name = "CopyListing")]
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct PyCopyListing(CopyListing);
-
-// The core's value has no `Hash` of its own; Python's needs one for a frozen value class.
-impl Hash for PyCopyListing {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        let s = &self.0;
-        (s.epoch, s.seq, s.complete, s.objects, s.bytes).hash(state);
-    }
-}
 
 #[pymethods]
 impl PyCopyListing {

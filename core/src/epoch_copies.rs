@@ -108,7 +108,7 @@ impl std::fmt::Display for SkipReason {
 }
 
 /// A copy a restore passed over, and why.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct SkippedCopy {
     pub epoch: i64,
     pub seq: u64,
@@ -117,7 +117,7 @@ pub struct SkippedCopy {
 
 /// What a restore did: the copy it installed (`None`: an empty start) and every copy it
 /// passed over on the way, newest first.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct RestoreReport {
     pub restored: Option<CopyId>,
     pub skipped: Vec<SkippedCopy>,
@@ -126,7 +126,7 @@ pub struct RestoreReport {
 }
 
 /// A copy taken as written: its manifest is durable and the gate held after it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct WrittenCopy {
     pub epoch: i64,
     pub seq: u64,
@@ -135,7 +135,7 @@ pub struct WrittenCopy {
 }
 
 /// One copy as the store lists it, without reading it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct CopyListing {
     pub epoch: i64,
     pub seq: u64,
@@ -146,7 +146,7 @@ pub struct CopyListing {
 }
 
 /// What a garbage collection kept and deleted.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub struct GcReport {
     pub kept: Vec<CopyId>,
     pub deleted: Vec<CopyId>,
