@@ -21,6 +21,9 @@ export type TenantStateErrorCode =
 
 export declare const ERROR_CODES: readonly TenantStateErrorCode[];
 
+/** The version of the native build loaded (the workspace's one version), e.g. `'0.1.0'`. */
+export declare function version(): string;
+
 /** Base of every typed failure; branch on `code` or `instanceof`, never on messages. */
 export declare class TenantStateError extends Error {
     code: string;

@@ -36,4 +36,5 @@ module.exports = {
     ManualClock: native.ManualClock,
     /** The stable error codes, in the core's order. */
     ERROR_CODES: Object.freeze(native.errorCodes()),
+    version: native.version,
 };

@@ -37,6 +37,7 @@ export const {
     TenantRouter,
     ManualClock,
     ERROR_CODES,
+    version,
 } = pkg;
 
 export default pkg;

@@ -328,6 +328,12 @@ export interface TickReport {
   nextDueMs: number | null
 }
 
+/**
+ * The version of the core this addon was built from (one number for the whole workspace):
+ * which build a host has loaded, whatever its `package.json` says.
+ */
+export declare function version(): string
+
 /** A copy taken as written. */
 export interface WrittenCopy {
   epoch: number

@@ -28,6 +28,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/** The version of this header, as gotry_version() spells that of the library loaded. */
+#define GOTRY_TENANT_STATE_VERSION "0.1.0"
+/** Its major number: a host built against another may not run with this library. */
+#define GOTRY_TENANT_STATE_VERSION_MAJOR 0
+/** Its minor number: while the major is 0, a new minor may change the ABI. */
+#define GOTRY_TENANT_STATE_VERSION_MINOR 1
+/** Its patch number. */
+#define GOTRY_TENANT_STATE_VERSION_PATCH 0
+
 /**
  * Bytes a buffer needs for a ledger tenant id: `t-`, 32 hex digits and the NUL.
  */
@@ -2954,6 +2963,13 @@ enum GotryStatus gotry_store_list(const struct GotryStore *store,
                                   size_t prefix_len,
                                   struct GotryRecordList **out_list,
                                   struct GotryError **out_error);
+
+/**
+ * The version of the library loaded, e.g. `"0.1.0"`: compare it with the header's
+ * `GOTRY_TENANT_STATE_VERSION` to find a host running against another build than the one
+ * it was compiled with. Static, NUL-terminated: never free it. Thread-safe.
+ */
+const char *gotry_version(void);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -83,4 +83,7 @@ GOTRY_S3_URL="$(s3_url python)" bindings-python/run-tests.sh
 section "cross-language contention and crash runs"
 tests/cross/run.sh
 
+section "release artefacts: package, then install and use them with no Rust toolchain"
+tests/packages/run.sh
+
 printf '\n%d passed, 0 failed\n' "$sections"

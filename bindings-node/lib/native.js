@@ -1,4 +1,44 @@
 'use strict';
-// The addon that `napi build` (npm run build) writes next to package.json. One file for the
-// platform it was built on: this package is built from source where it is used.
-module.exports = require('../gotry-tenant-state.node');
+// Which native build to load. A release installs the addon as a package of its own per
+// platform (npm picks the one whose `os`, `cpu` and `libc` match, from the main package's
+// optionalDependencies), so no one needs a compiler where the package is used. In this
+// repository, `npm run build` writes the addon next to package.json instead. When neither is
+// there, one error names the platform and what was tried, not a bare MODULE_NOT_FOUND.
+
+const path = require('node:path');
+
+/** `linux-x64-gnu`, `darwin-arm64`, ...: napi-rs's names, which the platform packages use. */
+function platformName() {
+    const { platform, arch } = process;
+    if (platform !== 'linux') return `${platform}-${arch}`;
+    // glibc reports its version to Node's diagnostic report; musl does not.
+    const header = process.report?.getReport?.().header;
+    return `${platform}-${arch}-${header?.glibcVersionRuntime ? 'gnu' : 'musl'}`;
+}
+
+/** The module, or undefined when `specifier` itself is not installed (any other failure throws). */
+function tryRequire(specifier, resolved) {
+    try {
+        return require(specifier);
+    } catch (error) {
+        const missing = error?.code === 'MODULE_NOT_FOUND' && String(error.message).includes(resolved);
+        if (missing) return undefined;
+        throw error;
+    }
+}
+
+function load() {
+    const name = platformName();
+    const packageName = `@gotry/tenant-state-${name}`;
+    const localBuild = path.join(__dirname, '..', 'gotry-tenant-state.node');
+    const native = tryRequire(packageName, packageName) ?? tryRequire(localBuild, localBuild);
+    if (native !== undefined) return native;
+    throw new Error(
+        `@gotry/tenant-state has no native build for ${name}: the package ${packageName} is not ` +
+            `installed (npm installs it with @gotry/tenant-state where a build for ${name} is ` +
+            `published; reinstall without --omit=optional or --no-optional), and no local build ` +
+            `is at ${localBuild} (build one from source with \`npm run build\`, which needs Rust)`,
+    );
+}
+
+module.exports = load();

@@ -26,3 +26,10 @@ mod lease;
 mod router;
 mod store;
 mod tasks;
+
+/// The version of the core this addon was built from (one number for the whole workspace):
+/// which build a host has loaded, whatever its `package.json` says.
+#[napi_derive::napi]
+pub fn version() -> &'static str {
+    gotry_tenant_state::VERSION
+}

@@ -31,6 +31,7 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("MIN_LEASE_TTL_MS", gotry_tenant_state::MIN_LEASE_TTL_MS)?;
     m.add("MAX_LEASE_TTL_MS", gotry_tenant_state::MAX_LEASE_TTL_MS)?;
     m.add_function(wrap_pyfunction!(assert_lease_ttl, m)?)?;
+    m.add_function(wrap_pyfunction!(version, m)?)?;
     m.add_function(wrap_pyfunction!(ids::assert_organization_id, m)?)?;
     m.add_function(wrap_pyfunction!(ids::assert_ledger_tenant_id, m)?)?;
     m.add_function(wrap_pyfunction!(ids::assert_prompt_cache_partition, m)?)?;
@@ -74,6 +75,13 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let routers_at_exit = wrap_pyfunction!(router::_close_routers_at_exit, m)?;
     atexit.call_method1("register", (routers_at_exit,))?;
     Ok(())
+}
+
+/// The version of the core this module was built from (the workspace's one version): which
+/// build is loaded, whatever the installed distribution's metadata says.
+#[pyfunction]
+fn version() -> &'static str {
+    gotry_tenant_state::VERSION
 }
 
 /// Returns the TTL when it is an int of milliseconds within the store's bounds.

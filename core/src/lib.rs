@@ -47,3 +47,8 @@ pub use router::{
     TenantState, TenantStatus,
 };
 pub use tenant_lease::{LeaseOptions, TenantLease, Turn};
+
+/// The version of the whole workspace (one number for the crates, the npm packages, the
+/// wheel, the C header and its `.pc` file): what every door's `version()` reports, so a host
+/// can tell which build it has loaded.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");

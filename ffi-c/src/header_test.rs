@@ -7,10 +7,30 @@
 
 use std::path::Path;
 
+/// The version macros, from the workspace's version: cbindgen writes no string constants,
+/// and numbers typed out beside `Cargo.toml` would drift from it.
+fn version_macros() -> String {
+    format!(
+        "\n/** The version of this header, as gotry_version() spells that of the library loaded. */\n\
+         #define GOTRY_TENANT_STATE_VERSION \"{}\"\n\
+         /** Its major number: a host built against another may not run with this library. */\n\
+         #define GOTRY_TENANT_STATE_VERSION_MAJOR {}\n\
+         /** Its minor number: while the major is 0, a new minor may change the ABI. */\n\
+         #define GOTRY_TENANT_STATE_VERSION_MINOR {}\n\
+         /** Its patch number. */\n\
+         #define GOTRY_TENANT_STATE_VERSION_PATCH {}",
+        env!("CARGO_PKG_VERSION"),
+        env!("CARGO_PKG_VERSION_MAJOR"),
+        env!("CARGO_PKG_VERSION_MINOR"),
+        env!("CARGO_PKG_VERSION_PATCH"),
+    )
+}
+
 #[test]
 fn committed_header_matches_cbindgen() {
     let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let config = cbindgen::Config::from_file(crate_dir.join("cbindgen.toml")).expect("cbindgen.toml");
+    let mut config = cbindgen::Config::from_file(crate_dir.join("cbindgen.toml")).expect("cbindgen.toml");
+    config.after_includes = Some(version_macros());
     let bindings = cbindgen::Builder::new()
         .with_crate(crate_dir)
         .with_config(config)

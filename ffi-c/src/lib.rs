@@ -24,6 +24,7 @@ mod records;
 mod router;
 mod status;
 mod store;
+mod version;
 
 pub use batch::*;
 pub use clock::*;
@@ -38,6 +39,7 @@ pub use records::*;
 pub use router::*;
 pub use status::*;
 pub use store::*;
+pub use version::*;
 
 /// Bytes a buffer needs for a ledger tenant id: `t-`, 32 hex digits and the NUL.
 pub const GOTRY_LEDGER_TENANT_ID_BUFFER_LEN: usize = 35;

@@ -172,6 +172,16 @@ static void test_status_table(void) {
     CHECK(gotry_lease_op_name(0) == NULL && gotry_lease_op_name(5) == NULL);
 }
 
+/* The library loaded is the one the header describes, and the macros spell one version. */
+static void test_version(void) {
+    const char *loaded = gotry_version();
+    CHECK(loaded != NULL && strcmp(loaded, GOTRY_TENANT_STATE_VERSION) == 0);
+    char spelled[64];
+    snprintf(spelled, sizeof spelled, "%d.%d.%d", GOTRY_TENANT_STATE_VERSION_MAJOR, GOTRY_TENANT_STATE_VERSION_MINOR,
+             GOTRY_TENANT_STATE_VERSION_PATCH);
+    CHECK(strcmp(spelled, GOTRY_TENANT_STATE_VERSION) == 0);
+}
+
 static void test_derivation(void) {
     GotryError *err = NULL;
     char id[GOTRY_LEDGER_TENANT_ID_BUFFER_LEN];
@@ -1512,6 +1522,7 @@ int main(int argc, char **argv) {
         return failures == 0 ? 0 : 1;
     }
     test_status_table();
+    test_version();
     test_derivation();
     test_validators();
     test_paths();

@@ -76,8 +76,11 @@ from ._native import (
     open_durable_store,
     open_lease_store,
     tenant_root_for,
+    version,
 )
 from ._snapshot import sqlite3_snapshot
+
+__version__: str = version()
 
 __all__ = [
     "ERROR_CODES",
@@ -134,4 +137,5 @@ __all__ = [
     "open_lease_store",
     "sqlite3_snapshot",
     "tenant_root_for",
+    "version",
 ]

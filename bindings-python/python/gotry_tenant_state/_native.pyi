@@ -33,6 +33,9 @@ class _SupportsNowMs(Protocol):
 
     def now_ms(self) -> float: ...
 
+def version() -> str:
+    """The version of the native build loaded (the workspace's one version), e.g. ``"0.1.0"``."""
+
 def assert_lease_ttl(ttl_ms: int) -> int:
     """Returns ``ttl_ms`` if it is an int within [MIN_LEASE_TTL_MS, MAX_LEASE_TTL_MS];
     raises ValueError otherwise (a bool or a float is not a TTL)."""
