@@ -67,7 +67,7 @@ const platformManifest = {
     version,
     description: `The ${platform} native addon of ${source.name}`,
     license: source.license,
-    os: [os === 'linux' ? 'linux' : os],
+    os: [os],
     cpu: [cpu],
     ...(libc ? { libc: [libc === 'gnu' ? 'glibc' : libc] } : {}),
     main: addon,

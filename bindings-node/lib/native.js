@@ -6,23 +6,14 @@
 // there, one error names the platform and what was tried, not a bare MODULE_NOT_FOUND.
 
 const path = require('node:path');
-
-/** `linux-x64-gnu`, `darwin-arm64`, ...: napi-rs's names, which the platform packages use. */
-function platformName() {
-    const { platform, arch } = process;
-    if (platform !== 'linux') return `${platform}-${arch}`;
-    // glibc reports its version to Node's diagnostic report; musl does not.
-    const header = process.report?.getReport?.().header;
-    return `${platform}-${arch}-${header?.glibcVersionRuntime ? 'gnu' : 'musl'}`;
-}
+const { platformName } = require('./platform');
 
 /** The module, or undefined when `specifier` itself is not installed (any other failure throws). */
-function tryRequire(specifier, resolved) {
+function tryRequire(specifier) {
     try {
         return require(specifier);
     } catch (error) {
-        const missing = error?.code === 'MODULE_NOT_FOUND' && String(error.message).includes(resolved);
-        if (missing) return undefined;
+        if (error?.code === 'MODULE_NOT_FOUND' && String(error.message).includes(specifier)) return undefined;
         throw error;
     }
 }
@@ -31,7 +22,7 @@ function load() {
     const name = platformName();
     const packageName = `@gotry/tenant-state-${name}`;
     const localBuild = path.join(__dirname, '..', 'gotry-tenant-state.node');
-    const native = tryRequire(packageName, packageName) ?? tryRequire(localBuild, localBuild);
+    const native = tryRequire(packageName) ?? tryRequire(localBuild);
     if (native !== undefined) return native;
     throw new Error(
         `@gotry/tenant-state has no native build for ${name}: the package ${packageName} is not ` +

@@ -9,6 +9,7 @@ const { execFileSync } = require('node:child_process');
 
 const pkg = require('..');
 const { tempDbPath } = require('./helpers');
+const { platformName } = require('../lib/platform');
 
 const packageRoot = path.join(__dirname, '..');
 const localBuild = path.join(packageRoot, 'gotry-tenant-state.node');
@@ -31,13 +32,6 @@ function loadIn(project) {
     } catch (error) {
         return { err: String(error.stderr) };
     }
-}
-
-function platformName() {
-    const glibc = process.report.getReport().header.glibcVersionRuntime;
-    return process.platform === 'linux'
-        ? `${process.platform}-${process.arch}-${glibc ? 'gnu' : 'musl'}`
-        : `${process.platform}-${process.arch}`;
 }
 
 test('the platform package npm installed is loaded', () => {

@@ -112,21 +112,14 @@ v = json.load(open(sys.argv[1]))["derive"][0]
 print(v["key_hex"], v["issuer"], v["subject"], v["expect"]["ledger_tenant_id"])' "$vectors")
 build="$work/c-build"
 mkdir -p "$build"
-# shellcheck disable=SC2046 # pkg-config prints a list of flags
-no_rust gcc -std=c11 -Wall -Wextra -Werror "$here/smoke.c" $(pkg-config --cflags --libs gotry_tenant_state) \
-    -Wl,-rpath,"$libdir" -o "$build/smoke-shared"
-# shellcheck disable=SC2046
-no_rust g++ -std=c++17 -Wall -Wextra -Werror "$here/smoke.cpp" $(pkg-config --cflags --libs gotry_tenant_state) \
-    -Wl,-rpath,"$libdir" -o "$build/smoke-cpp"
+read -r -a shared_flags <<<"$(pkg-config --cflags --libs gotry_tenant_state) -Wl,-rpath,$libdir"
 # The static link names the archive itself: with both in the folder, -l takes the .so.
-# shellcheck disable=SC2046
-no_rust gcc -std=c11 -Wall -Wextra -Werror "$here/smoke.c" \
-    $(pkg-config --static --cflags --libs gotry_tenant_state | sed 's/-lgotry_tenant_state\b/-l:libgotry_tenant_state.a/') \
-    -o "$build/smoke-static"
-# shellcheck disable=SC2046
-no_rust g++ -std=c++17 -Wall -Wextra -Werror "$here/smoke.cpp" \
-    $(pkg-config --static --cflags --libs gotry_tenant_state | sed 's/-lgotry_tenant_state\b/-l:libgotry_tenant_state.a/') \
-    -o "$build/smoke-cpp-static"
+read -r -a static_flags <<<"$(pkg-config --static --cflags --libs gotry_tenant_state |
+    sed 's/-lgotry_tenant_state\b/-l:libgotry_tenant_state.a/')"
+no_rust gcc -std=c11 -Wall -Wextra -Werror "$here/smoke.c" "${shared_flags[@]}" -o "$build/smoke-shared"
+no_rust g++ -std=c++17 -Wall -Wextra -Werror "$here/smoke.cpp" "${shared_flags[@]}" -o "$build/smoke-cpp"
+no_rust gcc -std=c11 -Wall -Wextra -Werror "$here/smoke.c" "${static_flags[@]}" -o "$build/smoke-static"
+no_rust g++ -std=c++17 -Wall -Wextra -Werror "$here/smoke.cpp" "${static_flags[@]}" -o "$build/smoke-cpp-static"
 soname=$(readelf -d "$prefix/lib/libgotry_tenant_state.so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
 [[ -n $soname && -L $prefix/lib/$soname ]] || { echo "no SONAME symlink ($soname)" >&2; exit 1; }
 readelf -d "$build/smoke-shared" | grep -q "NEEDED.*\[$soname\]" || { echo "smoke-shared does not need $soname" >&2; exit 1; }
