@@ -123,3 +123,16 @@ test('lease keys and tenant roots resolve exactly as path.resolve does', () => {
     assert.throws(() => ids.tenantRootFor(undefined, 'acme', TENANT), { name: 'TypeError', code: 'ERR_INVALID_ARG_TYPE' });
     assert.throws(() => ids.tenantRootFor('/s\uD800', 'acme', TENANT), RangeError);
 });
+
+test('every path argument refuses a NUL, where the system would cut the path', async () => {
+    const fs = require('node:fs');
+    const os = require('node:os');
+    const cut = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'gotry-nul-')), 'a');
+    const isNul = error => error instanceof RangeError && /must not contain a NUL byte/.test(error.message);
+    assert.throws(() => ids.tenantRootFor(`${cut}\0b`, 'acme', TENANT), isNul);
+    assert.throws(() => new ids.SqliteLeaseStore({ path: `${cut}\0b.db` }), isNul);
+    assert.throws(() => ids.openLeaseStore(`sqlite://${cut}\0b.db`), isNul);
+    assert.throws(() => new ids.DirectoryDurableStore({ path: `${cut}\0b` }), isNul);
+    await assert.rejects(async () => ids.openDurableStore(`file://${cut}\0b`), isNul);
+    assert.equal(fs.existsSync(cut), false, 'the path cut at its NUL was created');
+});

@@ -29,7 +29,6 @@
 
 use std::mem::ManuallyDrop;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
-use std::time::Duration;
 
 use gotry_tenant_state::keeper::{DEFAULT_MAX_BATCH, DEFAULT_RENEW_FRACTION};
 use gotry_tenant_state::{
@@ -52,34 +51,17 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// A keeper and what Python asks about it; the core keeper does not repeat its options.
-struct Kept {
-    keeper: LeaseKeeper,
-    replica_id: String,
-    ttl_ms: i64,
-    margin_ms: i64,
-}
-
-impl Kept {
-    /// `shutdown()` without a timeout waits one TTL: past it, every lease the keeper held
-    /// has been left unrenewed for a whole TTL and has run out in the store anyway, so a
-    /// release would hand nothing back early.
-    fn default_shutdown_timeout(&self) -> Duration {
-        Duration::from_millis(self.ttl_ms.unsigned_abs())
-    }
-}
-
 /// The keepers that the exit hook shuts down; dead entries are pruned as new ones come.
-static LIVE: Mutex<Vec<Weak<Kept>>> = Mutex::new(Vec::new());
+static LIVE: Mutex<Vec<Weak<LeaseKeeper>>> = Mutex::new(Vec::new());
 
 /// Shuts down every keeper still alive; registered with `atexit` when the module loads.
 #[pyfunction]
 pub fn _shutdown_keepers_at_exit(py: Python<'_>) {
-    let alive: Vec<Arc<Kept>> = lock(&LIVE).drain(..).filter_map(|kept| kept.upgrade()).collect();
+    let alive: Vec<Arc<LeaseKeeper>> = lock(&LIVE).drain(..).filter_map(|kept| kept.upgrade()).collect();
     py.detach(move || {
         for kept in alive {
             // Nobody is left to read the report: a lease not released runs out at its TTL.
-            let _ = kept.keeper.shutdown(kept.default_shutdown_timeout());
+            let _ = kept.shutdown(kept.default_shutdown_timeout());
         }
     });
 }
@@ -89,7 +71,7 @@ pub fn _shutdown_keepers_at_exit(py: Python<'_>) {
 #[pyclass(frozen, weakref, module = "gotry_tenant_state", name = "LeaseKeeper")]
 pub struct PyLeaseKeeper {
     /// Dropped by hand in `Drop`, without the GIL.
-    kept: ManuallyDrop<Arc<Kept>>,
+    kept: ManuallyDrop<Arc<LeaseKeeper>>,
     /// The host's `on_event`, shared with the core's handler.
     callback: Option<Arc<HostCallable>>,
 }
@@ -113,7 +95,7 @@ impl PyLeaseKeeper {
             Some(value) => milliseconds("timeout_ms", value)?,
             None => self.kept.default_shutdown_timeout(),
         };
-        let keeper = &self.kept.keeper;
+        let keeper = &self.kept;
         Ok(py.detach(|| keeper.shutdown(timeout)))
     }
 }
@@ -141,7 +123,7 @@ impl PyLeaseKeeper {
         let replica_id = store_text("replica_id", replica_id)?;
         let (ttl_ms, margin_ms) = (integer("ttl_ms", ttl_ms)?, integer("margin_ms", margin_ms)?);
         let callback = HostCallable::from_arg("on_event", "a callable taking a KeeperEvent", on_event)?;
-        let mut options = KeeperOptions::new(store.get().shared(), replica_id.clone(), ttl_ms, margin_ms);
+        let mut options = KeeperOptions::new(store.get().shared(), replica_id, ttl_ms, margin_ms);
         options.clock = monotonic_clock(clock)?;
         if let Some(value) = renew_fraction {
             options.renew_fraction = real("renew_fraction", value)?;
@@ -161,12 +143,7 @@ impl PyLeaseKeeper {
             LeaseKeeper::without_thread(options)
         }
         .map_err(CoreError)?;
-        let kept = Arc::new(Kept {
-            keeper,
-            replica_id,
-            ttl_ms,
-            margin_ms,
-        });
+        let kept = Arc::new(keeper);
         {
             let mut live = lock(&LIVE);
             live.retain(|other| other.strong_count() > 0);
@@ -186,24 +163,24 @@ impl PyLeaseKeeper {
 
     #[getter]
     fn replica_id(&self) -> &str {
-        &self.kept.replica_id
+        self.kept.replica_id()
     }
 
     #[getter]
     fn ttl_ms(&self) -> i64 {
-        self.kept.ttl_ms
+        self.kept.ttl_ms()
     }
 
     #[getter]
     fn margin_ms(&self) -> i64 {
-        self.kept.margin_ms
+        self.kept.margin_ms()
     }
 
     /// Acquires `key` and keeps it renewed until it is removed, lost or the keeper shuts
     /// down. The handle is the same write gate a `TenantLease.acquire` gives.
     fn acquire(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<PyTenantLease> {
         let key = store_text("key", key)?;
-        let keeper = &self.kept.keeper;
+        let keeper = &self.kept;
         let lease = py.detach(|| keeper.acquire(&key)).map_err(CoreError)?;
         Ok(PyTenantLease::from(lease))
     }
@@ -211,23 +188,23 @@ impl PyLeaseKeeper {
     /// Stops keeping `key` and releases it; False when it was not kept.
     fn remove(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
         let key = store_text("key", key)?;
-        let keeper = &self.kept.keeper;
+        let keeper = &self.kept;
         Ok(py.detach(|| keeper.remove(&key)).map_err(CoreError)?)
     }
 
     fn get(&self, key: &Bound<'_, PyAny>) -> PyResult<Option<PyTenantLease>> {
         let key = store_text("key", key)?;
-        Ok(self.kept.keeper.get(&key).map(PyTenantLease::from))
+        Ok(self.kept.get(&key).map(PyTenantLease::from))
     }
 
     fn __len__(&self) -> usize {
-        self.kept.keeper.len()
+        self.kept.len()
     }
 
     /// Runs one round if a lease is due; the round's events reach `on_event` on this thread
     /// before it returns.
     fn tick(&self, py: Python<'_>) -> PyResult<PyTickReport> {
-        let keeper = &self.kept.keeper;
+        let keeper = &self.kept;
         let report = py.detach(|| keeper.tick()).map_err(CoreError)?;
         Ok(PyTickReport(report))
     }
@@ -272,10 +249,10 @@ impl PyLeaseKeeper {
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         Ok(format!(
             "LeaseKeeper(replica_id={}, ttl_ms={}, margin_ms={}, leases={})",
-            PyString::new(py, &self.kept.replica_id).repr()?,
-            self.kept.ttl_ms,
-            self.kept.margin_ms,
-            self.kept.keeper.len()
+            PyString::new(py, self.kept.replica_id()).repr()?,
+            self.kept.ttl_ms(),
+            self.kept.margin_ms(),
+            self.kept.len()
         ))
     }
 

@@ -276,3 +276,17 @@ def test_a_state_root_of_another_type_is_a_type_error() -> None:
             gts.tenant_root_for(bad, "acme", TENANT)  # type: ignore[arg-type]
     # A non-ASCII but well-formed root is fine, and comes back unchanged.
     assert gts.tenant_root_for("/srv/\u00e9t\u00e9/\U0001f600", "acme", TENANT) == f"/srv/\u00e9t\u00e9/\U0001f600/{TAIL}"
+
+
+def test_every_path_argument_refuses_a_nul_the_system_would_cut_at(tmp_path: Path) -> None:
+    cut = tmp_path / "a"
+    for call in (
+        lambda: gts.tenant_root_for(f"{cut}\0b", "acme", TENANT),
+        lambda: gts.SqliteLeaseStore(f"{cut}\0b.db"),
+        lambda: gts.DirectoryDurableStore(f"{cut}\0b"),
+        lambda: gts.open_lease_store(f"sqlite://{cut}\0b.db"),
+        lambda: gts.open_durable_store(f"file://{cut}\0b"),
+    ):
+        with pytest.raises(ValueError, match="must not contain a NUL byte"):
+            call()
+    assert not cut.exists()

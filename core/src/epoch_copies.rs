@@ -55,6 +55,7 @@ use crate::durable_store::{DurableStore, ObjectInfo, PutOutcome};
 use crate::errors::{Error, Result};
 use crate::ids::{assert_ledger_tenant_id, assert_organization_id};
 use crate::lease_store::sqlite::sqlite_code_name;
+use crate::paths::assert_path;
 use crate::tenant_lease::TenantLease;
 
 /// The manifest format this build writes and the only one it restores.
@@ -927,6 +928,7 @@ impl SnapshotFile {
 
 impl Snapshot {
     fn take(root: &Path, host: Option<&HostSnapshot>) -> Result<Snapshot> {
+        assert_path("a tenant root", root)?;
         let mut paths = Vec::new();
         collect_files(root, "", &mut paths)?;
         paths.sort();
@@ -1053,6 +1055,7 @@ fn open_in_process_error(path: &Path, what: &str, remedy: &str) -> Error {
 /// Refuses to replace a tenant root while the host still has a file in it open: the host
 /// would go on writing into a file that is no longer the tenant's.
 fn assert_root_not_open(root: &Path) -> Result<()> {
+    assert_path("a tenant root", root)?;
     if !root.is_dir() {
         return Ok(());
     }

@@ -14,6 +14,7 @@ use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 
 use crate::errors::{Error, Result};
+use crate::paths::assert_path;
 
 /// Smallest accepted organization key: a shorter key would make ids guessable.
 pub const MIN_ORGANIZATION_KEY_BYTES: usize = 32;
@@ -210,6 +211,7 @@ pub fn lease_key_for(organization_id: &str, ledger_tenant_id: &str) -> Result<St
 /// repeated slashes folded, symlinks left alone (resolving them would make the path
 /// depend on the file system at the moment of the call).
 pub fn tenant_root_for(state_root: &Path, organization_id: &str, ledger_tenant_id: &str) -> Result<PathBuf> {
+    assert_path("a state root", state_root)?;
     let org = assert_organization_id(organization_id)?;
     let tenant = assert_ledger_tenant_id(ledger_tenant_id)?;
     let base = if state_root.is_absolute() {

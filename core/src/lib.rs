@@ -14,6 +14,7 @@ pub mod errors;
 pub mod ids;
 pub mod keeper;
 pub mod lease_store;
+pub mod paths;
 pub mod router;
 pub mod secrets;
 pub mod tenant_lease;

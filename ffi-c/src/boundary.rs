@@ -148,24 +148,6 @@ pub(crate) unsafe fn id_in<'a>(
     Ok(gotry_core::ids::claim_from_utf8(name, bytes)?)
 }
 
-/// A path that will go through C strings on its way to the file system: an embedded NUL
-/// would silently cut it, so it is refused.
-///
-/// # Safety
-/// As [`bytes_in`].
-pub(crate) unsafe fn path_in<'a>(
-    name: &'static str,
-    ptr: *const c_char,
-    len: usize,
-) -> Result<&'a str, Failure> {
-    // SAFETY: forwarded to the caller.
-    let text = unsafe { text_in(name, ptr, len)? };
-    if text.contains('\0') {
-        return Err(Failure::invalid(format!("{name} contains a NUL byte")));
-    }
-    Ok(text)
-}
-
 /// Borrows an object handle; NULL is refused.
 ///
 /// # Safety

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use gotry_core::{CopyId, CopyListing, EpochCopies, RestoreReport, SkippedCopy};
 
-use crate::boundary::{free_handle, handle, into_handle, path_in, text_in, Failure, Out};
+use crate::boundary::{free_handle, handle, into_handle, text_in, Failure, Out};
 use crate::durable::GotryDurableStore;
 use crate::error::GotryError;
 use crate::host::{host_snapshot, GotrySnapshotFn};
@@ -225,7 +225,7 @@ pub unsafe extern "C" fn gotry_epoch_copies_write_copy(
     ffi_boundary!(out_error, {
         let copies = unsafe { handle("copies", copies)? };
         let lease = unsafe { handle("lease", lease)? };
-        let root = unsafe { path_in("root", root, root_len)? };
+        let root = unsafe { text_in("root", root, root_len)? };
         let out_copy = unsafe { Out::new("out_copy", out_copy)? };
         let written = copies.0.write_copy(&lease.lease, Path::new(root))?;
         out_copy.write(GotryWrittenCopy {
@@ -285,7 +285,7 @@ pub unsafe extern "C" fn gotry_epoch_copies_restore(
     ffi_boundary!(out_error, {
         let copies = unsafe { handle("copies", copies)? };
         let lease = unsafe { handle("lease", lease)? };
-        let root = unsafe { path_in("root", root, root_len)? };
+        let root = unsafe { text_in("root", root, root_len)? };
         let out_report = unsafe { Out::new("out_report", out_report)? };
         let check = verify.map(|call| {
             move |folder: &Path| -> gotry_core::Result<bool> {

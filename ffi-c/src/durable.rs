@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use gotry_core::{open_durable_store, DirectoryDurableStore, DurableStore};
 
-use crate::boundary::{free_handle, into_handle, path_in, Out};
+use crate::boundary::{free_handle, into_handle, text_in, Out};
 use crate::error::GotryError;
 use crate::status::GotryStatus;
 
@@ -37,7 +37,7 @@ pub unsafe extern "C" fn gotry_durable_store_open(
     out_error: *mut *mut GotryError,
 ) -> GotryStatus {
     ffi_boundary!(out_error, {
-        let path = unsafe { path_in("path", path, path_len)? };
+        let path = unsafe { text_in("path", path, path_len)? };
         let out_store = unsafe { Out::new("out_store", out_store)? };
         let store = DirectoryDurableStore::open(path)?;
         out_store.write(into_handle(GotryDurableStore {
@@ -68,7 +68,7 @@ pub unsafe extern "C" fn gotry_durable_store_open_url(
     out_error: *mut *mut GotryError,
 ) -> GotryStatus {
     ffi_boundary!(out_error, {
-        let url = unsafe { path_in("url", url, url_len)? };
+        let url = unsafe { text_in("url", url, url_len)? };
         let out_store = unsafe { Out::new("out_store", out_store)? };
         let store = open_durable_store(url)?;
         out_store.write(into_handle(GotryDurableStore { store }));

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use gotry_core::ids;
 
-use crate::boundary::{bytes_in, id_in, path_in, Out, OutBuffer};
+use crate::boundary::{bytes_in, id_in, text_in, Out, OutBuffer};
 use crate::error::GotryError;
 use crate::status::GotryStatus;
 use crate::{
@@ -214,7 +214,7 @@ pub unsafe extern "C" fn gotry_tenant_root_for(
     out_error: *mut *mut GotryError,
 ) -> GotryStatus {
     ffi_boundary!(out_error, {
-        let root = unsafe { path_in("state_root", state_root, state_root_len)? };
+        let root = unsafe { text_in("state_root", state_root, state_root_len)? };
         let organization = unsafe { bytes_in("organization_id", organization_id, organization_id_len)? };
         let tenant = unsafe { bytes_in("ledger_tenant_id", ledger_tenant_id, ledger_tenant_id_len)? };
         let out_path = unsafe { OutBuffer::new("out_path", out_path, out_path_capacity)? };

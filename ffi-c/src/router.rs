@@ -12,9 +12,7 @@ use gotry_core::{
     TenantHandle, TenantRouter, TenantState, TenantStatus,
 };
 
-use crate::boundary::{
-    bytes_in, free_handle, handle, into_handle, optional_handle, path_in, text_in, Failure, Out,
-};
+use crate::boundary::{bytes_in, free_handle, handle, into_handle, optional_handle, text_in, Failure, Out};
 use crate::clock::GotryManualClock;
 use crate::copies::{GotryCopyId, GotryFoldCheckFn};
 use crate::durable::GotryDurableStore;
@@ -317,7 +315,7 @@ pub unsafe extern "C" fn gotry_router_start(
     ffi_boundary!(out_error, {
         let lease_store = unsafe { handle("lease_store", lease_store)? };
         let durable_store = unsafe { handle("durable_store", durable_store)? };
-        let state_root = unsafe { path_in("state_root", state_root, state_root_len)? };
+        let state_root = unsafe { text_in("state_root", state_root, state_root_len)? };
         let replica_id = unsafe { text_in("replica_id", replica_id, replica_id_len)? };
         let options = unsafe { read_options(options)? }.unwrap_or_else(GotryRouterOptions::defaults);
         let clock = unsafe { optional_handle(options.clock) };

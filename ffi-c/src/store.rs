@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use gotry_core::{open_lease_store, LeaseStore, SqliteLeaseStore, SqliteOptions};
 
-use crate::boundary::{free_handle, handle, into_handle, optional_handle, path_in, text_in, Out};
+use crate::boundary::{free_handle, handle, into_handle, optional_handle, text_in, Out};
 use crate::clock::GotryManualClock;
 use crate::error::GotryError;
 use crate::records::{GotryHistory, GotryRecord, GotryRecordList};
@@ -47,7 +47,7 @@ pub unsafe extern "C" fn gotry_store_open(
     out_error: *mut *mut GotryError,
 ) -> GotryStatus {
     ffi_boundary!(out_error, {
-        let path = unsafe { path_in("path", path, path_len)? };
+        let path = unsafe { text_in("path", path, path_len)? };
         let clock = unsafe { optional_handle(clock) };
         let out_store = unsafe { Out::new("out_store", out_store)? };
         let mut options = SqliteOptions::default();
@@ -92,7 +92,7 @@ pub unsafe extern "C" fn gotry_store_open_url(
     out_error: *mut *mut GotryError,
 ) -> GotryStatus {
     ffi_boundary!(out_error, {
-        let url = unsafe { path_in("url", url, url_len)? };
+        let url = unsafe { text_in("url", url, url_len)? };
         let out_store = unsafe { Out::new("out_store", out_store)? };
         let store = open_lease_store(url)?;
         out_store.write(into_handle(GotryStore { store }));

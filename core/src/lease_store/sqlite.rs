@@ -15,6 +15,7 @@ use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use super::{assert_text, decide, HistoryEntry, LeaseOp, LeaseRecord, LeaseStore, Request};
 use crate::clock::{SystemWallClock, WallClock};
 use crate::errors::{Error, Result};
+use crate::paths::assert_path;
 
 /// How long an operation waits for another process's write lock, as in the reference.
 pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_millis(5_000);
@@ -579,6 +580,7 @@ fn select_row(connection: &Connection, key: &str) -> Result<Option<LeaseRecord>>
 }
 
 fn assert_store_path(path: &Path) -> Result<()> {
+    assert_path("a lease store path", path)?;
     let text = path.to_string_lossy();
     if text.is_empty() || text == ":memory:" {
         return Err(Error::invalid_argument(
