@@ -6,7 +6,6 @@
 //! rule lives here once. The behaviour follows gotry's original JavaScript modules, and the
 //! SQLite store shares their file format.
 
-pub mod audit;
 pub mod clock;
 pub mod durable_store;
 pub mod epoch_copies;

@@ -2,11 +2,12 @@
 //! in any language, one JSON object per line:
 //! `{"key":"k3","op":"acquire","owner":"c-1","epoch":7}`.
 
+pub mod audit;
 pub mod crash_copies;
 
 use std::path::Path;
 
-use gotry_tenant_state::audit::Acknowledged;
+use crate::audit::Acknowledged;
 use gotry_tenant_state::LeaseOp;
 
 /// Reads one acknowledgement file. A torn last line (a worker killed mid-write) is not an

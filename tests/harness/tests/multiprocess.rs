@@ -2,7 +2,8 @@
 
 use std::process::Command;
 
-use gotry_tenant_state::{audit, LeaseStore, SqliteLeaseStore};
+use gotry_tenant_harness::audit;
+use gotry_tenant_state::{LeaseStore, SqliteLeaseStore};
 
 const TTL_MS: i64 = 150;
 

@@ -12,7 +12,8 @@ mod server;
 
 use std::process::Command;
 
-use gotry_tenant_state::{audit, open_lease_store};
+use gotry_tenant_harness::audit;
+use gotry_tenant_state::open_lease_store;
 
 const TTL_MS: i64 = 150;
 const WORKERS: usize = 4;

@@ -11,7 +11,8 @@ use std::process::ExitCode;
 
 use std::sync::Arc;
 
-use gotry_tenant_state::{audit, open_lease_store, secrets, LeaseStore, SqliteLeaseStore};
+use gotry_tenant_harness::audit;
+use gotry_tenant_state::{open_lease_store, secrets, LeaseStore, SqliteLeaseStore};
 
 fn main() -> ExitCode {
     match run(std::env::args().skip(1)) {

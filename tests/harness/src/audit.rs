@@ -8,7 +8,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::lease_store::{HistoryEntry, LeaseOp, LeaseRecord};
+use gotry_tenant_state::lease_store::{HistoryEntry, LeaseOp, LeaseRecord};
 
 /// An operation that a client saw granted.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
