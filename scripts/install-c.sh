@@ -20,12 +20,13 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 mkdir -p "$1"
 prefix="$(cd "$1" && pwd)"
 cd "$root"
+source scripts/workspace.sh
 
-version=$(cargo pkgid -p gotry-tenant-state-ffi | sed 's/.*[#@]//')
+version=$(workspace_version)
 IFS=. read -r major minor _ <<<"$version"
 if [[ $major == 0 ]]; then soversion="0.$minor"; else soversion="$major"; fi
 soname="libgotry_tenant_state.so.$soversion"
-target=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
+target=$(workspace_target_dir)
 
 # The archive from a plain release build; the shared library linked again with its SONAME
 # (given to this crate's link alone, so no dependency is rebuilt for it).

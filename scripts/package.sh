@@ -14,13 +14,14 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
+source scripts/workspace.sh
 dist="${GOTRY_DIST:-$root/dist}"
-version=$(cargo pkgid -p gotry-tenant-state | sed 's/.*[#@]//')
+version=$(workspace_version)
 case "$(uname -s)-$(uname -m)" in
     Linux-x86_64) platform=linux-x64-gnu ;;
     *) echo "package.sh builds linux-x64-gnu only; this is $(uname -s)-$(uname -m)" >&2; exit 1 ;;
 esac
-target=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
+target=$(workspace_target_dir)
 stage="$target/package-stage"
 rm -rf "$dist" "$stage"
 mkdir -p "$dist" "$stage"

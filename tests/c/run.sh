@@ -30,6 +30,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 root=$PWD
+source scripts/workspace.sh
 build=$root/tests/c/build
 rm -rf "$build"
 mkdir -p "$build"
@@ -77,7 +78,7 @@ require "the system's SQLite (sqlite3.h, -lsqlite3) for the host of the snapshot
 # The header drift test and the Rust-side tests (panic boundary, status table, error fields).
 require "rust: committed header matches cbindgen, unit tests" cargo test -q -p gotry-tenant-state-ffi
 
-target=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
+target=$(workspace_target_dir)
 lib=$target/debug
 native_libs=
 build_library() {
@@ -225,7 +226,7 @@ check "C program linked statically against the .a" static_program
 
 pkg_config_file() {
     local version pc_dir=$build/pkgconfig
-    version=$(cargo pkgid -p gotry-tenant-state-ffi | sed 's/.*[#@]//')
+    version=$(workspace_version)
     mkdir -p "$pc_dir"
     sed -e "s|@PREFIX@|$root|" -e "s|@LIBDIR@|$lib|" -e "s|@INCLUDEDIR@|$root/include|" \
         -e "s|@VERSION@|$version|" ffi-c/gotry_tenant_state.pc.in >"$pc_dir/gotry_tenant_state.pc"

@@ -13,8 +13,9 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root"
+source scripts/workspace.sh
 here="$root/tests/packages"
-version=$(cargo pkgid -p gotry-tenant-state | sed 's/.*[#@]//')
+version=$(workspace_version)
 work="$(mktemp -d "${TMPDIR:-/tmp}/gotry-packages.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
 dist="$work/dist"
