@@ -7,6 +7,8 @@
  * addon's threads, one store's operations in call order, so the event loop keeps turning
  * while another process holds the lock. The
  * methods are async (they reject, never throw); `history` and `close` stay synchronous.
+ * On a MySQL store the synchronous `history`, `nowMs` and `openLeaseStore` wait for the
+ * network on the event loop, so each has a promise form that waits on the addon's threads.
  */
 const native = require('./native');
 const { settle, translate } = require('./translate');
@@ -85,6 +87,23 @@ class NativeLeaseStore {
         return settle(() => handles.get(this).native.markForgotten(key, owner, epoch, wallReading(this)));
     }
 
+    /**
+     * `history` as a promise, queued behind the calls made on this store before it (on SQLite
+     * it sees them without awaiting them); the form to use on a MySQL store, whose synchronous
+     * `history` waits for the server on the loop.
+     */
+    historyAsync(key) {
+        return settle(() => handles.get(this).native.historyAsync(key));
+    }
+
+    /**
+     * The store's clock as a promise, on every store: a MySQL server's clock is read without
+     * blocking the loop; a JS clock function is read now and its reading resolved.
+     */
+    nowMsAsync() {
+        return settle(() => handles.get(this).native.nowMsAsync(wallReading(this)));
+    }
+
     /** Every granted operation in order, of one key or of all. */
     history(key) {
         try {
@@ -147,6 +166,19 @@ function openLeaseStore(url) {
     } catch (error) {
         throw translate(error);
     }
+    return storeOfUrl(handle);
+}
+
+/**
+ * `openLeaseStore` as a promise: a MySQL store connects while it opens, which here waits on a
+ * thread of the addon's instead of the event loop (up to the URL's `timeout_ms` when the server
+ * does not answer).
+ */
+function openLeaseStoreAsync(url) {
+    return settle(() => NativeStore.openUrlAsync(url)).then(storeOfUrl);
+}
+
+function storeOfUrl(handle) {
     // The clock of the store's decisions: for MySQL the server's, which a client's clock may
     // disagree with by seconds.
     const nowMs = () => {
@@ -165,6 +197,7 @@ module.exports = {
     assertLeaseTtl,
     SqliteLeaseStore,
     openLeaseStore,
+    openLeaseStoreAsync,
     // Internal to this package (not re-exported by index.js).
     nativeStoreOf,
     wallReading,

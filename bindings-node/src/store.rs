@@ -1,5 +1,7 @@
 //! The lease store for JavaScript: every operation that may wait for SQLite's write lock runs
-//! as an async task; `history` and `close` stay synchronous as in the reference.
+//! as an async task; `history` and `close` stay synchronous as in the reference. Opening by URL,
+//! `history` and `nowMs` also have promise forms: on a MySQL store the synchronous ones wait for
+//! the network on the JS thread.
 
 use std::sync::Arc;
 
@@ -15,7 +17,9 @@ use crate::args::{self, safe_number};
 use crate::clock::{HostWallClock, ManualClock};
 use crate::errors::{to_js_error, OrThrow};
 use crate::executor::{Lane, Pending};
-use crate::tasks::{GrantTask, Job, ReadTask, RecordTask, RenewBatchTask};
+use crate::tasks::{
+    ClockTask, GrantTask, HistoryTask, Job, OpenStoreTask, ReadTask, RecordTask, RenewBatchTask,
+};
 
 /// The state of one tenant's lease.
 #[napi(object, js_name = "LeaseRecord")]
@@ -99,6 +103,10 @@ pub struct JsHistoryEntry {
 }
 
 impl JsHistoryEntry {
+    pub fn all(entries: Vec<HistoryEntry>) -> Result<Vec<JsHistoryEntry>> {
+        entries.into_iter().map(JsHistoryEntry::from_core).collect()
+    }
+
     fn from_core(entry: HistoryEntry) -> Result<JsHistoryEntry> {
         Ok(JsHistoryEntry {
             epoch: safe_number("epoch", entry.epoch)?,
@@ -165,6 +173,20 @@ impl NativeStore {
             ))
         };
         open().or_throw(&env)
+    }
+
+    /// `openUrl` as a promise, on a thread of its own: a MySQL store connects while it opens,
+    /// and a server that does not answer holds the call for the store's whole timeout, which
+    /// must not take a thread that other stores' calls need.
+    #[napi(ts_return_type = "Promise<NativeStore>")]
+    pub fn open_url_async(env: Env, url: Unknown<'_>) -> napi::Result<Pending<OpenStoreTask>> {
+        let url = args::string("url", &url).or_throw(&env)?;
+        Ok(Pending::on_own_thread(OpenStoreTask(Job::new(None, move || {
+            Ok(NativeStore::new(
+                gotry_tenant_state::open_lease_store(&url)?,
+                false,
+            ))
+        }))))
     }
 
     /// Whether every operation needs a store clock reading taken by the caller.
@@ -295,14 +317,22 @@ impl NativeStore {
     #[napi]
     pub fn history(&self, env: Env, key: Option<Unknown<'_>>) -> napi::Result<Vec<JsHistoryEntry>> {
         let history = || -> Result<Vec<JsHistoryEntry>> {
-            let key = match &key {
-                Some(key) if !args::is_nullish(key)? => Some(args::string("key", key)?),
-                _ => None,
-            };
-            let entries = self.store.history(key.as_deref())?;
-            entries.into_iter().map(JsHistoryEntry::from_core).collect()
+            let key = history_key(key.as_ref())?;
+            JsHistoryEntry::all(self.store.history(key.as_deref())?)
         };
         history().or_throw(&env)
+    }
+
+    /// `history` as a promise, queued on the store's lane behind the calls made before it: on
+    /// SQLite, whose lane runs one call at a time, it sees them without awaiting them first.
+    #[napi(ts_return_type = "Promise<Array<HistoryEntry>>")]
+    pub fn history_async(&self, env: Env, key: Option<Unknown<'_>>) -> napi::Result<Pending<HistoryTask>> {
+        let key = history_key(key.as_ref()).or_throw(&env)?;
+        let store = self.store.clone();
+        Ok(Pending::on(
+            &self.lane,
+            HistoryTask(Job::new(None, move || store.history(key.as_deref()))),
+        ))
     }
 
     /// The clock the store decides on, read synchronously: the system clock, a manual clock, or
@@ -311,6 +341,23 @@ impl NativeStore {
     pub fn now_ms(&self, env: Env) -> napi::Result<f64> {
         let now = || safe_number("the store's clock reading", self.store.now_ms()?);
         now().or_throw(&env)
+    }
+
+    /// `nowMs` as a promise, on the store's lane. For a store whose clock is a JS function it
+    /// resolves to the reading taken when the call was made (`wallNowMs`), checked as every
+    /// call's reading is.
+    #[napi(ts_return_type = "Promise<number>")]
+    pub fn now_ms_async(
+        &self,
+        env: Env,
+        wall_now_ms: Option<Unknown<'_>>,
+    ) -> napi::Result<Pending<ClockTask>> {
+        let now = self.wall_reading(wall_now_ms.as_ref()).or_throw(&env)?;
+        let store = self.store.clone();
+        Ok(Pending::on(
+            &self.lane,
+            ClockTask(Job::new(now, move || store.now_ms())),
+        ))
     }
 
     /// Closes the store; later calls fail with LEASE_STORE_UNAVAILABLE.
@@ -383,6 +430,14 @@ fn element<'env>(array: &Array<'env>, index: u32) -> Result<Option<Unknown<'env>
     array
         .get::<Unknown<'env>>(index)
         .map_err(|error| Error::Host(Box::new(error)))
+}
+
+/// The key of `history`: all keys when it is missing, `null` or `undefined`.
+fn history_key(key: Option<&Unknown<'_>>) -> Result<Option<String>> {
+    match key {
+        Some(key) if !args::is_nullish(key)? => Ok(Some(args::string("key", key)?)),
+        _ => Ok(None),
+    }
 }
 
 /// Key, owner and epoch, checked in the reference's order.
