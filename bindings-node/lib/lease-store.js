@@ -11,17 +11,13 @@
  * network on the event loop, so each has a promise form that waits on the addon's threads.
  */
 const native = require('./native');
-const { settle, translate } = require('./translate');
+const { guard, settle, translate } = require('./translate');
 
 const { MIN_LEASE_TTL_MS, MAX_LEASE_TTL_MS, ManualClock, NativeStore } = native;
 
 /** Throws a RangeError unless `ttlMs` is an integer within [MIN_LEASE_TTL_MS, MAX_LEASE_TTL_MS]. */
 function assertLeaseTtl(ttlMs) {
-    try {
-        native.assertLeaseTtl(ttlMs);
-    } catch (error) {
-        throw translate(error);
-    }
+    guard(() => native.assertLeaseTtl(ttlMs));
 }
 
 /** The native handle of every store made here; TenantLease needs it to hold a lease natively. */
@@ -106,19 +102,11 @@ class NativeLeaseStore {
 
     /** Every granted operation in order, of one key or of all. */
     history(key) {
-        try {
-            return handles.get(this).native.history(key);
-        } catch (error) {
-            throw translate(error);
-        }
+        return guard(() => handles.get(this).native.history(key));
     }
 
     close() {
-        try {
-            handles.get(this).native.close();
-        } catch (error) {
-            throw translate(error);
-        }
+        guard(() => handles.get(this).native.close());
     }
 }
 
@@ -137,13 +125,9 @@ function openSqlite(options) {
         error.code = 'ERR_INVALID_ARG_TYPE';
         throw error;
     }
-    try {
-        if (nowMs === undefined) return [NativeStore.openSqlite(path, null, false), Date.now];
-        if (nowMs instanceof ManualClock) return [NativeStore.openSqlite(path, nowMs, false), () => nowMs.nowMs()];
-        if (typeof nowMs === 'function') return [NativeStore.openSqlite(path, null, true), nowMs];
-    } catch (error) {
-        throw translate(error);
-    }
+    if (nowMs === undefined) return [guard(() => NativeStore.openSqlite(path, null, false)), Date.now];
+    if (nowMs instanceof ManualClock) return [guard(() => NativeStore.openSqlite(path, nowMs, false)), () => nowMs.nowMs()];
+    if (typeof nowMs === 'function') return [guard(() => NativeStore.openSqlite(path, null, true)), nowMs];
     throw new TypeError('nowMs must be a function returning milliseconds or a ManualClock');
 }
 
@@ -160,13 +144,7 @@ class SqliteLeaseStore extends NativeLeaseStore {
  * store decides on, synchronously (for MySQL, the server's, in one round trip).
  */
 function openLeaseStore(url) {
-    let handle;
-    try {
-        handle = NativeStore.openUrl(url);
-    } catch (error) {
-        throw translate(error);
-    }
-    return storeOfUrl(handle);
+    return storeOfUrl(guard(() => NativeStore.openUrl(url)));
 }
 
 /**
@@ -181,13 +159,7 @@ function openLeaseStoreAsync(url) {
 function storeOfUrl(handle) {
     // The clock of the store's decisions: for MySQL the server's, which a client's clock may
     // disagree with by seconds.
-    const nowMs = () => {
-        try {
-            return handle.nowMs();
-        } catch (error) {
-            throw translate(error);
-        }
-    };
+    const nowMs = () => guard(() => handle.nowMs());
     return new NativeLeaseStore(INTERNAL, handle, nowMs);
 }
 
