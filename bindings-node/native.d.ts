@@ -157,6 +157,12 @@ export declare class NativeStore {
   acquire(key: unknown, owner: unknown, ttlMs: unknown, wallNowMs?: unknown | undefined | null): Promise<LeaseGrant>
   renew(key: unknown, owner: unknown, epoch: unknown, ttlMs: unknown, wallNowMs?: unknown | undefined | null): Promise<LeaseGrant>
   /**
+   * Benchmark only (`bench/executor.mjs`), not part of the package's API: `renew` run as
+   * napi's own `AsyncTask` on libuv's thread pool instead of the store's lane, the baseline
+   * that the executor is weighed against.
+   */
+  benchRenewOnLibuv(key: unknown, owner: unknown, epoch: unknown, ttlMs: unknown, wallNowMs?: unknown | undefined | null): Promise<LeaseGrant>
+  /**
    * Renews many leases of `owner` in one store transaction. A malformed call (owner, TTL, a
    * key that is not a string, an epoch that is not a safe integer) rejects as a whole before
    * the store is asked; otherwise each lease is answered on its own.

@@ -9,7 +9,9 @@ use gotry_tenant_state::errors::{Error, Result};
 use gotry_tenant_state::{
     HistoryEntry, LeaseGrant, LeaseRecord, LeaseStore, SqliteLeaseStore, SqliteOptions, WallClock,
 };
-use napi::bindgen_prelude::{Array, FromNapiValue, JsValue, Object, ToNapiValue, TypeName, Unknown};
+use napi::bindgen_prelude::{
+    Array, AsyncTask, FromNapiValue, JsValue, Object, ToNapiValue, TypeName, Unknown,
+};
 use napi::{sys, Env, ValueType};
 use napi_derive::napi;
 
@@ -237,15 +239,26 @@ impl NativeStore {
         ttl_ms: Unknown<'_>,
         wall_now_ms: Option<Unknown<'_>>,
     ) -> napi::Result<Pending<GrantTask>> {
-        let prepare = || -> Result<Job<LeaseGrant>> {
-            let (key, owner, epoch) = holder_args(&key, &owner, &epoch)?;
-            let ttl_ms = args::integer("ttlMs", &ttl_ms)?;
-            let store = self.store.clone();
-            let now = self.wall_reading(wall_now_ms.as_ref())?;
-            Ok(Job::new(now, move || store.renew(&key, &owner, epoch, ttl_ms)))
-        };
-        prepare()
+        self.renew_job([&key, &owner, &epoch, &ttl_ms], wall_now_ms.as_ref())
             .map(|job| Pending::on(&self.lane, GrantTask(job)))
+            .or_throw(&env)
+    }
+
+    /// Benchmark only (`bench/executor.mjs`), not part of the package's API: `renew` run as
+    /// napi's own `AsyncTask` on libuv's thread pool instead of the store's lane, the baseline
+    /// that the executor is weighed against.
+    #[napi(ts_return_type = "Promise<LeaseGrant>")]
+    pub fn bench_renew_on_libuv(
+        &self,
+        env: Env,
+        key: Unknown<'_>,
+        owner: Unknown<'_>,
+        epoch: Unknown<'_>,
+        ttl_ms: Unknown<'_>,
+        wall_now_ms: Option<Unknown<'_>>,
+    ) -> napi::Result<AsyncTask<GrantTask>> {
+        self.renew_job([&key, &owner, &epoch, &ttl_ms], wall_now_ms.as_ref())
+            .map(|job| AsyncTask::new(GrantTask(job)))
             .or_throw(&env)
     }
 
@@ -378,6 +391,19 @@ impl NativeStore {
 
     pub(crate) fn wall_reading(&self, value: Option<&Unknown<'_>>) -> Result<Option<i64>> {
         wall_reading(self.host_clock, value)
+    }
+
+    /// `renew`'s arguments checked, as the call it makes.
+    fn renew_job(
+        &self,
+        [key, owner, epoch, ttl_ms]: [&Unknown<'_>; 4],
+        wall_now_ms: Option<&Unknown<'_>>,
+    ) -> Result<Job<LeaseGrant>> {
+        let (key, owner, epoch) = holder_args(key, owner, epoch)?;
+        let ttl_ms = args::integer("ttlMs", ttl_ms)?;
+        let store = self.store.clone();
+        let now = self.wall_reading(wall_now_ms)?;
+        Ok(Job::new(now, move || store.renew(&key, &owner, epoch, ttl_ms)))
     }
 
     /// `release` and `markForgotten`: the same arguments, the same shape of task.
