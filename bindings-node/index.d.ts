@@ -1,6 +1,6 @@
 // Type declarations of @gotry/tenant-state: the exports of gotry's tenant-state modules
 // (errors, ids, lease-store, tenant-lease, durable-store, epoch-copies, tenant-router) plus
-// LeaseKeeper, ManualClock, openLeaseStore, betterSqlite3Snapshot and ERROR_CODES.
+// LeaseKeeper, ManualClock, openLeaseStore, openLeaseStoreAsync, betterSqlite3Snapshot and ERROR_CODES.
 
 // ---- errors ----------------------------------------------------------------------------
 
@@ -150,8 +150,23 @@ export interface LeaseStore {
     renewBatch(owner: string, ttlMs: number, leases: ReadonlyArray<readonly [key: string, epoch: number]>): Promise<RenewAnswer[]>;
     release(key: string, owner: string, epoch: number): Promise<LeaseRecord>;
     markForgotten(key: string, owner: string, epoch: number): Promise<LeaseRecord>;
-    /** Every granted operation in order, of one key or of all. */
+    /**
+     * Every granted operation in order, of one key or of all. Synchronous as in the reference:
+     * on a MySQL store it waits for the server on the event loop (use `historyAsync` there).
+     */
     history(key?: string): LeaseHistoryEntry[];
+    /**
+     * `history` as a promise that waits off the event loop, queued behind the calls made on
+     * this store before it: on SQLite it sees them without awaiting them (a MySQL store runs
+     * calls side by side: await them first). Rejects with the errors `history` throws.
+     */
+    historyAsync(key?: string): Promise<LeaseHistoryEntry[]>;
+    /**
+     * The store's clock as a promise that waits off the event loop: a MySQL server's clock
+     * without blocking the loop for the round trip; a `nowMs` function's reading, taken when
+     * called. Rejects with the errors `nowMs()` throws.
+     */
+    nowMsAsync(): Promise<number>;
     close(): void;
 }
 
@@ -180,6 +195,8 @@ export declare class SqliteLeaseStore implements LeaseStore {
     release(key: string, owner: string, epoch: number): Promise<LeaseRecord>;
     markForgotten(key: string, owner: string, epoch: number): Promise<LeaseRecord>;
     history(key?: string): LeaseHistoryEntry[];
+    historyAsync(key?: string): Promise<LeaseHistoryEntry[]>;
+    nowMsAsync(): Promise<number>;
     close(): void;
 }
 
@@ -188,6 +205,15 @@ export declare class SqliteLeaseStore implements LeaseStore {
  * `mysql://user:password@host:3306/database?prefix=gotry_&timeout_ms=2000` (connects at once).
  */
 export declare function openLeaseStore(url: string): LeaseStore;
+
+/**
+ * `openLeaseStore` as a promise: a MySQL store connects while it opens, and the synchronous
+ * form waits for the server on the event loop (up to the URL's `timeout_ms` when the server
+ * does not answer); this one waits on a thread of the addon's. Rejects with the errors
+ * `openLeaseStore` throws (RangeError for a bad URL, LeaseStoreUnavailableError when the
+ * server cannot be reached).
+ */
+export declare function openLeaseStoreAsync(url: string): Promise<LeaseStore>;
 
 // ---- clocks and the tenant lease -------------------------------------------------------
 

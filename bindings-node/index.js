@@ -4,12 +4,12 @@
  * lease, durable stores, epoch-scoped copies and the tenant router) on the shared Rust core,
  * with the exports of gotry's JavaScript modules errors.js, ids.js, lease-store.js,
  * tenant-lease.js, durable-store.js, epoch-copies.js and tenant-router.js, plus LeaseKeeper,
- * ManualClock, openLeaseStore, betterSqlite3Snapshot and ERROR_CODES.
+ * ManualClock, openLeaseStore, openLeaseStoreAsync, betterSqlite3Snapshot and ERROR_CODES.
  */
 const native = require('./lib/native');
 const errors = require('./lib/errors');
 const ids = require('./lib/ids');
-const { MIN_LEASE_TTL_MS, MAX_LEASE_TTL_MS, assertLeaseTtl, SqliteLeaseStore, openLeaseStore } = require('./lib/lease-store');
+const { MIN_LEASE_TTL_MS, MAX_LEASE_TTL_MS, assertLeaseTtl, SqliteLeaseStore, openLeaseStore, openLeaseStoreAsync } = require('./lib/lease-store');
 const { systemMonotonicClock, TenantLease } = require('./lib/tenant-lease');
 const { LeaseKeeper } = require('./lib/keeper');
 const { DirectoryDurableStore, openDurableStore } = require('./lib/durable-store');
@@ -25,6 +25,7 @@ module.exports = {
     assertLeaseTtl,
     SqliteLeaseStore,
     openLeaseStore,
+    openLeaseStoreAsync,
     systemMonotonicClock,
     TenantLease,
     LeaseKeeper,

@@ -27,6 +27,7 @@ export const {
     assertLeaseTtl,
     SqliteLeaseStore,
     openLeaseStore,
+    openLeaseStoreAsync,
     systemMonotonicClock,
     TenantLease,
     LeaseKeeper,

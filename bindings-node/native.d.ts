@@ -145,11 +145,23 @@ export declare class NativeStore {
   static openSqlite(path: unknown, manualClock: ManualClock | undefined | null, hostClock: boolean): NativeStore
   /** Opens the store a URL names (`sqlite:path.db`, ...), on the system clock. */
   static openUrl(url: unknown): NativeStore
+  /**
+   * `openUrl` as a promise, on a thread of its own: a MySQL store connects while it opens,
+   * and a server that does not answer holds the call for the store's whole timeout, which
+   * must not take a thread that other stores' calls need.
+   */
+  static openUrlAsync(url: unknown): Promise<NativeStore>
   /** Whether every operation needs a store clock reading taken by the caller. */
   get hostClock(): boolean
   read(key: unknown): Promise<LeaseRecord | null>
   acquire(key: unknown, owner: unknown, ttlMs: unknown, wallNowMs?: unknown | undefined | null): Promise<LeaseGrant>
   renew(key: unknown, owner: unknown, epoch: unknown, ttlMs: unknown, wallNowMs?: unknown | undefined | null): Promise<LeaseGrant>
+  /**
+   * Benchmark only (`bench/executor.mjs`), not part of the package's API: `renew` run as
+   * napi's own `AsyncTask` on libuv's thread pool instead of the store's lane, the baseline
+   * that the executor is weighed against.
+   */
+  benchRenewOnLibuv(key: unknown, owner: unknown, epoch: unknown, ttlMs: unknown, wallNowMs?: unknown | undefined | null): Promise<LeaseGrant>
   /**
    * Renews many leases of `owner` in one store transaction. A malformed call (owner, TTL, a
    * key that is not a string, an epoch that is not a safe integer) rejects as a whole before
@@ -164,10 +176,21 @@ export declare class NativeStore {
    */
   history(key?: unknown | undefined | null): Array<HistoryEntry>
   /**
+   * `history` as a promise, queued on the store's lane behind the calls made before it: on
+   * SQLite, whose lane runs one call at a time, it sees them without awaiting them first.
+   */
+  historyAsync(key?: unknown | undefined | null): Promise<Array<HistoryEntry>>
+  /**
    * The clock the store decides on, read synchronously: the system clock, a manual clock, or
    * for a MySQL store the database server's clock (one round trip, bounded by its timeout).
    */
   nowMs(): number
+  /**
+   * `nowMs` as a promise, on the store's lane. For a store whose clock is a JS function it
+   * resolves to the reading taken when the call was made (`wallNowMs`), checked as every
+   * call's reading is.
+   */
+  nowMsAsync(wallNowMs?: unknown | undefined | null): Promise<number>
   /** Closes the store; later calls fail with LEASE_STORE_UNAVAILABLE. */
   close(): void
 }

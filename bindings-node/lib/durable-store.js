@@ -8,7 +8,7 @@
  * Calls run on the addon's threads for durable work, never on those that renew leases.
  */
 const native = require('./native');
-const { settle, translate } = require('./translate');
+const { guard, settle } = require('./translate');
 
 const { NativeDurableStore } = native;
 
@@ -75,11 +75,7 @@ function openDirectory(options) {
         error.code = 'ERR_INVALID_ARG_TYPE';
         throw error;
     }
-    try {
-        return NativeDurableStore.openDirectory(path);
-    } catch (error) {
-        throw translate(error);
-    }
+    return guard(() => NativeDurableStore.openDirectory(path));
 }
 
 class DirectoryDurableStore extends DurableStore {

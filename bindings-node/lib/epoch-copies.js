@@ -13,7 +13,7 @@ const native = require('./native');
 const { isDurableStore, nativeDurableStoreOf } = require('./durable-store');
 const { checkOf, snapshotOf } = require('./host-functions');
 const { nativeLeaseOf } = require('./tenant-lease');
-const { settle, translate } = require('./translate');
+const { guard, settle } = require('./translate');
 
 const { NativeEpochCopies } = native;
 
@@ -56,11 +56,7 @@ class EpochCopies {
             store = options.store;
         }
         if (options === null || typeof options !== 'object') throw new TypeError('EpochCopies options must be an object { snapshot? }');
-        try {
-            this.#native = new NativeEpochCopies(nativeDurableStoreOf(store), snapshotOf(options.snapshot));
-        } catch (error) {
-            throw translate(error);
-        }
+        this.#native = guard(() => new NativeEpochCopies(nativeDurableStoreOf(store), snapshotOf(options.snapshot)));
         this.store = store;
     }
 

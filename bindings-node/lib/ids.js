@@ -5,57 +5,33 @@
  * lone surrogate is refused instead of becoming U+FFFD.
  */
 const native = require('./native');
-const { translate } = require('./translate');
+const { guard } = require('./translate');
 
 function assertOrganizationId(value) {
-    try {
-        return native.assertOrganizationId(value);
-    } catch (error) {
-        throw translate(error);
-    }
+    return guard(() => native.assertOrganizationId(value));
 }
 
 function assertLedgerTenantId(value) {
-    try {
-        return native.assertLedgerTenantId(value);
-    } catch (error) {
-        throw translate(error);
-    }
+    return guard(() => native.assertLedgerTenantId(value));
 }
 
 function assertPromptCachePartition(value) {
-    try {
-        return native.assertPromptCachePartition(value);
-    } catch (error) {
-        throw translate(error);
-    }
+    return guard(() => native.assertPromptCachePartition(value));
 }
 
 /** `t-` + the first 128 bits of HMAC-SHA256(organizationKey, issuer 0x00 subject). */
 function deriveLedgerTenantId(organizationKey, issuer, subject) {
-    try {
-        return native.deriveLedgerTenantId(organizationKey, issuer, subject);
-    } catch (error) {
-        throw translate(error);
-    }
+    return guard(() => native.deriveLedgerTenantId(organizationKey, issuer, subject));
 }
 
 /** `pc-` + the first 128 bits of HMAC-SHA256(organizationKey, context 0x00 ledgerTenantId). */
 function derivePromptCachePartition(organizationKey, ledgerTenantId) {
-    try {
-        return native.derivePromptCachePartition(organizationKey, ledgerTenantId);
-    } catch (error) {
-        throw translate(error);
-    }
+    return guard(() => native.derivePromptCachePartition(organizationKey, ledgerTenantId));
 }
 
 /** `<organization>/<ledger tenant>`. */
 function leaseKeyFor(organizationId, ledgerTenantId) {
-    try {
-        return native.leaseKeyFor(organizationId, ledgerTenantId);
-    } catch (error) {
-        throw translate(error);
-    }
+    return guard(() => native.leaseKeyFor(organizationId, ledgerTenantId));
 }
 
 /** `<path.resolve(stateRoot)>/orgs/<organization>/tenants/<ledger tenant>`. */
@@ -66,11 +42,7 @@ function tenantRootFor(stateRoot, organizationId, ledgerTenantId) {
         error.code = 'ERR_INVALID_ARG_TYPE';
         throw error;
     }
-    try {
-        return native.tenantRootFor(stateRoot, organizationId, ledgerTenantId);
-    } catch (error) {
-        throw translate(error);
-    }
+    return guard(() => native.tenantRootFor(stateRoot, organizationId, ledgerTenantId));
 }
 
 module.exports = {

@@ -12,7 +12,7 @@
 const native = require('./native');
 const { nativeStoreOf } = require('./lease-store');
 const { systemMonotonicClock, keptLease } = require('./tenant-lease');
-const { settle, translate } = require('./translate');
+const { guard, settle, translate } = require('./translate');
 
 const { ManualClock, NativeKeeper } = native;
 
@@ -57,21 +57,17 @@ class LeaseKeeper {
 
     constructor(token, options, clock, storeHandle, onEvent) {
         if (token !== INTERNAL) throw new TypeError('a LeaseKeeper is made by LeaseKeeper.start(options)');
-        try {
-            this.#native = NativeKeeper.start(
-                storeHandle,
-                options.replicaId,
-                options.ttlMs,
-                options.marginMs,
-                options.renewFraction,
-                options.maxBatch,
-                clock instanceof ManualClock ? clock : null,
-                onEvent === null ? null : () => this.#deliver(),
-                options.withoutThread === true,
-            );
-        } catch (error) {
-            throw translate(error);
-        }
+        this.#native = guard(() => NativeKeeper.start(
+            storeHandle,
+            options.replicaId,
+            options.ttlMs,
+            options.marginMs,
+            options.renewFraction,
+            options.maxBatch,
+            clock instanceof ManualClock ? clock : null,
+            onEvent === null ? null : () => this.#deliver(),
+            options.withoutThread === true,
+        ));
         this.#onEvent = onEvent;
         this.store = options.store;
         this.replicaId = options.replicaId;
@@ -128,12 +124,7 @@ class LeaseKeeper {
 
     /** A TenantLease on the kept lease of `key` (the same gate as acquire's), or undefined. */
     get(key) {
-        let held;
-        try {
-            held = this.#native.get(key);
-        } catch (error) {
-            throw translate(error);
-        }
+        const held = guard(() => this.#native.get(key));
         return held === null ? undefined : keptLease(held, this, this.clock);
     }
 

@@ -7,19 +7,17 @@
  * addon's threads, one store's operations in call order, so the event loop keeps turning
  * while another process holds the lock. The
  * methods are async (they reject, never throw); `history` and `close` stay synchronous.
+ * On a MySQL store the synchronous `history`, `nowMs` and `openLeaseStore` wait for the
+ * network on the event loop, so each has a promise form that waits on the addon's threads.
  */
 const native = require('./native');
-const { settle, translate } = require('./translate');
+const { guard, settle, translate } = require('./translate');
 
 const { MIN_LEASE_TTL_MS, MAX_LEASE_TTL_MS, ManualClock, NativeStore } = native;
 
 /** Throws a RangeError unless `ttlMs` is an integer within [MIN_LEASE_TTL_MS, MAX_LEASE_TTL_MS]. */
 function assertLeaseTtl(ttlMs) {
-    try {
-        native.assertLeaseTtl(ttlMs);
-    } catch (error) {
-        throw translate(error);
-    }
+    guard(() => native.assertLeaseTtl(ttlMs));
 }
 
 /** The native handle of every store made here; TenantLease needs it to hold a lease natively. */
@@ -85,21 +83,30 @@ class NativeLeaseStore {
         return settle(() => handles.get(this).native.markForgotten(key, owner, epoch, wallReading(this)));
     }
 
+    /**
+     * `history` as a promise, queued behind the calls made on this store before it (on SQLite
+     * it sees them without awaiting them); the form to use on a MySQL store, whose synchronous
+     * `history` waits for the server on the loop.
+     */
+    historyAsync(key) {
+        return settle(() => handles.get(this).native.historyAsync(key));
+    }
+
+    /**
+     * The store's clock as a promise, on every store: a MySQL server's clock is read without
+     * blocking the loop; a JS clock function is read now and its reading resolved.
+     */
+    nowMsAsync() {
+        return settle(() => handles.get(this).native.nowMsAsync(wallReading(this)));
+    }
+
     /** Every granted operation in order, of one key or of all. */
     history(key) {
-        try {
-            return handles.get(this).native.history(key);
-        } catch (error) {
-            throw translate(error);
-        }
+        return guard(() => handles.get(this).native.history(key));
     }
 
     close() {
-        try {
-            handles.get(this).native.close();
-        } catch (error) {
-            throw translate(error);
-        }
+        guard(() => handles.get(this).native.close());
     }
 }
 
@@ -118,13 +125,9 @@ function openSqlite(options) {
         error.code = 'ERR_INVALID_ARG_TYPE';
         throw error;
     }
-    try {
-        if (nowMs === undefined) return [NativeStore.openSqlite(path, null, false), Date.now];
-        if (nowMs instanceof ManualClock) return [NativeStore.openSqlite(path, nowMs, false), () => nowMs.nowMs()];
-        if (typeof nowMs === 'function') return [NativeStore.openSqlite(path, null, true), nowMs];
-    } catch (error) {
-        throw translate(error);
-    }
+    if (nowMs === undefined) return [guard(() => NativeStore.openSqlite(path, null, false)), Date.now];
+    if (nowMs instanceof ManualClock) return [guard(() => NativeStore.openSqlite(path, nowMs, false)), () => nowMs.nowMs()];
+    if (typeof nowMs === 'function') return [guard(() => NativeStore.openSqlite(path, null, true)), nowMs];
     throw new TypeError('nowMs must be a function returning milliseconds or a ManualClock');
 }
 
@@ -141,21 +144,22 @@ class SqliteLeaseStore extends NativeLeaseStore {
  * store decides on, synchronously (for MySQL, the server's, in one round trip).
  */
 function openLeaseStore(url) {
-    let handle;
-    try {
-        handle = NativeStore.openUrl(url);
-    } catch (error) {
-        throw translate(error);
-    }
+    return storeOfUrl(guard(() => NativeStore.openUrl(url)));
+}
+
+/**
+ * `openLeaseStore` as a promise: a MySQL store connects while it opens, which here waits on a
+ * thread of the addon's instead of the event loop (up to the URL's `timeout_ms` when the server
+ * does not answer).
+ */
+function openLeaseStoreAsync(url) {
+    return settle(() => NativeStore.openUrlAsync(url)).then(storeOfUrl);
+}
+
+function storeOfUrl(handle) {
     // The clock of the store's decisions: for MySQL the server's, which a client's clock may
     // disagree with by seconds.
-    const nowMs = () => {
-        try {
-            return handle.nowMs();
-        } catch (error) {
-            throw translate(error);
-        }
-    };
+    const nowMs = () => guard(() => handle.nowMs());
     return new NativeLeaseStore(INTERNAL, handle, nowMs);
 }
 
@@ -165,6 +169,7 @@ module.exports = {
     assertLeaseTtl,
     SqliteLeaseStore,
     openLeaseStore,
+    openLeaseStoreAsync,
     // Internal to this package (not re-exported by index.js).
     nativeStoreOf,
     wallReading,

@@ -12,7 +12,7 @@
 const { performance } = require('node:perf_hooks');
 const native = require('./native');
 const { nativeStoreOf, wallReading } = require('./lease-store');
-const { settle, translate } = require('./translate');
+const { guard, settle } = require('./translate');
 
 const { ManualClock } = native;
 
@@ -99,11 +99,7 @@ class TenantLease {
 
     /** The synchronous gate of the write path: throws FencedError unless provably held. */
     assertHeld() {
-        try {
-            this.#native.assertHeld();
-        } catch (error) {
-            throw translate(error);
-        }
+        guard(() => this.#native.assertHeld());
     }
 
     isHeld() {
@@ -112,11 +108,7 @@ class TenantLease {
 
     /** Milliseconds until the local fence; zero or negative once fenced. */
     remainingMs() {
-        try {
-            return this.#native.remainingMs();
-        } catch (error) {
-            throw translate(error);
-        }
+        return guard(() => this.#native.remainingMs());
     }
 
     /** Extends the lease (same epoch). A refusal is terminal; other failures keep the deadline. */

@@ -18,7 +18,7 @@ const { nativeDurableStoreOf } = require('./durable-store');
 const { checkOf, snapshotOf } = require('./host-functions');
 const { nativeStoreOf } = require('./lease-store');
 const { systemMonotonicClock } = require('./tenant-lease');
-const { settle, translate } = require('./translate');
+const { guard, settle, translate } = require('./translate');
 
 const { ManualClock, NativeRouter } = native;
 
@@ -86,11 +86,7 @@ class TenantHandle {
 
     /** Throws FencedError unless the tenant's lease is provably held: check before acknowledging. */
     assertHeld() {
-        try {
-            this.#native.assertHeld();
-        } catch (error) {
-            throw translate(error);
-        }
+        guard(() => this.#native.assertHeld());
     }
 
     isHeld() {
@@ -111,25 +107,21 @@ class TenantRouter {
     constructor(token, options, leaseStore, durableStore, policy, clock, onEvent) {
         if (token !== INTERNAL) throw new TypeError('a TenantRouter is made by TenantRouter.start(options)');
         this.#onEvent = onEvent;
-        try {
-            this.#native = NativeRouter.start(
-                leaseStore.native,
-                durableStore,
-                options.stateRoot,
-                options.replicaId,
-                options.ttlMs,
-                options.marginMs,
-                options.capacity,
-                policy.intervalMs,
-                policy.strict,
-                clock instanceof ManualClock ? clock : null,
-                checkOf(options.verify),
-                snapshotOf(options.snapshot),
-                onEvent === null ? null : () => this.#deliver(),
-            );
-        } catch (error) {
-            throw translate(error);
-        }
+        this.#native = guard(() => NativeRouter.start(
+            leaseStore.native,
+            durableStore,
+            options.stateRoot,
+            options.replicaId,
+            options.ttlMs,
+            options.marginMs,
+            options.capacity,
+            policy.intervalMs,
+            policy.strict,
+            clock instanceof ManualClock ? clock : null,
+            checkOf(options.verify),
+            snapshotOf(options.snapshot),
+            onEvent === null ? null : () => this.#deliver(),
+        ));
         this.leaseStore = options.leaseStore;
         this.durableStore = options.durableStore;
         this.stateRoot = options.stateRoot;

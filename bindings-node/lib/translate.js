@@ -59,6 +59,18 @@ function translate(error) {
     return error;
 }
 
+/**
+ * Runs a synchronous native call; what it throws is rethrown translated. The translated error
+ * is made here, so its stack starts at the caller's frame that called `guard`.
+ */
+function guard(call) {
+    try {
+        return call();
+    } catch (error) {
+        throw translate(error);
+    }
+}
+
 function rethrowTranslated(error) {
     throw translate(error);
 }
@@ -79,4 +91,4 @@ function settle(call) {
     return pending.then(undefined, rethrowTranslated);
 }
 
-module.exports = { FROM_NATIVE, translate, settle };
+module.exports = { FROM_NATIVE, translate, guard, settle };

@@ -18,8 +18,8 @@
 //! many again: `remove` and `shutdown` wait for the renewals and releases that the kept
 //! leases' handles queued on the store's lane before them. On the store's threads, as many
 //! keepers in `remove` or `shutdown` at once as there are threads would each hold one while
-//! the renewal they wait for has none (issue 16; `test/threadpool-deadlock.test.js` hung so
-//! with `UV_THREADPOOL_SIZE` 1 and 2). A store call never waits for a keeper call that has not
+//! the renewal they wait for has none (`test/threadpool-deadlock.test.js` hung so with
+//! `UV_THREADPOOL_SIZE` 1 and 2). A store call never waits for a keeper call that has not
 //! started (a keeper's release takes its place in the holder's queue only once it runs), so
 //! the two sets cannot wait on each other in a cycle.
 //!
@@ -31,6 +31,15 @@
 //! ([`Pending::on_own_thread`]): JavaScript may wait for any other call of this addon
 //! meanwhile, and those calls may be queued on the shared threads, so it must hold none of
 //! them.
+//!
+//! Why not napi's `AsyncTask` with one store's calls chained in JS instead (the baseline that
+//! `bench/executor.mjs` weighs this against, through `NativeStore::bench_renew_on_libuv`):
+//! on one store's throughput the two are within the machine's noise for SQLite, and a chain
+//! only loses on MySQL because it serializes a store that works on many calls at once. The
+//! threads are kept for what libuv's one shared pool cannot give: a keeper's `remove` and
+//! `shutdown`, a copy that takes seconds and a call that waits for JavaScript would each hold
+//! a pool thread while lease renewals wait behind them for one, up to the deadlock above when
+//! as many wait at once as the pool has threads.
 //!
 //! Everything else `AsyncTask` promises holds: a call owns its inputs, never touches a JS value
 //! off the JS thread and settles on the JS thread (a napi [`Task`]'s `compute` runs here, its

@@ -1,5 +1,7 @@
 //! The lease store for JavaScript: every operation that may wait for SQLite's write lock runs
-//! as an async task; `history` and `close` stay synchronous as in the reference.
+//! as an async task; `history` and `close` stay synchronous as in the reference. Opening by URL,
+//! `history` and `nowMs` also have promise forms: on a MySQL store the synchronous ones wait for
+//! the network on the JS thread.
 
 use std::sync::Arc;
 
@@ -7,7 +9,9 @@ use gotry_tenant_state::errors::{Error, Result};
 use gotry_tenant_state::{
     HistoryEntry, LeaseGrant, LeaseRecord, LeaseStore, SqliteLeaseStore, SqliteOptions, WallClock,
 };
-use napi::bindgen_prelude::{Array, FromNapiValue, JsValue, Object, ToNapiValue, TypeName, Unknown};
+use napi::bindgen_prelude::{
+    Array, AsyncTask, FromNapiValue, JsValue, Object, ToNapiValue, TypeName, Unknown,
+};
 use napi::{sys, Env, ValueType};
 use napi_derive::napi;
 
@@ -15,7 +19,9 @@ use crate::args::{self, safe_number};
 use crate::clock::{HostWallClock, ManualClock};
 use crate::errors::{to_js_error, OrThrow};
 use crate::executor::{Lane, Pending};
-use crate::tasks::{GrantTask, Job, ReadTask, RecordTask, RenewBatchTask};
+use crate::tasks::{
+    ClockTask, GrantTask, HistoryTask, Job, OpenStoreTask, ReadTask, RecordTask, RenewBatchTask,
+};
 
 /// The state of one tenant's lease.
 #[napi(object, js_name = "LeaseRecord")]
@@ -99,6 +105,10 @@ pub struct JsHistoryEntry {
 }
 
 impl JsHistoryEntry {
+    pub fn all(entries: Vec<HistoryEntry>) -> Result<Vec<JsHistoryEntry>> {
+        entries.into_iter().map(JsHistoryEntry::from_core).collect()
+    }
+
     fn from_core(entry: HistoryEntry) -> Result<JsHistoryEntry> {
         Ok(JsHistoryEntry {
             epoch: safe_number("epoch", entry.epoch)?,
@@ -167,6 +177,20 @@ impl NativeStore {
         open().or_throw(&env)
     }
 
+    /// `openUrl` as a promise, on a thread of its own: a MySQL store connects while it opens,
+    /// and a server that does not answer holds the call for the store's whole timeout, which
+    /// must not take a thread that other stores' calls need.
+    #[napi(ts_return_type = "Promise<NativeStore>")]
+    pub fn open_url_async(env: Env, url: Unknown<'_>) -> napi::Result<Pending<OpenStoreTask>> {
+        let url = args::string("url", &url).or_throw(&env)?;
+        Ok(Pending::on_own_thread(OpenStoreTask(Job::new(None, move || {
+            Ok(NativeStore::new(
+                gotry_tenant_state::open_lease_store(&url)?,
+                false,
+            ))
+        }))))
+    }
+
     /// Whether every operation needs a store clock reading taken by the caller.
     #[napi(getter)]
     pub fn host_clock(&self) -> bool {
@@ -215,15 +239,26 @@ impl NativeStore {
         ttl_ms: Unknown<'_>,
         wall_now_ms: Option<Unknown<'_>>,
     ) -> napi::Result<Pending<GrantTask>> {
-        let prepare = || -> Result<Job<LeaseGrant>> {
-            let (key, owner, epoch) = holder_args(&key, &owner, &epoch)?;
-            let ttl_ms = args::integer("ttlMs", &ttl_ms)?;
-            let store = self.store.clone();
-            let now = self.wall_reading(wall_now_ms.as_ref())?;
-            Ok(Job::new(now, move || store.renew(&key, &owner, epoch, ttl_ms)))
-        };
-        prepare()
+        self.renew_job([&key, &owner, &epoch, &ttl_ms], wall_now_ms.as_ref())
             .map(|job| Pending::on(&self.lane, GrantTask(job)))
+            .or_throw(&env)
+    }
+
+    /// Benchmark only (`bench/executor.mjs`), not part of the package's API: `renew` run as
+    /// napi's own `AsyncTask` on libuv's thread pool instead of the store's lane, the baseline
+    /// that the executor is weighed against.
+    #[napi(ts_return_type = "Promise<LeaseGrant>")]
+    pub fn bench_renew_on_libuv(
+        &self,
+        env: Env,
+        key: Unknown<'_>,
+        owner: Unknown<'_>,
+        epoch: Unknown<'_>,
+        ttl_ms: Unknown<'_>,
+        wall_now_ms: Option<Unknown<'_>>,
+    ) -> napi::Result<AsyncTask<GrantTask>> {
+        self.renew_job([&key, &owner, &epoch, &ttl_ms], wall_now_ms.as_ref())
+            .map(|job| AsyncTask::new(GrantTask(job)))
             .or_throw(&env)
     }
 
@@ -295,14 +330,22 @@ impl NativeStore {
     #[napi]
     pub fn history(&self, env: Env, key: Option<Unknown<'_>>) -> napi::Result<Vec<JsHistoryEntry>> {
         let history = || -> Result<Vec<JsHistoryEntry>> {
-            let key = match &key {
-                Some(key) if !args::is_nullish(key)? => Some(args::string("key", key)?),
-                _ => None,
-            };
-            let entries = self.store.history(key.as_deref())?;
-            entries.into_iter().map(JsHistoryEntry::from_core).collect()
+            let key = history_key(key.as_ref())?;
+            JsHistoryEntry::all(self.store.history(key.as_deref())?)
         };
         history().or_throw(&env)
+    }
+
+    /// `history` as a promise, queued on the store's lane behind the calls made before it: on
+    /// SQLite, whose lane runs one call at a time, it sees them without awaiting them first.
+    #[napi(ts_return_type = "Promise<Array<HistoryEntry>>")]
+    pub fn history_async(&self, env: Env, key: Option<Unknown<'_>>) -> napi::Result<Pending<HistoryTask>> {
+        let key = history_key(key.as_ref()).or_throw(&env)?;
+        let store = self.store.clone();
+        Ok(Pending::on(
+            &self.lane,
+            HistoryTask(Job::new(None, move || store.history(key.as_deref()))),
+        ))
     }
 
     /// The clock the store decides on, read synchronously: the system clock, a manual clock, or
@@ -311,6 +354,23 @@ impl NativeStore {
     pub fn now_ms(&self, env: Env) -> napi::Result<f64> {
         let now = || safe_number("the store's clock reading", self.store.now_ms()?);
         now().or_throw(&env)
+    }
+
+    /// `nowMs` as a promise, on the store's lane. For a store whose clock is a JS function it
+    /// resolves to the reading taken when the call was made (`wallNowMs`), checked as every
+    /// call's reading is.
+    #[napi(ts_return_type = "Promise<number>")]
+    pub fn now_ms_async(
+        &self,
+        env: Env,
+        wall_now_ms: Option<Unknown<'_>>,
+    ) -> napi::Result<Pending<ClockTask>> {
+        let now = self.wall_reading(wall_now_ms.as_ref()).or_throw(&env)?;
+        let store = self.store.clone();
+        Ok(Pending::on(
+            &self.lane,
+            ClockTask(Job::new(now, move || store.now_ms())),
+        ))
     }
 
     /// Closes the store; later calls fail with LEASE_STORE_UNAVAILABLE.
@@ -331,6 +391,19 @@ impl NativeStore {
 
     pub(crate) fn wall_reading(&self, value: Option<&Unknown<'_>>) -> Result<Option<i64>> {
         wall_reading(self.host_clock, value)
+    }
+
+    /// `renew`'s arguments checked, as the call it makes.
+    fn renew_job(
+        &self,
+        [key, owner, epoch, ttl_ms]: [&Unknown<'_>; 4],
+        wall_now_ms: Option<&Unknown<'_>>,
+    ) -> Result<Job<LeaseGrant>> {
+        let (key, owner, epoch) = holder_args(key, owner, epoch)?;
+        let ttl_ms = args::integer("ttlMs", ttl_ms)?;
+        let store = self.store.clone();
+        let now = self.wall_reading(wall_now_ms)?;
+        Ok(Job::new(now, move || store.renew(&key, &owner, epoch, ttl_ms)))
     }
 
     /// `release` and `markForgotten`: the same arguments, the same shape of task.
@@ -383,6 +456,14 @@ fn element<'env>(array: &Array<'env>, index: u32) -> Result<Option<Unknown<'env>
     array
         .get::<Unknown<'env>>(index)
         .map_err(|error| Error::Host(Box::new(error)))
+}
+
+/// The key of `history`: all keys when it is missing, `null` or `undefined`.
+fn history_key(key: Option<&Unknown<'_>>) -> Result<Option<String>> {
+    match key {
+        Some(key) if !args::is_nullish(key)? => Ok(Some(args::string("key", key)?)),
+        _ => Ok(None),
+    }
 }
 
 /// Key, owner and epoch, checked in the reference's order.

@@ -6,12 +6,13 @@
 
 use gotry_tenant_state::errors::{Error, Result};
 use gotry_tenant_state::{
-    CopyId, CopyListing, GcReport, LeaseGrant, LeaseRecord, ObjectInfo, PutOutcome, RestoreReport,
-    ShutdownReport, TickReport, WrittenCopy,
+    CopyId, CopyListing, GcReport, HistoryEntry, LeaseGrant, LeaseRecord, ObjectInfo, PutOutcome,
+    RestoreReport, ShutdownReport, TickReport, WrittenCopy,
 };
 use napi::bindgen_prelude::{Buffer, Task};
 use napi::Env;
 
+use crate::args::safe_number;
 use crate::clock::with_wall_reading;
 use crate::copies::{JsCopyId, JsCopyListing, JsGcReport, JsRestoreReport, JsWrittenCopy};
 use crate::durable::{object_bytes, put_outcome, JsObjectInfo, NativeDurableStore};
@@ -19,7 +20,7 @@ use crate::errors::OrThrow;
 use crate::keeper::{JsTickReport, ShutdownReportValue};
 use crate::lease::NativeLease;
 use crate::router::{CloseReportValue, NativeRouterCall, NativeTenantHandle};
-use crate::store::{JsLeaseGrant, JsLeaseRecord, RenewAnswer};
+use crate::store::{JsHistoryEntry, JsLeaseGrant, JsLeaseRecord, NativeStore, RenewAnswer};
 
 type Work<T> = Box<dyn FnOnce() -> Result<T> + Send>;
 
@@ -90,6 +91,24 @@ blocking_task!(
     /// `release` and `markForgotten`: the record after the operation.
     RecordTask: LeaseRecord => JsLeaseRecord,
     |record: LeaseRecord| JsLeaseRecord::from_core(&record)
+);
+
+blocking_task!(
+    /// `openLeaseStoreAsync`: the opened store.
+    OpenStoreTask: NativeStore => NativeStore,
+    Ok
+);
+
+blocking_task!(
+    /// `historyAsync`: every granted operation in order.
+    HistoryTask: Vec<HistoryEntry> => Vec<JsHistoryEntry>,
+    JsHistoryEntry::all
+);
+
+blocking_task!(
+    /// `nowMsAsync`: the store's clock reading.
+    ClockTask: i64 => f64,
+    |now: i64| safe_number("the store's clock reading", now)
 );
 
 blocking_task!(

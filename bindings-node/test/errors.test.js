@@ -155,3 +155,20 @@ test('an out-of-range TTL, margin, epoch or text length is a plain RangeError wi
     isReferenceRangeError(answer.error);
     store.close();
 });
+
+test('a synchronous call translated by guard keeps the caller in its stack', () => {
+    function callerOfTheCheck() {
+        return pkg.assertOrganizationId('Not An Id');
+    }
+    const error = (() => {
+        try {
+            callerOfTheCheck();
+        } catch (thrown) {
+            return thrown;
+        }
+        return assert.fail('assertOrganizationId accepted "Not An Id"');
+    })();
+    assert.ok(error instanceof pkg.InvalidTenantIdError, error.name);
+    assert.match(error.stack, /callerOfTheCheck/);
+    assert.match(error.stack, /errors\.test\.js/);
+});

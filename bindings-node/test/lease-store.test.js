@@ -282,3 +282,95 @@ test('openLeaseStore opens a store by URL', async () => {
     again.close();
     for (const bad of ['nope', 'redis://x', 'sqlite://', 7]) assert.throws(() => pkg.openLeaseStore(bad), RangeError);
 });
+
+/** The error a synchronous call throws, for comparison with its promise form's rejection. */
+function thrown(call) {
+    try {
+        call();
+    } catch (error) {
+        return error;
+    }
+    assert.fail('expected a throw');
+}
+
+/** Asserts that `promise` rejects as `call()` throws: same class, code and message. */
+async function rejectsAs(promise, call) {
+    const [async, sync] = [await rejection(promise), thrown(call)];
+    assert.equal(async.constructor, sync.constructor, `${async.name} against ${sync.name}`);
+    assert.equal(async.code, sync.code);
+    assert.equal(async.message, sync.message);
+    return async;
+}
+
+test('openLeaseStoreAsync opens a store by URL, and rejects as openLeaseStore throws', async () => {
+    const file = tempDbPath();
+    const pending = pkg.openLeaseStoreAsync(`sqlite://${file}`);
+    assert.ok(pending instanceof Promise);
+    const store = await pending;
+    assert.equal((await store.acquire('k', 'o', 1_000)).record.epoch, 1);
+    // The same kind of store as the synchronous form gives: TenantLease takes it.
+    const lease = await pkg.TenantLease.acquire({ key: 'held', replicaId: 'r', store, ttlMs: 1_000, marginMs: 100 });
+    await lease.release();
+    store.close();
+    const again = pkg.openLeaseStore(`sqlite://${file}`);
+    assert.deepEqual(again.history().map(e => [e.key, e.op]), [['k', 'acquire'], ['held', 'acquire'], ['held', 'release']]);
+    again.close();
+    for (const bad of ['nope', 'redis://x', 'sqlite://', 7, undefined]) {
+        const error = await rejectsAs(pkg.openLeaseStoreAsync(bad), () => pkg.openLeaseStore(bad));
+        assert.ok(error instanceof RangeError || error instanceof TypeError, `${String(bad)}: ${error.name}`);
+    }
+});
+
+test('historyAsync resolves to what history returns, after the calls made before it', async () => {
+    const { store, clock } = jsClockStore(1_000);
+    // Not awaited: the history is queued behind them and sees them.
+    const acquired = store.acquire('k', 'a', 1_000);
+    const other = store.acquire('other', 'b', 1_000);
+    const all = await store.historyAsync();
+    await Promise.all([acquired, other]);
+    assert.deepEqual(all, store.history());
+    assert.deepEqual(all.map(e => [e.key, e.op, e.owner, e.epoch, e.atMs]), [['k', 'acquire', 'a', 1, 1_000], ['other', 'acquire', 'b', 1, 1_000]]);
+    clock.now = 1_500;
+    const renewed = store.renew('k', 'a', 1, 1_000);
+    const ofKey = await store.historyAsync('k');
+    await renewed;
+    assert.deepEqual(ofKey.map(e => [e.op, e.atMs]), [['acquire', 1_000], ['renew', 1_500]]);
+    assert.deepEqual(ofKey, store.history('k'));
+    assert.deepEqual(await store.historyAsync(null), store.history(null));
+    assert.deepEqual(await store.historyAsync('none'), []);
+    for (const bad of [7, {}, 'a\uD800']) await rejectsAs(store.historyAsync(bad), () => store.history(bad));
+    store.close();
+    const closed = await rejectsAs(store.historyAsync(), () => store.history());
+    assert.ok(closed instanceof pkg.LeaseStoreUnavailableError, closed.name);
+});
+
+test('nowMsAsync resolves to the store clock on every kind of store', async () => {
+    // A JS clock function: its reading, taken when called.
+    const { store, clock } = jsClockStore(1_234);
+    const reading = store.nowMsAsync();
+    clock.now = 9_999;
+    assert.equal(await reading, 1_234);
+    assert.equal(await store.nowMsAsync(), 9_999);
+    // Its failures reject as the other calls' do: the function's own exception, a reading that
+    // is not an integer as a RangeError.
+    const failure = new Error('clock broke');
+    const failing = new SqliteLeaseStore({ path: tempDbPath(), nowMs: () => { throw failure; } });
+    assert.equal(await rejection(failing.nowMsAsync()), failure);
+    clock.now = 1.5;
+    assert.ok((await rejection(store.nowMsAsync())) instanceof RangeError);
+    store.close();
+    failing.close();
+
+    const manual = new ManualClock(42);
+    const manualStore = new SqliteLeaseStore({ path: tempDbPath(), nowMs: manual });
+    assert.equal(await manualStore.nowMsAsync(), 42);
+    manual.advance(8);
+    assert.equal(await manualStore.nowMsAsync(), 50);
+    manualStore.close();
+
+    const system = pkg.openLeaseStore(`sqlite://${tempDbPath()}`);
+    const before = Date.now();
+    const now = await system.nowMsAsync();
+    assert.ok(Number.isSafeInteger(now) && now >= before && now <= Date.now(), `${before} ${now}`);
+    system.close();
+});

@@ -9,6 +9,7 @@
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const crypto = require('node:crypto');
+const net = require('node:net');
 const { spawnSync } = require('node:child_process');
 
 const pkg = require('..');
@@ -116,4 +117,97 @@ test('a TenantLease and a LeaseKeeper hold leases on the server', options, async
     assert.deepEqual(await keeper.shutdown(5_000), { released: [...keys].sort(), failed: [], timedOut: [] });
     assert.deepEqual(events, []);
     store.close();
+});
+
+/** Counts timer ticks until `promise` settles: a loop blocked by the wait would count none. */
+async function ticksWhile(promise) {
+    let ticks = 0;
+    const timer = setInterval(() => { ticks += 1; }, 10);
+    try {
+        return { outcome: await promise.then(value => ({ value }), error => ({ error })), ticks };
+    } finally {
+        clearInterval(timer);
+    }
+}
+
+/** A TCP listener on a free local port; `sockets` are the connections it accepted. */
+async function listener(onConnection) {
+    const sockets = [];
+    const server = net.createServer(socket => {
+        sockets.push(socket);
+        socket.on('error', () => {});
+        onConnection(socket);
+    });
+    await new Promise(resolve => server.listen(0, '127.0.0.1', resolve));
+    const close = () => new Promise(resolve => {
+        for (const socket of sockets) socket.destroy();
+        server.close(resolve);
+    });
+    return { port: server.address().port, sockets, close };
+}
+
+/** The test server's URL pointed at another local port, with a short timeout. */
+function urlThrough(port) {
+    const url = new globalThis.URL(URL);
+    url.host = `127.0.0.1:${port}`;
+    url.searchParams.set('timeout_ms', '500');
+    return url.href;
+}
+
+test('the promise forms open, log and read the clock on the server', options, async () => {
+    const store = await pkg.openLeaseStoreAsync(URL);
+    const key = `async-${crypto.randomBytes(8).toString('hex')}`;
+    const before = store.nowMs();
+    const serverNow = await store.nowMsAsync();
+    assert.ok(Number.isSafeInteger(serverNow) && serverNow >= before, `${before} ${serverNow}`);
+    // Awaited first: a MySQL store runs calls side by side, so a history made meanwhile may
+    // read before the acquire commits.
+    const grant = await store.acquire(key, 'node-a', 10_000);
+    const entries = await store.historyAsync(key);
+    assert.deepEqual(entries.map(e => [e.key, e.op, e.owner, e.epoch]), [[key, 'acquire', 'node-a', 1]]);
+    assert.deepEqual(entries, store.history(key));
+    assert.ok(entries[0].atMs <= grant.record.leaseUntilMs - 10_000);
+    assert.ok((await store.historyAsync()).some(e => e.key === key));
+    store.close();
+    assert.ok((await rejection(store.historyAsync(key))) instanceof pkg.LeaseStoreUnavailableError);
+});
+
+test('openLeaseStoreAsync waits off the event loop for a server that never answers', options, async t => {
+    // Accepts the connection and never sends the server's greeting.
+    const silent = await listener(() => {});
+    t.after(silent.close);
+    const { outcome, ticks } = await ticksWhile(pkg.openLeaseStoreAsync(`mysql://root@127.0.0.1:${silent.port}/test?timeout_ms=500`));
+    assert.ok(outcome.error, `opened a store on a silent server: ${JSON.stringify(outcome.value)}`);
+    assert.ok(outcome.error instanceof pkg.LeaseStoreUnavailableError, `${outcome.error.name}: ${outcome.error.message}`);
+    assert.ok(silent.sockets.length > 0, 'the store never connected to the listener');
+    assert.ok(ticks > 0, 'no timer ran while the open waited');
+});
+
+test('historyAsync and nowMsAsync wait off the event loop for a server that stops answering', options, async t => {
+    // A proxy in this process to the test server, which stops passing bytes on when told to.
+    // Opening through it needs the event loop to turn, as the proxy runs on it.
+    const target = new globalThis.URL(URL);
+    let frozen = false;
+    const proxy = await listener(client => {
+        const upstream = net.connect(Number(target.port || 3306), target.hostname);
+        upstream.on('error', () => client.destroy());
+        client.on('close', () => upstream.destroy());
+        upstream.on('close', () => client.destroy());
+        client.on('data', bytes => { if (!frozen) upstream.write(bytes); });
+        upstream.on('data', bytes => { if (!frozen) client.write(bytes); });
+    });
+    t.after(proxy.close);
+    const store = await pkg.openLeaseStoreAsync(urlThrough(proxy.port));
+    t.after(() => store.close());
+    const key = `frozen-${crypto.randomBytes(8).toString('hex')}`;
+    await store.acquire(key, 'node-a', 10_000);
+    assert.equal((await store.historyAsync(key)).length, 1);
+
+    frozen = true;
+    for (const [name, call] of [['nowMsAsync', () => store.nowMsAsync()], ['historyAsync', () => store.historyAsync(key)]]) {
+        const { outcome, ticks } = await ticksWhile(call());
+        assert.ok(outcome.error, `${name} answered through a frozen proxy: ${JSON.stringify(outcome.value)}`);
+        assert.ok(outcome.error instanceof pkg.LeaseStoreUnavailableError, `${name}: ${outcome.error.name}: ${outcome.error.message}`);
+        assert.ok(ticks > 0, `no timer ran while ${name} waited`);
+    }
 });

@@ -1,7 +1,7 @@
 // Compiled (not run) by types.test.js: code written against the reference type-checks here.
 import {
     deriveLedgerTenantId, derivePromptCachePartition, leaseKeyFor, tenantRootFor, assertOrganizationId,
-    SqliteLeaseStore, TenantLease, ManualClock, systemMonotonicClock, openLeaseStore, assertLeaseTtl,
+    SqliteLeaseStore, TenantLease, ManualClock, systemMonotonicClock, openLeaseStore, openLeaseStoreAsync, assertLeaseTtl,
     MIN_LEASE_TTL_MS, MAX_LEASE_TTL_MS, ERROR_CODES, LeaseHeldError, FencedError, TenantStateError,
     LeaseKeeper, LeaseLostError, DirectoryDurableStore, openDurableStore, EpochCopies,
     DurableStoreUnavailableError, RestoreVerificationError, betterSqlite3Snapshot, TenantRouter,
@@ -32,6 +32,9 @@ async function usage(): Promise<void> {
     const record: LeaseRecord | null = await jsClocked.read(leaseKey);
     const history = store.history(leaseKey);
     const op: 'acquire' | 'renew' | 'release' | 'forget' = history[0].op;
+    const opened: LeaseStore = await openLeaseStoreAsync('mysql://gotry@db:3306/gotry?timeout_ms=500');
+    const logged: LeaseRecord['epoch'] = (await opened.historyAsync(leaseKey))[0].epoch;
+    const serverNow: number = await opened.nowMsAsync();
 
     const lease = await TenantLease.acquire({ key: leaseKey, replicaId: 'r', store, ttlMs: 1_000, marginMs: 100, clock });
     const lease2 = await TenantLease.acquire({ key: 'k', replicaId: 'r', store: byUrl, ttlMs: 1_000, marginMs: 100, clock: systemMonotonicClock });
