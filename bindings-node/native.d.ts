@@ -66,7 +66,10 @@ export declare class NativeKeeper {
   get size(): number
   /** Runs one round if a lease is due on the keeper's clock. */
   tick(): Promise<TickReport>
-  /** Stops renewing and releases every kept lease, starting no release after `timeoutMs`. */
+  /**
+   * Stops renewing and releases every kept lease, starting no release after `timeoutMs`
+   * (`undefined`: the core keeper's default).
+   */
   shutdown(timeoutMs: unknown): Promise<ShutdownReportValue>
   /** The events told since the last call, oldest first. */
   takeEvents(): Array<KeeperEventValue>

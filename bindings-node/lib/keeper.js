@@ -154,7 +154,7 @@ class LeaseKeeper {
      * Every event told before the keeper stopped reaches onEvent before the promise settles,
      * and none after. Resolves to `{ released, failed: [{ key, error }], timedOut }`.
      */
-    shutdown(timeoutMs = this.ttlMs) {
+    shutdown(timeoutMs) {
         return settle(async () => {
             let report;
             try {

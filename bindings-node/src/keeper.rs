@@ -152,10 +152,15 @@ impl NativeKeeper {
         Pending::on(&self.lane, KeeperTickTask(Job::new(None, move || keeper.tick())))
     }
 
-    /// Stops renewing and releases every kept lease, starting no release after `timeoutMs`.
+    /// Stops renewing and releases every kept lease, starting no release after `timeoutMs`
+    /// (`undefined`: the core keeper's default).
     #[napi(ts_return_type = "Promise<ShutdownReportValue>")]
     pub fn shutdown(&self, env: Env, timeout_ms: Unknown<'_>) -> napi::Result<Pending<ShutdownTask>> {
+        let omitted = timeout_ms.get_type()? == ValueType::Undefined;
         let timeout = || -> Result<Duration> {
+            if omitted {
+                return Ok(self.keeper.default_shutdown_timeout());
+            }
             let timeout_ms = args::integer("timeoutMs", &timeout_ms)?;
             u64::try_from(timeout_ms)
                 .map(Duration::from_millis)

@@ -1,6 +1,6 @@
 'use strict';
 /**
- * Durable stores and epoch-scoped copies through the package: the stale writer of issue 13
+ * Durable stores and epoch-scoped copies through the package: the stale writer
  * (on the directory backend, and on S3 when GOTRY_S3_URL names a server), every reason a
  * restore skips a copy, conflicts, an unusable store, and restores that keep the event loop
  * turning and cannot deadlock on a `verify` that waits for other calls.
@@ -121,7 +121,7 @@ function isA(cls, code) {
 }
 
 /**
- * Issue 13's stale writer: A (epoch 1) copies, stalls past its TTL while its own gate still
+ * The stale writer: A (epoch 1) copies, stalls past its TTL while its own gate still
  * passes, B (epoch 2) restores A's last copy and writes its own, A wakes and writes another
  * copy into epoch 1, and C (epoch 3) restores B's copy, never A's late one.
  */

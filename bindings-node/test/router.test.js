@@ -1,6 +1,6 @@
 'use strict';
 /**
- * The tenant router through the package (issue 14): capacity, two replicas on one lease
+ * The tenant router through the package: capacity, two replicas on one lease
  * store, handoffs that carry a tenant's data to the next replica, draining, drain timeouts,
  * close, strict durability, a lost lease, host functions (verify, snapshot, onEvent), and
  * three processes moving tenants between them.

@@ -1,6 +1,6 @@
 'use strict';
 /**
- * Issue 16, "Deadlock risk in Node": a keeper's `remove()` and `shutdown()` run on the addon's
+ * The deadlock this guards against: a keeper's `remove()` and `shutdown()` run on the addon's
  * shared store threads (as many as `UV_THREADPOOL_SIZE`) and wait for the renewals and
  * releases that the kept leases' handles queued before them, which run on the store's lane,
  * on those same threads. With as many keepers in `remove()`/`shutdown()` at once as there are

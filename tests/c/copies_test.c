@@ -1,5 +1,5 @@
 /*
- * Epoch-scoped durable copies through the C door (issue 13).
+ * Epoch-scoped durable copies through the C door.
  *
  * The stale-writer scenario: A holds epoch 1 and writes copies of its tenant root (a real
  * SQLite ledger at gotry-state/gotry-state.db and a plain file); A stalls, so the store's

@@ -1,5 +1,5 @@
 /*
- * The tenant router through the C door (issue 14), under valgrind.
+ * The tenant router through the C door, under valgrind.
  *
  * Two routers ("replicas") share one SQLite lease store, whose wall clock is a manual clock,
  * and one durable store folder; each has its own state root. The host keeps every served

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One behaviour in every language, proven across processes (issue 6).
+# One behaviour in every language, proven across processes.
 #
 # 1. Contention: Rust, Node, Python and C workers (two of each) share one SQLite file and
 #    several keys, acquiring, renewing, releasing and forgetting at random; lease-audit then
@@ -8,7 +8,7 @@
 #    files, one set of keys) and of a store that skipped the expiry check once.
 # 3. Crashes: workers of every language killed with SIGKILL at random moments (at least 30
 #    kills), then restarted on the same file; the audit must still pass.
-# 4. MariaDB: Rust, Node and Python workers share one MySQL/MariaDB table prefix (issue 7);
+# 4. MariaDB: Rust, Node and Python workers share one MySQL/MariaDB table prefix;
 #    skipped, and said so, when GOTRY_SKIP_MYSQL=1.
 #
 # Run after bindings-node/run-tests.sh and bindings-python/run-tests.sh (scripts/test.sh
