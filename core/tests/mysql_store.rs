@@ -20,7 +20,7 @@ mod tables;
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Barrier, Mutex};
+use std::sync::{mpsc, Arc, Barrier, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -28,8 +28,8 @@ use gotry_tenant_state::lease_store::mysql::{
     SslMode, TLS_CERTIFICATE, TLS_HANDSHAKE, TLS_NOT_OFFERED, TLS_REQUIRED_BY_SERVER, TLS_SETUP,
 };
 use gotry_tenant_state::{
-    open_lease_store, Error, FenceReason, LeaseOp, LeaseOptions, LeaseStore, MysqlLeaseStore, MysqlOptions,
-    SystemMonotonicClock, SystemWallClock, TenantLease, WallClock,
+    call_begun_at, open_lease_store, Error, FenceReason, LeaseOp, LeaseOptions, LeaseStore, MysqlLeaseStore,
+    MysqlOptions, SystemMonotonicClock, SystemWallClock, TenantLease, WallClock,
 };
 use mysql::prelude::Queryable;
 use tables::ScratchTables;
@@ -94,6 +94,10 @@ enum Mode {
     CutAfterCommit,
     /// The next COMMIT is never delivered: the connection is cut instead.
     CutBeforeCommit,
+    /// A slow link: each chunk is passed on this long after it arrived, in order, and
+    /// chunks in flight do not wait for each other (latency, not a narrow pipe). The TCP
+    /// connect to the proxy itself is not delayed.
+    Delay(Duration),
 }
 
 struct Proxy {
@@ -206,7 +210,7 @@ fn accept_loop(listener: &TcpListener, shared: &Arc<ProxyShared>) {
             Mode::Down => drop(client),
             // Accepted by the kernel, never answered: the client waits for a greeting.
             Mode::Silent => shared.track(&client),
-            Mode::Forward | Mode::CutAfterCommit | Mode::CutBeforeCommit => {
+            Mode::Forward | Mode::CutAfterCommit | Mode::CutBeforeCommit | Mode::Delay(_) => {
                 let Ok(upstream) = TcpStream::connect(&shared.upstream) else {
                     continue;
                 };
@@ -240,6 +244,8 @@ fn pump(
 ) {
     let _ = from.set_read_timeout(Some(PUMP_TICK));
     let mut buffer = [0u8; 16 * 1024];
+    // Once a chunk was delayed, every later one goes the same way, so none overtakes it.
+    let mut delayed: Option<DelayLine> = None;
     while !shared.stop.load(Ordering::SeqCst) {
         let n = match from.read(&mut buffer) {
             Ok(0) => break,
@@ -273,12 +279,58 @@ fn pump(
             }
             answer_cut.store(true, Ordering::SeqCst);
         }
-        if to.write_all(chunk).is_err() {
+        let delay = match mode {
+            Mode::Delay(delay) => Some(delay),
+            _ => None,
+        };
+        if delay.is_some() || delayed.is_some() {
+            let Ok(to) = to.try_clone() else { break };
+            let line = delayed.get_or_insert_with(|| DelayLine::new(to));
+            if !line.send(chunk, delay.unwrap_or_default()) {
+                break;
+            }
+        } else if to.write_all(chunk).is_err() {
             break;
         }
     }
+    // What is still in flight arrives before the end of the stream does.
+    if let Some(line) = delayed {
+        line.drain();
+    }
     let _ = to.shutdown(Shutdown::Both);
     let _ = from.shutdown(Shutdown::Both);
+}
+
+/// The far half of a delayed direction: writes each chunk once its time has come.
+struct DelayLine {
+    chunks: mpsc::Sender<(Instant, Vec<u8>)>,
+    writer: JoinHandle<()>,
+}
+
+impl DelayLine {
+    fn new(mut to: TcpStream) -> DelayLine {
+        let (chunks, due) = mpsc::channel::<(Instant, Vec<u8>)>();
+        let writer = std::thread::spawn(move || {
+            for (at, chunk) in due {
+                std::thread::sleep(at.saturating_duration_since(Instant::now()));
+                if to.write_all(&chunk).is_err() {
+                    let _ = to.shutdown(Shutdown::Both);
+                    return;
+                }
+            }
+        });
+        DelayLine { chunks, writer }
+    }
+
+    /// False once the writer gave up (its side was closed).
+    fn send(&self, chunk: &[u8], delay: Duration) -> bool {
+        self.chunks.send((Instant::now() + delay, chunk.to_vec())).is_ok()
+    }
+
+    fn drain(self) {
+        drop(self.chunks);
+        let _ = self.writer.join();
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -563,6 +615,171 @@ fn a_silent_server_is_unavailable_after_the_timeout_and_service_resumes() {
         .filter(|e| e.op == LeaseOp::Renew)
         .count();
     assert_eq!(renews, 1, "the renewal that timed out was not applied");
+}
+
+/// How long `call` took; a failure must be LEASE_STORE_UNAVAILABLE.
+fn time_call<T>(what: &str, call: impl FnOnce() -> gotry_tenant_state::Result<T>) -> (String, Duration) {
+    let started = Instant::now();
+    let outcome = call().map(|_| ());
+    let took = started.elapsed();
+    println!(
+        "{what}: {took:?}: {:?}",
+        outcome.as_ref().map_err(ToString::to_string)
+    );
+    if let Err(error) = &outcome {
+        assert!(
+            matches!(error, Error::LeaseStoreUnavailable { .. }),
+            "{what}: {error:?}"
+        );
+    }
+    (what.to_owned(), took)
+}
+
+#[test]
+fn every_call_ends_within_its_timeout_on_a_slow_link() {
+    const TIMEOUT_MS: u64 = 2_000;
+    const DELAY: Duration = Duration::from_millis(450);
+    let Some(mut fx) = Fixture::new("every_call_ends_within_its_timeout_on_a_slow_link") else {
+        return;
+    };
+    let proxy = Proxy::start(&fx.url);
+    let proxied = proxy.url(&fx.url);
+    let prefix = server::fresh_prefix();
+    let store = fx.open_at(&proxied, &prefix, TIMEOUT_MS);
+    let keys: Vec<String> = (0..20).map(|i| format!("k{i}")).collect();
+    for key in &keys {
+        store.acquire(key, "o", 600_000).unwrap();
+    }
+    let batch: Vec<(&str, i64)> = keys.iter().map(|key| (key.as_str(), 1)).collect();
+    // Each call starts on a connection the fast link left in the pool, its statements
+    // prepared; then every chunk each way takes 450 ms.
+    let slow_pooled = || {
+        proxy.set(Mode::Forward);
+        store.read("k0").unwrap();
+        proxy.set(Mode::Delay(DELAY));
+    };
+    let mut took = Vec::new();
+    slow_pooled();
+    took.push(time_call("renew", || store.renew("k0", "o", 1, 600_000)));
+    slow_pooled();
+    took.push(time_call("renew_batch of 20", || {
+        store.renew_batch("o", 600_000, &batch)
+    }));
+    // The pooled connection is found cut: its replacement is made on the slow link, within
+    // the same call and its deadline.
+    slow_pooled();
+    proxy.set(Mode::Down);
+    proxy.set(Mode::Delay(DELAY));
+    took.push(time_call("acquire on a new connection", || {
+        store.acquire("fresh", "o", 600_000)
+    }));
+    took.push(time_call("open", || {
+        let mut options = options_at(&proxied);
+        options.table_prefix = prefix.clone();
+        options.timeout = Duration::from_millis(TIMEOUT_MS);
+        MysqlLeaseStore::open(options)
+    }));
+    took.push(time_call("open_lease_store", || {
+        open_lease_store(&server::with_option(
+            &server::with_option(&proxied, "prefix", &prefix),
+            "timeout_ms",
+            &TIMEOUT_MS.to_string(),
+        ))
+    }));
+    // The bound: the timeout, plus one delay for an answer already on its way when the time
+    // ran out (see "Bounded waiting" in the store's documentation), plus room for a loaded
+    // machine. It checks a bound, not speed.
+    let bound = Duration::from_millis(TIMEOUT_MS) + DELAY + Duration::from_millis(300);
+    for (what, took) in &took {
+        assert!(
+            *took <= bound,
+            "{what} took {took:?}, more than {bound:?}: {took:?}"
+        );
+    }
+
+    // With time enough, the same calls on a slow link succeed.
+    proxy.set(Mode::Delay(Duration::from_millis(50)));
+    let mut options = options_at(&proxied);
+    options.table_prefix = prefix.clone();
+    options.timeout = Duration::from_millis(10_000);
+    let patient = MysqlLeaseStore::open(options).unwrap();
+    patient.renew("k0", "o", 1, 600_000).unwrap();
+    let answers = patient.renew_batch("o", 600_000, &batch).unwrap();
+    assert!(answers.iter().all(Result::is_ok), "{answers:?}");
+    patient.acquire("patient", "o", 600_000).unwrap();
+}
+
+#[test]
+fn time_a_call_spent_queued_in_its_host_counts_against_its_deadline() {
+    const TIMEOUT: Duration = Duration::from_millis(1_000);
+    let Some(mut fx) = Fixture::new("time_a_call_spent_queued_in_its_host_counts_against_its_deadline")
+    else {
+        return;
+    };
+    let proxy = Proxy::start(&fx.url);
+    let store = fx.open_at(
+        &proxy.url(&fx.url),
+        &server::fresh_prefix(),
+        TIMEOUT.as_millis() as u64,
+    );
+    store.acquire("k", "o", 60_000).unwrap();
+    let renewals = || {
+        store
+            .history(Some("k"))
+            .unwrap()
+            .into_iter()
+            .filter(|e| e.op == LeaseOp::Renew)
+            .count()
+    };
+
+    // Queued for its whole timeout: it fails at once and sends nothing.
+    let started = Instant::now();
+    let late = call_begun_at(started - TIMEOUT, || store.renew("k", "o", 1, 60_000));
+    assert!(
+        matches!(late, Err(Error::LeaseStoreUnavailable { .. })),
+        "{late:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_millis(200),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(renewals(), 0);
+
+    // Queued for 700 ms of its 1000: on a silent link it gives up after the 300 left.
+    proxy.set(Mode::Silent);
+    let started = Instant::now();
+    let queued = call_begun_at(started - Duration::from_millis(700), || {
+        store.renew("k", "o", 1, 60_000)
+    });
+    let waited = started.elapsed();
+    println!("a call queued 700 ms of its 1000 ms, on a silent link: {queued:?} after {waited:?}");
+    assert!(
+        matches!(queued, Err(Error::LeaseStoreUnavailable { .. })),
+        "{queued:?}"
+    );
+    assert!(waited < Duration::from_millis(600), "{waited:?}");
+
+    // Opening counts its queue time too.
+    let started = Instant::now();
+    let mut options = options_at(&proxy.url(&fx.url));
+    options.timeout = TIMEOUT;
+    let opened = call_begun_at(started - Duration::from_millis(700), || {
+        MysqlLeaseStore::open(options)
+    });
+    assert!(
+        matches!(opened, Err(Error::LeaseStoreUnavailable { .. })),
+        "{opened:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_millis(600),
+        "{:?}",
+        started.elapsed()
+    );
+
+    proxy.set(Mode::Forward);
+    store.renew("k", "o", 1, 60_000).unwrap();
+    assert_eq!(renewals(), 1);
 }
 
 /// A session of the test's own that holds `key`'s row locked until dropped.

@@ -11,11 +11,14 @@
 
 #[cfg(test)]
 pub(crate) mod conformance;
+mod deadline;
 pub mod mysql;
 mod server_clock;
 pub mod sqlite;
 mod url;
 
+pub use deadline::call_begun_at;
+pub(crate) use deadline::Deadline;
 pub use url::open_lease_store;
 
 use crate::errors::{Error, Result};
@@ -98,7 +101,9 @@ pub struct HistoryEntry {
 }
 
 /// A lease store. Implementations are safe to share between threads; every method blocks
-/// until the store answered, so async hosts call them off their event loop.
+/// until the store answered, so async hosts call them off their event loop. The stores of
+/// this crate bound each call by their timeout, counted from when it began (see
+/// [`call_begun_at`]), and fail it with LEASE_STORE_UNAVAILABLE once that has passed.
 pub trait LeaseStore: Send + Sync {
     /// The record of `key`, if any.
     fn read(&self, key: &str) -> Result<Option<LeaseRecord>>;

@@ -12,6 +12,12 @@ pub(super) enum Failure {
     Commit(mysql::Error),
     /// Not the database's failure: the injected clock, or a row this store cannot read.
     Core(Error),
+    /// The call's deadline passed before its next statement could be sent: a transaction
+    /// it had begun is still open on the connection.
+    Deadline,
+    /// COMMIT was answered, but after the call's deadline: applied, and too late to be
+    /// reported as done.
+    LateCommit,
 }
 
 impl From<mysql::Error> for Failure {
@@ -53,11 +59,11 @@ impl Failure {
     /// The connection cannot be trusted with another statement.
     pub(super) fn breaks_connection(&self) -> bool {
         match self {
-            Failure::Commit(_) => true,
+            Failure::Commit(_) | Failure::Deadline => true,
             Failure::Db(e) => {
                 e.is_connectivity_error() || server_code(e).is_some_and(|code| SESSION_ENDED.contains(&code))
             }
-            Failure::Core(_) => false,
+            Failure::Core(_) | Failure::LateCommit => false,
         }
     }
 
@@ -126,6 +132,13 @@ impl Endpoint {
         }
         match failure {
             Failure::Core(error) => error,
+            Failure::Deadline => self.timed_out(),
+            Failure::LateCommit => Error::unavailable(format!(
+                "the lease store at {} committed only after the call's {} ms had run out: the \
+                 operation was applied, and is reported as not done since its answer came too late",
+                self.shown,
+                self.timeout.as_millis()
+            )),
             Failure::Commit(e) => Error::unavailable(format!(
                 "the connection to the lease store at {} was lost while committing, so the \
                  operation may or may not have been applied: {}",
@@ -151,11 +164,7 @@ impl Endpoint {
                         },
                     }
                 }
-                _ if is_timeout(&e) => Error::unavailable(format!(
-                    "the lease store at {} did not answer within {} ms",
-                    self.shown,
-                    self.timeout.as_millis()
-                )),
+                _ if is_timeout(&e) => self.timed_out(),
                 _ if e.is_connectivity_error() => Error::unavailable(format!(
                     "cannot reach the lease store at {}: {}",
                     self.shown,
@@ -167,6 +176,16 @@ impl Endpoint {
                 },
             },
         }
+    }
+
+    /// The call ran out of time: its timeout counts from when it began, whatever it was
+    /// waiting for when the time ran out.
+    fn timed_out(&self) -> Error {
+        Error::unavailable(format!(
+            "the lease store at {} did not answer within {} ms of the call's start",
+            self.shown,
+            self.timeout.as_millis()
+        ))
     }
 
     /// A failure of TLS, under its stable code; `None` when `error` is something else.
