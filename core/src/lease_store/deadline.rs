@@ -50,6 +50,11 @@ impl Deadline {
         )
     }
 
+    /// This deadline, or `most` from now when that is sooner.
+    pub(crate) fn capped(&self, most: Duration) -> Deadline {
+        Deadline(self.0.min(Instant::now() + most))
+    }
+
     /// The time left, or `None` when less than a millisecond is: no wait (a socket timeout,
     /// SQLite's busy timeout) can be set shorter, and zero would mean "no limit" to some.
     pub(crate) fn left(&self) -> Option<Duration> {

@@ -17,21 +17,15 @@ use std::time::Duration;
 
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
-use super::{assert_text, decide, Deadline, HistoryEntry, LeaseOp, LeaseRecord, LeaseStore, Request};
+use super::{
+    assert_text, decide, log_retention_ms, Deadline, HistoryEntry, LeaseOp, LeaseRecord, LeaseStore, Request,
+    DEFAULT_LOG_RETENTION, PRUNE_MIN_BATCH,
+};
 use crate::clock::{SystemWallClock, WallClock};
 use crate::errors::{Error, Result};
 
 /// How long an operation waits for another process's write lock, as in the reference.
 pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_millis(5_000);
-
-/// How long every renewal stays in the log; beyond it only the last renewal of each tenure
-/// does. Ten minutes is longer than the longest TTL, so an audit of the recent past sees
-/// every renewal, and a keeper's log stops growing after ten minutes.
-pub const DEFAULT_LOG_RETENTION: Duration = Duration::from_secs(600);
-
-/// The fewest log rows a write examines for pruning; it examines twice the rows it logs when
-/// that is more, so pruning keeps pace with any rate of renewals.
-const PRUNE_MIN_BATCH: usize = 64;
 
 /// The reference's schema, verbatim in structure. The triggers hold the invariants that a
 /// buggy writer (ours, the reference, or a hand-typed `sqlite3` session) must not break.
@@ -211,12 +205,8 @@ impl SqliteLeaseStore {
     /// The same store keeping every renewal for `retention` instead of
     /// [`DEFAULT_LOG_RETENTION`].
     pub fn with_log_retention(&self, retention: Duration) -> Result<SqliteLeaseStore> {
-        let ms = i64::try_from(retention.as_millis())
-            .ok()
-            .filter(|ms| *ms <= 100 * 365 * 86_400_000)
-            .ok_or_else(|| Error::invalid_argument("a log retention is at most a hundred years"))?;
         Ok(SqliteLeaseStore {
-            log_retention_ms: ms,
+            log_retention_ms: log_retention_ms(retention)?,
             ..self.clone()
         })
     }

@@ -12,6 +12,9 @@ use super::*;
 pub(super) struct Link<'c> {
     pub(super) conn: &'c mut Conn,
     pub(super) deadline: Deadline,
+    /// Set by work that succeeded and yet left the connection unfit for another call (a
+    /// prune after a write, cut short).
+    pub(super) discard: bool,
 }
 
 impl Link<'_> {
@@ -27,6 +30,15 @@ impl Link<'_> {
     pub(super) fn query_drop(&mut self, sql: &str) -> Result<(), Failure> {
         self.arm()?;
         Ok(self.conn.query_drop(sql)?)
+    }
+
+    /// A statement of text only (no parameters), which needs no statement prepared.
+    pub(super) fn query_opt<T: FromRow>(
+        &mut self,
+        sql: &str,
+    ) -> Result<Vec<Result<T, FromRowError>>, Failure> {
+        self.arm()?;
+        Ok(self.conn.query_opt(sql)?)
     }
 
     /// The prepared statement, from the connection's cache when it was prepared before: a

@@ -49,17 +49,38 @@
 //!
 //! # Tables
 //!
-//! Two tables per prefix (default [`DEFAULT_TABLE_PREFIX`]): `<prefix>leases` and
-//! `<prefix>lease_log`, with the SQLite store's columns and four triggers that hold the
-//! invariants whatever client writes (epochs move by exactly one, an epoch has one owner,
-//! the forgotten floor never moves back, a row keeps its key and is never deleted, the log
-//! is append-only). Keys and owners are `VARBINARY` holding UTF-8: bytes compare exactly
-//! as SQLite compares text ('A' and 'a', and 'a' and 'a ', are different keys; MySQL's
-//! `utf8mb4_bin` would pad trailing spaces away), and 600 bytes hold the longest accepted
-//! text (200 UTF-16 units of at most 3 bytes each) well inside InnoDB's 3072-byte index
-//! limit. The schema is created on open when missing, under `GET_LOCK` so that processes
-//! starting together do not race; when it already exists nothing is created, so a user
-//! without DDL rights can run against tables that an administrator made.
+//! Three tables per prefix (default [`DEFAULT_TABLE_PREFIX`]): `<prefix>leases` and
+//! `<prefix>lease_log`, with the SQLite store's columns, and `<prefix>lease_log_pruned`,
+//! the one-row mark of how far pruning has judged the log. Four triggers hold the
+//! invariants whatever client writes: epochs move by exactly one, an epoch has one owner,
+//! the forgotten floor never moves back, a lease row keeps its key and is never deleted, a
+//! log row is never changed, and only renewals ever leave the log (the server refuses to
+//! delete an acquire, release or forget entry, to any client). Keys and owners are
+//! `VARBINARY` holding UTF-8: bytes compare exactly as SQLite compares text ('A' and 'a',
+//! and 'a' and 'a ', are different keys; MySQL's `utf8mb4_bin` would pad trailing spaces
+//! away), and 600 bytes hold the longest accepted text (200 UTF-16 units of at most 3 bytes
+//! each) well inside InnoDB's 3072-byte index limit. The schema is created on open when
+//! missing, under `GET_LOCK` so that processes starting together do not race; when it
+//! already exists nothing is created, so a user without DDL rights can run against tables
+//! that an administrator made.
+//!
+//! The log is pruned as the SQLite store prunes it ([`DEFAULT_LOG_RETENTION`], or
+//! [`MysqlLeaseStore::with_log_retention`]): every acquire, release and forget stays, and
+//! every renewal within the retention; beyond it, the last renewal of each tenure (key,
+//! epoch). Each write prunes about twice the rows it logged once it has committed, in a
+//! short transaction of its own on the same connection (the lease rows' locks are not held
+//! for it), only when at least half its timeout is left and within half of what is left;
+//! one session prunes at a time (it takes the mark `FOR UPDATE NOWAIT`, and the others skip
+//! rather than wait), and a prune that fails is dropped without touching the write's
+//! answer. [`LeaseStore::compact_log`] catches up on a log written before, in batches of a
+//! few thousand rows.
+//!
+//! Tables made by earlier versions have a log that refuses every delete. Opening the store
+//! as a user with the CREATE and TRIGGER privileges migrates them, under the same
+//! `GET_LOCK`: the mark table, then the new delete guard, and only then the old guard is
+//! dropped, so the log is never without one. A user without those rights still opens and
+//! uses such tables; its store does not prune, and `compact_log` says why. It says why too
+//! when the user may not delete from the log. Either lasts until the store is opened again.
 //!
 //! # URL
 //!
@@ -129,8 +150,10 @@
 //! acknowledged operations on power loss) and, with binary logging, `binlog_format` ROW or
 //! MIXED (sessions run at READ COMMITTED so that acquiring a new key takes no gap lock).
 //! Creating the schema needs the CREATE and TRIGGER privileges (and, with binary logging,
-//! `log_bin_trust_function_creators` or SUPER); using it needs SELECT, INSERT and UPDATE.
-//! For TLS, a server certificate (and `have_ssl = YES`); see [TLS](#tls).
+//! `log_bin_trust_function_creators` or SUPER), and so does migrating it; using it needs
+//! SELECT, INSERT and UPDATE, and pruning the log DELETE besides. MariaDB 10.3 or MySQL
+//! 8.0 at least: pruning takes its mark with `NOWAIT`, and a migration puts a second delete
+//! trigger on the log before it drops the first. For TLS, a server certificate (and `have_ssl = YES`); see [TLS](#tls).
 
 use std::collections::HashMap;
 use std::fmt;
@@ -143,18 +166,23 @@ use std::time::Duration;
 use mysql::prelude::Queryable;
 use mysql::{Conn, OptsBuilder, Params, SslOpts, Value};
 
-use super::{assert_text, decide, Deadline, HistoryEntry, LeaseOp, LeaseRecord, LeaseStore, Request};
+use super::{
+    assert_text, decide, log_retention_ms, Deadline, HistoryEntry, LeaseOp, LeaseRecord, LeaseStore, Request,
+    DEFAULT_LOG_RETENTION, PRUNE_MIN_BATCH,
+};
 use crate::clock::WallClock;
 use crate::errors::{Error, Result};
 
 mod failure;
 mod link;
 mod options;
+mod prune;
 mod sql;
 
 use failure::*;
 use link::Link;
 pub use options::*;
+use prune::Refusal;
 use sql::*;
 
 /// How long one call may take unless the URL says otherwise.
@@ -203,6 +231,9 @@ pub struct MysqlLeaseStore {
     server_clock: super::server_clock::ServerClockGuard,
     /// What each new session runs first, each statement in the time the call has left.
     session_setup: [String; 2],
+    log_retention_ms: i64,
+    /// Why the log is not pruned, when the server refused what that needs.
+    unprunable: Mutex<Option<Refusal>>,
     idle: Mutex<Vec<Conn>>,
     closed: AtomicBool,
 }
@@ -244,8 +275,10 @@ impl MysqlLeaseStore {
                 "a MySQL store timeout is {MIN_TIMEOUT_MS} to {MAX_TIMEOUT_MS} ms, got {timeout_ms}"
             )));
         }
-        // The server counts lock waits in whole seconds; below one second, and for what
-        // the call has already spent, the socket's read timeout is what ends the wait.
+        // The server counts lock waits in whole seconds; the socket's read timeout ends a
+        // wait sooner when the call has less time left. Metadata locks too: a migration's
+        // DDL that waits for one holds up every writer of the table queued behind it, and
+        // must not wait on the server much longer than its call does.
         let lock_wait_s = (timeout_ms / 1000).max(1);
         let tls = options.effective_ssl_mode();
         let ssl = ssl_opts(tls, options.ssl_ca.as_deref())?;
@@ -273,11 +306,13 @@ impl MysqlLeaseStore {
             server_clock: Default::default(),
             session_setup: [
                 format!(
-                    "SET SESSION innodb_lock_wait_timeout = {lock_wait_s}, time_zone = '+00:00',
-                     sql_mode = 'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION'"
+                    "SET SESSION innodb_lock_wait_timeout = {lock_wait_s}, lock_wait_timeout = {lock_wait_s},
+                     time_zone = '+00:00', sql_mode = 'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION'"
                 ),
                 "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED".to_owned(),
             ],
+            log_retention_ms: log_retention_ms(DEFAULT_LOG_RETENTION)?,
+            unprunable: Mutex::new(None),
             idle: Mutex::new(Vec::new()),
             closed: AtomicBool::new(false),
         };
@@ -285,15 +320,25 @@ impl MysqlLeaseStore {
         Ok(store)
     }
 
+    /// The same store keeping every renewal for `retention` instead of
+    /// [`DEFAULT_LOG_RETENTION`].
+    pub fn with_log_retention(self, retention: Duration) -> Result<MysqlLeaseStore> {
+        Ok(MysqlLeaseStore {
+            log_retention_ms: log_retention_ms(retention)?,
+            ..self
+        })
+    }
+
     /// The two table names: leases, then the log.
     pub fn table_names(&self) -> (&str, &str) {
         (&self.sql.leases, &self.sql.log)
     }
 
-    /// Creates whatever part of the schema is missing. Processes that open the store at
-    /// once queue on a server-wide named lock, so each object is created exactly once.
+    /// Creates whatever part of the schema is missing, and readies the log for pruning.
+    /// Processes that open the store at once queue on a server-wide named lock, so each
+    /// object is created exactly once.
     fn migrate(&self, link: &mut Link<'_>) -> Result<(), Failure> {
-        if self.missing_objects(link)?.is_empty() {
+        if self.is_migrated(&self.present_objects(link)?) {
             return Ok(());
         }
         // MySQL refuses lock names over 64 characters: this one has at most 52.
@@ -313,8 +358,8 @@ impl MysqlLeaseStore {
             ))));
         }
         let created = self
-            .missing_objects(link)
-            .and_then(|missing| missing.into_iter().try_for_each(|create| link.query_drop(create)));
+            .present_objects(link)
+            .and_then(|present| self.create_missing(link, &present));
         // A session that ends (a failure that breaks the connection drops it) releases its
         // named locks with it.
         let released = link.exec_drop("SELECT RELEASE_LOCK(?)", Params::from((&lock,)));
@@ -322,28 +367,82 @@ impl MysqlLeaseStore {
         released
     }
 
-    /// The statements that create what the database lacks, in creation order.
-    fn missing_objects(&self, link: &mut Link<'_>) -> Result<Vec<&str>, Failure> {
-        let names = || self.sql.schema.iter().map(|(name, _)| name.as_str());
-        let present = link
-            .exec_opt::<String>(
-                "SELECT TABLE_NAME FROM information_schema.TABLES
-                   WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME IN (?, ?)
-                 UNION ALL
-                 SELECT TRIGGER_NAME FROM information_schema.TRIGGERS
-                   WHERE TRIGGER_SCHEMA = DATABASE() AND TRIGGER_NAME IN (?, ?, ?, ?)",
-                Params::Positional(names().map(Value::from).collect()),
-            )?
-            .into_iter()
-            .map(|name| name.map_err(|_| invalid_row("information_schema")))
-            .collect::<Result<Vec<String>, _>>()?;
-        Ok(self
+    /// Whether every object is there, and the old delete guard gone.
+    fn is_migrated(&self, present: &[String]) -> bool {
+        let mut wanted = self.sql.schema.iter().chain(&self.sql.pruning);
+        wanted.all(|(name, _)| present.contains(name)) && !present.contains(&self.sql.old_delete_guard.0)
+    }
+
+    /// Creates what `present` lacks. Without the privileges that pruning's part needs the
+    /// store still opens, and does not prune: a user without DDL rights runs on tables an
+    /// administrator made, whichever version made them.
+    fn create_missing(&self, link: &mut Link<'_>, present: &[String]) -> Result<(), Failure> {
+        for (name, create) in &self.sql.schema {
+            if !present.contains(name) {
+                link.query_drop(create)?;
+            }
+        }
+        match self.ready_pruning(link, present) {
+            Err(failure)
+                if self
+                    .note_refusal(
+                        &failure,
+                        "replacing the log's old delete guard (which refuses every delete) needs the \
+                         CREATE and TRIGGER privileges: opening the store once as a user that has them \
+                         makes the change",
+                    )
+                    .is_some() =>
+            {
+                Ok(())
+            }
+            other => other,
+        }
+    }
+
+    /// The mark table, then the guard that lets only renewals be deleted, and only then
+    /// the old guard dropped: the log is never without a delete guard.
+    fn ready_pruning(&self, link: &mut Link<'_>, present: &[String]) -> Result<(), Failure> {
+        for (name, create) in &self.sql.pruning {
+            if !present.contains(name) {
+                link.query_drop(create)?;
+            }
+        }
+        if present.contains(&self.sql.old_delete_guard.0) {
+            link.query_drop(&self.sql.old_delete_guard.1)?;
+        }
+        Ok(())
+    }
+
+    /// Which of the schema's tables and triggers, and of the old delete guard, exist.
+    fn present_objects(&self, link: &mut Link<'_>) -> Result<Vec<String>, Failure> {
+        let names: Vec<&str> = self
             .sql
             .schema
             .iter()
-            .filter(|(name, _)| !present.contains(name))
-            .map(|(_, create)| create.as_str())
-            .collect())
+            .chain(&self.sql.pruning)
+            .map(|(name, _)| name.as_str())
+            .chain([self.sql.old_delete_guard.0.as_str()])
+            .collect();
+        let marks = vec!["?"; names.len()].join(", ");
+        link.exec_opt::<String>(
+            &format!(
+                "SELECT TABLE_NAME FROM information_schema.TABLES
+                   WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME IN ({marks})
+                 UNION ALL
+                 SELECT TRIGGER_NAME FROM information_schema.TRIGGERS
+                   WHERE TRIGGER_SCHEMA = DATABASE() AND TRIGGER_NAME IN ({marks})"
+            ),
+            Params::Positional(
+                names
+                    .iter()
+                    .chain(&names)
+                    .map(|name| Value::from(*name))
+                    .collect(),
+            ),
+        )?
+        .into_iter()
+        .map(|name| name.map_err(|_| invalid_row("information_schema")))
+        .collect()
     }
 
     fn idle(&self) -> MutexGuard<'_, Vec<Conn>> {
@@ -378,6 +477,7 @@ impl MysqlLeaseStore {
         let mut link = Link {
             conn: &mut conn,
             deadline,
+            discard: false,
         };
         for statement in &self.session_setup {
             link.query_drop(statement)?;
@@ -456,13 +556,20 @@ impl MysqlLeaseStore {
         };
         let mut attempt = 1;
         loop {
-            let done = work(&mut Link {
+            let mut link = Link {
                 conn: &mut conn,
                 deadline,
-            });
+                discard: false,
+            };
+            let done = work(&mut link);
+            let discard = link.discard;
             let failure = match done {
                 Ok(value) => {
-                    self.check_in(conn);
+                    if discard {
+                        drop(conn);
+                    } else {
+                        self.check_in(conn);
+                    }
                     return match deadline.left() {
                         Some(_) => Ok(value),
                         None => Err(self.endpoint.error(Failure::Deadline)),
@@ -503,6 +610,14 @@ impl MysqlLeaseStore {
         let now = self.server_now(link)?;
         let answered = monotonic().map_err(Failure::Core)?;
         Ok((now, self.server_clock.expiry_time(now, asked, answered)))
+    }
+
+    /// The store's clock: the injected one, or the server's.
+    fn clock_now(&self, link: &mut Link<'_>) -> Result<i64, Failure> {
+        match &self.clock {
+            Some(clock) => clock.now_ms().map_err(Failure::Core),
+            None => self.server_now(link),
+        }
     }
 
     fn server_now(&self, link: &mut Link<'_>) -> Result<i64, Failure> {
@@ -574,7 +689,7 @@ impl MysqlLeaseStore {
         keys.sort_unstable();
         keys.dedup();
         self.run(|link| {
-            transaction(link, |link| {
+            let (outcomes, now, logged) = transaction(link, |link| {
                 let mut rows = self.lock_rows(link, &keys)?;
                 let (now, expiry) = self.decision_time(link)?;
                 let mut outcomes = Vec::with_capacity(requests.len());
@@ -597,8 +712,10 @@ impl MysqlLeaseStore {
                     }
                 }
                 self.write(link, &grants, now)?;
-                Ok(outcomes)
-            })
+                Ok((outcomes, now, grants.len()))
+            })?;
+            self.prune_after_write(link, now, logged);
+            Ok(outcomes)
         })
     }
 }
@@ -704,12 +821,8 @@ impl LeaseStore for MysqlLeaseStore {
         self.run(|link| fetch_records(link, &self.sql.list, params.clone(), &self.sql.leases))
     }
 
-    /// Not yet: this schema's triggers make the log append-only, and letting them delete old
-    /// renewals needs a migration of existing databases' triggers that this build does not make.
     fn compact_log(&self) -> Result<u64> {
-        Err(Error::invalid_argument(
-            "the MySQL store's lease log is append-only (its triggers refuse deletes): it is not pruned",
-        ))
+        self.compact()
     }
 
     fn now_ms(&self) -> Result<i64> {
