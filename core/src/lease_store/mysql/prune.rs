@@ -157,10 +157,11 @@ impl MysqlLeaseStore {
     /// transaction still open can be invisible here while later ids are not: the mark then
     /// passes it, and it is never judged. Nothing goes wrong: a row is deleted only once it
     /// was read and a later renewal of its tenure was read too, so an unjudged row merely
-    /// stays (a renewal too many). And it is rare: the rows judged are older than the
-    /// retention, so the hidden one belongs to a transaction open for longer than that,
-    /// which only a session its client abandoned mid-transaction keeps (the server rolls
-    /// it back when it notices, and the row never was).
+    /// stays (a renewal too many). And with a retention longer than a call's timeout it is
+    /// rare: the rows judged are older than the retention, so the hidden one belongs to a
+    /// transaction open for longer than that, which only a session its client abandoned
+    /// mid-transaction keeps (the server rolls it back when it notices, and the row never
+    /// was).
     fn prune_batch(
         &self,
         link: &mut Link<'_>,
@@ -184,7 +185,7 @@ impl MysqlLeaseStore {
                 &self.sql.rows_after_mark,
                 Params::from((start, budget as u64)),
             )?;
-            let mut judged: Vec<(u64, Vec<u8>, i64)> = Vec::new();
+            let mut renewals: Vec<(u64, Vec<u8>, i64)> = Vec::new();
             let mut through = start;
             let mut count = 0;
             for row in rows {
@@ -194,13 +195,13 @@ impl MysqlLeaseStore {
                 }
                 (through, count) = (id, count + 1);
                 if op == LeaseOp::Renew.as_str() {
-                    judged.push((id, key, epoch));
+                    renewals.push((id, key, epoch));
                 }
             }
             if count == 0 {
                 return Ok((0, 0));
             }
-            let doomed = self.followed_renewals(link, &judged)?;
+            let doomed = self.followed_renewals(link, &renewals)?;
             let mut deleted = 0;
             for chunk in doomed.chunks(DELETE_CHUNK) {
                 link.query_drop(&self.sql.delete_log_rows(chunk))?;
