@@ -46,10 +46,11 @@ const options = SKIP ? { skip: 'GOTRY_SKIP_MYSQL=1' } : {};
 
 test.after(() => {
     if (SKIP || CUSTOM_URL) return;
-    // Best effort: the store never deletes, so its tables are dropped beside it.
+    // Best effort: the store never drops its tables, so they are dropped beside it.
+    const tables = `${PREFIX}leases, ${PREFIX}lease_log, ${PREFIX}lease_log_pruned`;
     const dropped = spawnSync('mysql', ['--protocol=tcp', '-h127.0.0.1', '-uroot', 'test', '-e',
-        `DROP TABLE IF EXISTS ${PREFIX}leases, ${PREFIX}lease_log`], { encoding: 'utf8' });
-    if (dropped.status !== 0) process.stderr.write(`left tables ${PREFIX}leases and ${PREFIX}lease_log behind\n`);
+        `DROP TABLE IF EXISTS ${tables}`], { encoding: 'utf8' });
+    if (dropped.status !== 0) process.stderr.write(`left tables ${tables} behind\n`);
 });
 
 test('openLeaseStore(mysql://...) acquires, renews, releases and logs on the server', options, async () => {

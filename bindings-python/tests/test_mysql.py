@@ -54,7 +54,7 @@ def mysql_url() -> Iterator[str]:
     if base == LOCAL_URL and shutil.which("mysql"):
         subprocess.run(
             ["mysql", "--protocol=tcp", "-h127.0.0.1", "-P3306", "-uroot", "test", "-e",
-             f"DROP TABLE IF EXISTS {prefix}leases, {prefix}lease_log"],
+             f"DROP TABLE IF EXISTS {prefix}leases, {prefix}lease_log, {prefix}lease_log_pruned"],
             check=True,
         )
 

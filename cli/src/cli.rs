@@ -198,11 +198,11 @@ The store accepts it only from the owner and epoch that hold the lease, before i
     #[command(after_help = "Example:
   gotry-tenant lease compact --store /var/lib/gotry/leases.db
 
-The store deletes the renewals older than its retention (ten minutes for SQLite) that a later
-renewal of the same tenure follows; every acquire, release and forget stays, and so does the
-last renewal of each tenure. Writes prune as they go: this catches up on a log written before,
-or by the reference implementation, in short transactions. A MySQL store's log is
-append-only and is refused (status 5).")]
+The store deletes the renewals older than its retention (ten minutes) that a later renewal of
+the same tenure follows; every acquire, release and forget stays, and so does the last renewal
+of each tenure. Writes prune as they go: this catches up on a log written before, or by the
+reference implementation, in short transactions. A MySQL store on tables of an earlier version
+that this user may not migrate (no TRIGGER privilege) says why it cannot (status 7).")]
     Compact {
         #[command(flatten)]
         store: StoreArg,

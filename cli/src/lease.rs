@@ -6,7 +6,7 @@
 use std::ffi::OsStr;
 use std::sync::Arc;
 
-use gotry_tenant_state::{Error, HistoryEntry, LeaseRecord, LeaseStore};
+use gotry_tenant_state::{HistoryEntry, LeaseRecord, LeaseStore};
 use serde_json::{json, Value};
 
 use crate::cli::{HolderArgs, LeaseCommand, StoreArg};
@@ -211,14 +211,7 @@ fn compact(store: &StoreArg) -> Result<Report, Failure> {
     let target = StoreTarget::parse(&store.store);
     let store = target.open_existing()?;
     let deleted = store.compact_log().map_err(|error| {
-        let refused = matches!(error, Error::InvalidArgument { .. });
-        let failure =
-            Failure::from(error).context(format!("cannot compact the log of {}", target.describe()));
-        if refused {
-            failure.hint("this store keeps its whole log; nothing was deleted")
-        } else {
-            failure
-        }
+        Failure::from(error).context(format!("cannot compact the log of {}", target.describe()))
     })?;
     let now = store.now_ms()?;
     let plural = if deleted == 1 { "" } else { "s" };

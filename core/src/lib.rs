@@ -39,8 +39,8 @@ pub use keeper::{
 pub use lease_store::mysql::{MysqlLeaseStore, MysqlOptions};
 pub use lease_store::sqlite::{SqliteLeaseStore, SqliteOptions};
 pub use lease_store::{
-    assert_lease_ttl, open_lease_store, HistoryEntry, LeaseGrant, LeaseOp, LeaseRecord, LeaseStore,
-    MAX_LEASE_TTL_MS, MIN_LEASE_TTL_MS,
+    assert_lease_ttl, call_begun_at, open_lease_store, HistoryEntry, LeaseGrant, LeaseOp, LeaseRecord,
+    LeaseStore, MAX_LEASE_TTL_MS, MIN_LEASE_TTL_MS,
 };
 pub use router::{
     CloseReport, CopyPolicy, Durability, RouterCall, RouterEvent, RouterOptions, TenantHandle, TenantRouter,

@@ -20,7 +20,7 @@ mod tables;
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Barrier, Mutex};
+use std::sync::{mpsc, Arc, Barrier, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -28,8 +28,8 @@ use gotry_tenant_state::lease_store::mysql::{
     SslMode, TLS_CERTIFICATE, TLS_HANDSHAKE, TLS_NOT_OFFERED, TLS_REQUIRED_BY_SERVER, TLS_SETUP,
 };
 use gotry_tenant_state::{
-    open_lease_store, Error, FenceReason, LeaseOp, LeaseOptions, LeaseStore, MysqlLeaseStore, MysqlOptions,
-    SystemMonotonicClock, SystemWallClock, TenantLease, WallClock,
+    call_begun_at, open_lease_store, Error, FenceReason, LeaseOp, LeaseOptions, LeaseStore, ManualClock,
+    MysqlLeaseStore, MysqlOptions, SystemMonotonicClock, SystemWallClock, TenantLease, WallClock,
 };
 use mysql::prelude::Queryable;
 use tables::ScratchTables;
@@ -49,8 +49,18 @@ impl Fixture {
         })
     }
 
-    /// A store on fresh tables, reached at `url` (the server's, or a proxy's).
+    /// A store on fresh tables, reached at `url` (the server's, or a proxy's). The tables
+    /// are made first, directly and with the default timeout: a short timeout bounds the
+    /// whole open, and making a schema takes several DDL statements, which a loaded machine
+    /// may not fit in it.
     fn open_at(&mut self, url: &str, prefix: &str, timeout_ms: u64) -> MysqlLeaseStore {
+        if url != self.url || timeout_ms < 2_000 {
+            let mut options = MysqlOptions::from_url(&self.url).expect("url");
+            options.table_prefix = prefix.to_owned();
+            let store = MysqlLeaseStore::open(options).unwrap_or_else(|e| server::no_server(&self.url, &e));
+            let (leases, log) = store.table_names();
+            self.scratch.add(leases, log);
+        }
         let mut options = MysqlOptions::from_url(url).expect("url");
         options.table_prefix = prefix.to_owned();
         options.timeout = Duration::from_millis(timeout_ms);
@@ -94,6 +104,10 @@ enum Mode {
     CutAfterCommit,
     /// The next COMMIT is never delivered: the connection is cut instead.
     CutBeforeCommit,
+    /// A slow link: each chunk is passed on this long after it arrived, in order, and
+    /// chunks in flight do not wait for each other (latency, not a narrow pipe). The TCP
+    /// connect to the proxy itself is not delayed.
+    Delay(Duration),
 }
 
 struct Proxy {
@@ -206,7 +220,7 @@ fn accept_loop(listener: &TcpListener, shared: &Arc<ProxyShared>) {
             Mode::Down => drop(client),
             // Accepted by the kernel, never answered: the client waits for a greeting.
             Mode::Silent => shared.track(&client),
-            Mode::Forward | Mode::CutAfterCommit | Mode::CutBeforeCommit => {
+            Mode::Forward | Mode::CutAfterCommit | Mode::CutBeforeCommit | Mode::Delay(_) => {
                 let Ok(upstream) = TcpStream::connect(&shared.upstream) else {
                     continue;
                 };
@@ -240,6 +254,8 @@ fn pump(
 ) {
     let _ = from.set_read_timeout(Some(PUMP_TICK));
     let mut buffer = [0u8; 16 * 1024];
+    // Once a chunk was delayed, every later one goes the same way, so none overtakes it.
+    let mut delayed: Option<DelayLine> = None;
     while !shared.stop.load(Ordering::SeqCst) {
         let n = match from.read(&mut buffer) {
             Ok(0) => break,
@@ -273,12 +289,58 @@ fn pump(
             }
             answer_cut.store(true, Ordering::SeqCst);
         }
-        if to.write_all(chunk).is_err() {
+        let delay = match mode {
+            Mode::Delay(delay) => Some(delay),
+            _ => None,
+        };
+        if delay.is_some() || delayed.is_some() {
+            let Ok(to) = to.try_clone() else { break };
+            let line = delayed.get_or_insert_with(|| DelayLine::new(to));
+            if !line.send(chunk, delay.unwrap_or_default()) {
+                break;
+            }
+        } else if to.write_all(chunk).is_err() {
             break;
         }
     }
+    // What is still in flight arrives before the end of the stream does.
+    if let Some(line) = delayed {
+        line.drain();
+    }
     let _ = to.shutdown(Shutdown::Both);
     let _ = from.shutdown(Shutdown::Both);
+}
+
+/// The far half of a delayed direction: writes each chunk once its time has come.
+struct DelayLine {
+    chunks: mpsc::Sender<(Instant, Vec<u8>)>,
+    writer: JoinHandle<()>,
+}
+
+impl DelayLine {
+    fn new(mut to: TcpStream) -> DelayLine {
+        let (chunks, due) = mpsc::channel::<(Instant, Vec<u8>)>();
+        let writer = std::thread::spawn(move || {
+            for (at, chunk) in due {
+                std::thread::sleep(at.saturating_duration_since(Instant::now()));
+                if to.write_all(&chunk).is_err() {
+                    let _ = to.shutdown(Shutdown::Both);
+                    return;
+                }
+            }
+        });
+        DelayLine { chunks, writer }
+    }
+
+    /// False once the writer gave up (its side was closed).
+    fn send(&self, chunk: &[u8], delay: Duration) -> bool {
+        self.chunks.send((Instant::now() + delay, chunk.to_vec())).is_ok()
+    }
+
+    fn drain(self) {
+        drop(self.chunks);
+        let _ = self.writer.join();
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -563,6 +625,171 @@ fn a_silent_server_is_unavailable_after_the_timeout_and_service_resumes() {
         .filter(|e| e.op == LeaseOp::Renew)
         .count();
     assert_eq!(renews, 1, "the renewal that timed out was not applied");
+}
+
+/// How long `call` took; a failure must be LEASE_STORE_UNAVAILABLE.
+fn time_call<T>(what: &str, call: impl FnOnce() -> gotry_tenant_state::Result<T>) -> (String, Duration) {
+    let started = Instant::now();
+    let outcome = call().map(|_| ());
+    let took = started.elapsed();
+    println!(
+        "{what}: {took:?}: {:?}",
+        outcome.as_ref().map_err(ToString::to_string)
+    );
+    if let Err(error) = &outcome {
+        assert!(
+            matches!(error, Error::LeaseStoreUnavailable { .. }),
+            "{what}: {error:?}"
+        );
+    }
+    (what.to_owned(), took)
+}
+
+#[test]
+fn every_call_ends_within_its_timeout_on_a_slow_link() {
+    const TIMEOUT_MS: u64 = 2_000;
+    const DELAY: Duration = Duration::from_millis(450);
+    let Some(mut fx) = Fixture::new("every_call_ends_within_its_timeout_on_a_slow_link") else {
+        return;
+    };
+    let proxy = Proxy::start(&fx.url);
+    let proxied = proxy.url(&fx.url);
+    let prefix = server::fresh_prefix();
+    let store = fx.open_at(&proxied, &prefix, TIMEOUT_MS);
+    let keys: Vec<String> = (0..20).map(|i| format!("k{i}")).collect();
+    for key in &keys {
+        store.acquire(key, "o", 600_000).unwrap();
+    }
+    let batch: Vec<(&str, i64)> = keys.iter().map(|key| (key.as_str(), 1)).collect();
+    // Each call starts on a connection the fast link left in the pool, its statements
+    // prepared; then every chunk each way takes 450 ms.
+    let slow_pooled = || {
+        proxy.set(Mode::Forward);
+        store.read("k0").unwrap();
+        proxy.set(Mode::Delay(DELAY));
+    };
+    let mut took = Vec::new();
+    slow_pooled();
+    took.push(time_call("renew", || store.renew("k0", "o", 1, 600_000)));
+    slow_pooled();
+    took.push(time_call("renew_batch of 20", || {
+        store.renew_batch("o", 600_000, &batch)
+    }));
+    // The pooled connection is found cut: its replacement is made on the slow link, within
+    // the same call and its deadline.
+    slow_pooled();
+    proxy.set(Mode::Down);
+    proxy.set(Mode::Delay(DELAY));
+    took.push(time_call("acquire on a new connection", || {
+        store.acquire("fresh", "o", 600_000)
+    }));
+    took.push(time_call("open", || {
+        let mut options = options_at(&proxied);
+        options.table_prefix = prefix.clone();
+        options.timeout = Duration::from_millis(TIMEOUT_MS);
+        MysqlLeaseStore::open(options)
+    }));
+    took.push(time_call("open_lease_store", || {
+        open_lease_store(&server::with_option(
+            &server::with_option(&proxied, "prefix", &prefix),
+            "timeout_ms",
+            &TIMEOUT_MS.to_string(),
+        ))
+    }));
+    // The bound: the timeout, plus one delay for an answer already on its way when the time
+    // ran out (see "Bounded waiting" in the store's documentation), plus room for a loaded
+    // machine. It checks a bound, not speed.
+    let bound = Duration::from_millis(TIMEOUT_MS) + DELAY + Duration::from_millis(300);
+    for (what, took) in &took {
+        assert!(
+            *took <= bound,
+            "{what} took {took:?}, more than {bound:?}: {took:?}"
+        );
+    }
+
+    // With time enough, the same calls on a slow link succeed.
+    proxy.set(Mode::Delay(Duration::from_millis(50)));
+    let mut options = options_at(&proxied);
+    options.table_prefix = prefix.clone();
+    options.timeout = Duration::from_millis(10_000);
+    let patient = MysqlLeaseStore::open(options).unwrap();
+    patient.renew("k0", "o", 1, 600_000).unwrap();
+    let answers = patient.renew_batch("o", 600_000, &batch).unwrap();
+    assert!(answers.iter().all(Result::is_ok), "{answers:?}");
+    patient.acquire("patient", "o", 600_000).unwrap();
+}
+
+#[test]
+fn time_a_call_spent_queued_in_its_host_counts_against_its_deadline() {
+    const TIMEOUT: Duration = Duration::from_millis(1_000);
+    let Some(mut fx) = Fixture::new("time_a_call_spent_queued_in_its_host_counts_against_its_deadline")
+    else {
+        return;
+    };
+    let proxy = Proxy::start(&fx.url);
+    let store = fx.open_at(
+        &proxy.url(&fx.url),
+        &server::fresh_prefix(),
+        TIMEOUT.as_millis() as u64,
+    );
+    store.acquire("k", "o", 60_000).unwrap();
+    let renewals = || {
+        store
+            .history(Some("k"))
+            .unwrap()
+            .into_iter()
+            .filter(|e| e.op == LeaseOp::Renew)
+            .count()
+    };
+
+    // Queued for its whole timeout: it fails at once and sends nothing.
+    let started = Instant::now();
+    let late = call_begun_at(started - TIMEOUT, || store.renew("k", "o", 1, 60_000));
+    assert!(
+        matches!(late, Err(Error::LeaseStoreUnavailable { .. })),
+        "{late:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_millis(200),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(renewals(), 0);
+
+    // Queued for 700 ms of its 1000: on a silent link it gives up after the 300 left.
+    proxy.set(Mode::Silent);
+    let started = Instant::now();
+    let queued = call_begun_at(started - Duration::from_millis(700), || {
+        store.renew("k", "o", 1, 60_000)
+    });
+    let waited = started.elapsed();
+    println!("a call queued 700 ms of its 1000 ms, on a silent link: {queued:?} after {waited:?}");
+    assert!(
+        matches!(queued, Err(Error::LeaseStoreUnavailable { .. })),
+        "{queued:?}"
+    );
+    assert!(waited < Duration::from_millis(600), "{waited:?}");
+
+    // Opening counts its queue time too.
+    let started = Instant::now();
+    let mut options = options_at(&proxy.url(&fx.url));
+    options.timeout = TIMEOUT;
+    let opened = call_begun_at(started - Duration::from_millis(700), || {
+        MysqlLeaseStore::open(options)
+    });
+    assert!(
+        matches!(opened, Err(Error::LeaseStoreUnavailable { .. })),
+        "{opened:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_millis(600),
+        "{:?}",
+        started.elapsed()
+    );
+
+    proxy.set(Mode::Forward);
+    store.renew("k", "o", 1, 60_000).unwrap();
+    assert_eq!(renewals(), 1);
 }
 
 /// A session of the test's own that holds `key`'s row locked until dropped.
@@ -1015,6 +1242,340 @@ fn a_user_without_ddl_rights_runs_on_tables_made_for_it() {
         "{shown}"
     );
     assert!(!shown.contains(&name) && !shown.contains(password), "{shown}");
+}
+
+// ---------------------------------------------------------------------------------------
+// Pruning the log.
+
+/// A store of `prefix` deciding on `clock` and keeping every renewal for `retention`.
+fn store_on_clock(
+    fx: &mut Fixture,
+    prefix: &str,
+    clock: &Arc<ManualClock>,
+    retention_s: u64,
+) -> MysqlLeaseStore {
+    let mut options = options_at(&fx.url);
+    options.table_prefix = prefix.to_owned();
+    options.clock = Some(Arc::clone(clock) as Arc<dyn WallClock>);
+    let store = MysqlLeaseStore::open(options).unwrap_or_else(|e| server::no_server(&fx.url, &e));
+    let (leases, log) = store.table_names();
+    fx.scratch.add(leases, log);
+    store
+        .with_log_retention(Duration::from_secs(retention_s))
+        .unwrap()
+}
+
+fn ops_of(store: &dyn LeaseStore, key: &str) -> Vec<(LeaseOp, i64)> {
+    store
+        .history(Some(key))
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.op, e.epoch))
+        .collect()
+}
+
+/// Puts the tables of `prefix` back as earlier versions made them: no pruning mark, and a
+/// delete guard on the log that refuses every delete.
+fn make_schema_old(conn: &mut mysql::Conn, prefix: &str) {
+    for statement in [
+        format!("DROP TRIGGER `{prefix}lease_log_guard_prune`"),
+        format!("DROP TABLE `{prefix}lease_log_pruned`"),
+        format!(
+            "CREATE TRIGGER `{prefix}lease_log_guard_delete` BEFORE DELETE ON `{prefix}lease_log`
+             FOR EACH ROW SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'the lease log is append-only'"
+        ),
+    ] {
+        conn.query_drop(&statement)
+            .unwrap_or_else(|e| panic!("{statement}: {e}"));
+    }
+}
+
+/// The delete guards of `prefix`'s log, and whether its mark table exists.
+fn log_guards(conn: &mut mysql::Conn, prefix: &str) -> (Vec<String>, bool) {
+    let guards = conn
+        .exec(
+            "SELECT TRIGGER_NAME FROM information_schema.TRIGGERS
+             WHERE TRIGGER_SCHEMA = DATABASE() AND EVENT_OBJECT_TABLE = ? AND EVENT_MANIPULATION = 'DELETE'",
+            (format!("{prefix}lease_log"),),
+        )
+        .unwrap();
+    let mark: Option<String> = conn
+        .exec_first(
+            "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?",
+            (format!("{prefix}lease_log_pruned"),),
+        )
+        .unwrap();
+    (guards, mark.is_some())
+}
+
+/// A delete of `op` rows of `prefix`'s log by hand: the server's answer (rolled back when
+/// it went through).
+fn delete_by_hand(conn: &mut mysql::Conn, prefix: &str, op: &str) -> Result<u64, u16> {
+    conn.query_drop("START TRANSACTION").unwrap();
+    let outcome = conn
+        .exec_drop(
+            format!("DELETE FROM `{prefix}lease_log` WHERE op = ? LIMIT 1"),
+            (op,),
+        )
+        .map(|()| conn.affected_rows())
+        .map_err(|e| match e {
+            mysql::Error::MySqlError(e) => e.code,
+            other => panic!("{other}"),
+        });
+    conn.query_drop("ROLLBACK").unwrap();
+    outcome
+}
+
+#[test]
+fn writes_prune_old_renewals_and_keep_every_acquire_release_forget_and_tenure_end() {
+    const START: i64 = 1_700_000_000_000;
+    let Some(mut fx) =
+        Fixture::new("writes_prune_old_renewals_and_keep_every_acquire_release_forget_and_tenure_end")
+    else {
+        return;
+    };
+    let prefix = server::fresh_prefix();
+    let clock = Arc::new(ManualClock::new(START));
+    let store = store_on_clock(&mut fx, &prefix, &clock, 60);
+    let keys: Vec<String> = (0..10).map(|i| format!("k{i}")).collect();
+    for key in &keys {
+        store.acquire(key, "a", 30_000).unwrap();
+    }
+    let mut written = keys.len();
+    // k0's tenure stops renewing at round 10; k1 is released at round 12 and taken by b at
+    // round 13; k2 is forgotten at round 5; the others go on. A round every ten seconds.
+    for round in 1..=30 {
+        clock.advance(10_000).unwrap();
+        let batch: Vec<(&str, i64)> = keys
+            .iter()
+            .filter(|key| match key.as_str() {
+                "k0" => round <= 10,
+                "k1" => round <= 11,
+                _ => true,
+            })
+            .map(|key| (key.as_str(), 1))
+            .collect();
+        for answer in store.renew_batch("a", 30_000, &batch).unwrap() {
+            answer.unwrap();
+        }
+        written += batch.len();
+        let single = match round {
+            5 => store.mark_forgotten("k2", "a", 1).map(|_| ()),
+            12 => store.release("k1", "a", 1).map(|_| ()),
+            13 => store.acquire("k1", "b", 30_000).map(|_| ()),
+            r if r > 13 => store.renew("k1", "b", 2, 30_000).map(|_| ()),
+            _ => continue,
+        };
+        single.unwrap();
+        written += 1;
+    }
+    let history = store.history(None).unwrap();
+    println!(
+        "lease log: {written} rows written over 300 s, {} kept with a retention of 60 s",
+        history.len()
+    );
+    let count = |op: LeaseOp| history.iter().filter(|e| e.op == op).count();
+    assert_eq!(
+        (
+            count(LeaseOp::Acquire),
+            count(LeaseOp::Release),
+            count(LeaseOp::Forget)
+        ),
+        (11, 1, 1)
+    );
+    // The end of k0's tenure and of k1's first, however old; for the rest, the renewals
+    // of the retention (the last write judged up to 60 s before it: rounds 24 to 30).
+    assert_eq!(ops_of(&store, "k0"), [(LeaseOp::Acquire, 1), (LeaseOp::Renew, 1)]);
+    let k1 = ops_of(&store, "k1");
+    assert_eq!(
+        k1[..4],
+        [
+            (LeaseOp::Acquire, 1),
+            (LeaseOp::Renew, 1),
+            (LeaseOp::Release, 1),
+            (LeaseOp::Acquire, 2)
+        ],
+        "{k1:?}"
+    );
+    assert_eq!(k1[4..], vec![(LeaseOp::Renew, 2); 7], "{k1:?}");
+    let k0_last = history.iter().rfind(|e| e.key == "k0").unwrap();
+    assert_eq!(k0_last.at_ms, START + 100_000);
+    for key in &keys[2..] {
+        let renewals = ops_of(&store, key)
+            .iter()
+            .filter(|(op, _)| *op == LeaseOp::Renew)
+            .count();
+        assert_eq!(renewals, 7, "{key}");
+    }
+    assert_eq!(store.compact_log().unwrap(), 0, "the writes kept pace");
+
+    // Another session holds the mark: a write does not wait for it, and prunes nothing.
+    let mut other = fx.scratch.connect();
+    other.query_drop("START TRANSACTION").unwrap();
+    let _: Option<u64> = other
+        .query_first(format!(
+            "SELECT through_id FROM `{prefix}lease_log_pruned` FOR UPDATE"
+        ))
+        .unwrap();
+    clock.advance(120_000).unwrap();
+    let rows = store.history(None).unwrap().len();
+    let started = Instant::now();
+    store.acquire("k0", "c", 30_000).unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(store.history(None).unwrap().len(), rows + 1);
+    other.query_drop("ROLLBACK").unwrap();
+    store.renew("k0", "c", 2, 30_000).unwrap();
+    assert!(store.history(None).unwrap().len() < rows, "the next write pruned");
+}
+
+#[test]
+fn an_old_schema_is_migrated_at_open_and_its_log_compacted() {
+    const START: i64 = 1_700_000_000_000;
+    let Some(mut fx) = Fixture::new("an_old_schema_is_migrated_at_open_and_its_log_compacted") else {
+        return;
+    };
+    let prefix = server::fresh_prefix();
+    let clock = Arc::new(ManualClock::new(START));
+    // A log written with nothing old enough to prune, then the schema of earlier versions.
+    let before = store_on_clock(&mut fx, &prefix, &clock, 3_600);
+    let keys: Vec<String> = (0..50).map(|i| format!("k{i}")).collect();
+    let batch: Vec<(&str, i64)> = keys.iter().map(|key| (key.as_str(), 1)).collect();
+    for key in &keys {
+        before.acquire(key, "a", 30_000).unwrap();
+    }
+    for _ in 0..40 {
+        clock.advance(1_000).unwrap();
+        for answer in before.renew_batch("a", 30_000, &batch).unwrap() {
+            answer.unwrap();
+        }
+    }
+    before.release("k0", "a", 1).unwrap();
+    drop(before);
+    let mut admin = fx.scratch.connect();
+    make_schema_old(&mut admin, &prefix);
+    assert_eq!(
+        delete_by_hand(&mut admin, &prefix, "renew"),
+        Err(1644),
+        "the old guard"
+    );
+
+    clock.advance(3_600_000).unwrap();
+    let store = store_on_clock(&mut fx, &prefix, &clock, 60);
+    let (guards, mark) = log_guards(&mut admin, &prefix);
+    assert_eq!(guards, [format!("{prefix}lease_log_guard_prune")]);
+    assert!(mark, "the mark table was made");
+    // The server itself refuses to delete anything but a renewal, to any client.
+    for op in ["acquire", "release"] {
+        assert_eq!(delete_by_hand(&mut admin, &prefix, op), Err(1644), "{op}");
+    }
+    assert_eq!(delete_by_hand(&mut admin, &prefix, "renew"), Ok(1));
+
+    let rows = store.history(None).unwrap().len();
+    let deleted = store.compact_log().unwrap();
+    let kept = store.history(None).unwrap();
+    println!(
+        "compact_log: {rows} rows before, {deleted} deleted, {} after",
+        kept.len()
+    );
+    assert_eq!(deleted, 50 * 40 - 50);
+    assert_eq!(kept.len(), rows - deleted as usize);
+    assert_eq!(
+        ops_of(&store, "k0"),
+        [(LeaseOp::Acquire, 1), (LeaseOp::Renew, 1), (LeaseOp::Release, 1)]
+    );
+    for key in &keys[1..] {
+        assert_eq!(
+            ops_of(&store, key),
+            [(LeaseOp::Acquire, 1), (LeaseOp::Renew, 1)],
+            "{key}"
+        );
+    }
+    assert_eq!(
+        kept.iter().rfind(|e| e.key == "k9").unwrap().at_ms,
+        START + 40_000,
+        "the last renewal stays"
+    );
+    assert_eq!(store.compact_log().unwrap(), 0);
+}
+
+#[test]
+fn a_user_without_trigger_rights_runs_on_old_tables_and_is_told_why_they_are_not_pruned() {
+    let Some(mut fx) =
+        Fixture::new("a_user_without_trigger_rights_runs_on_old_tables_and_is_told_why_they_are_not_pruned")
+    else {
+        return;
+    };
+    let prefix = server::fresh_prefix();
+    fx.open(&prefix).acquire("k", "admin", 60_000).unwrap();
+    let mut admin = fx.scratch.connect();
+    make_schema_old(&mut admin, &prefix);
+    let server = options_at(&fx.url);
+    let name = format!("{}u", prefix.trim_end_matches('_'));
+    let password = "pw-Limited-8";
+    admin
+        .query_drop(format!("CREATE USER '{name}'@'%' IDENTIFIED BY '{password}'"))
+        .unwrap();
+    let _user = ScratchUser {
+        fx: &fx,
+        name: name.clone(),
+    };
+    admin
+        .query_drop(format!(
+            "GRANT SELECT, INSERT, UPDATE ON `{}`.* TO '{name}'@'%'",
+            server.database
+        ))
+        .unwrap();
+    let mut limited = server.clone();
+    limited.user = Some(name.clone());
+    limited.password = Some(password.into());
+    limited.table_prefix = prefix.clone();
+
+    let store = MysqlLeaseStore::open(limited.clone()).unwrap();
+    store.acquire("k2", "limited", 60_000).unwrap();
+    for _ in 0..3 {
+        store.renew("k2", "limited", 1, 60_000).unwrap();
+    }
+    let refused = store.compact_log().expect_err("the old guard stays");
+    let shown = format!("{refused} {refused:?}");
+    println!("{refused}");
+    assert!(
+        matches!(&refused, Error::Storage { code, message }
+            if code == "ER_TABLEACCESS_DENIED_ERROR" && message.contains("TRIGGER") && message.contains("not pruned")),
+        "{shown}"
+    );
+    assert!(!shown.contains(&name) && !shown.contains(password), "{shown}");
+    assert_eq!(
+        log_guards(&mut admin, &prefix),
+        (vec![format!("{prefix}lease_log_guard_delete")], false),
+        "nothing changed"
+    );
+
+    // Migrated by an administrator, the tables are pruned by whoever may delete from the
+    // log; this user may not, and is told so.
+    let mut root = options_at(&fx.url);
+    root.table_prefix = prefix.clone();
+    drop(MysqlLeaseStore::open(root).unwrap());
+    let mut options = limited;
+    options.clock = Some(Arc::new(ManualClock::new(
+        SystemWallClock.now_ms().unwrap() + 3_600_000,
+    )));
+    let store = MysqlLeaseStore::open(options)
+        .unwrap()
+        .with_log_retention(Duration::from_secs(60))
+        .unwrap();
+    let refused = store.compact_log().expect_err("no DELETE right");
+    assert!(
+        matches!(&refused, Error::Storage { code, message }
+            if code == "ER_TABLEACCESS_DENIED_ERROR" && message.contains("pruning needs the DELETE privilege")),
+        "{refused:?}"
+    );
+    // Said again without asking the server.
+    assert!(matches!(store.compact_log(), Err(Error::Storage { .. })));
+    assert!(store.acquire("k3", "limited", 60_000).is_ok());
 }
 
 /// A wall clock that holds its first `parties` readers until all of them arrived: every

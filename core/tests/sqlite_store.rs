@@ -1,10 +1,10 @@
 //! What only a real SQLite file can show: the shared format, the triggers, durability
 //! settings, contention with another connection, and files that are not lease stores.
 
-use std::sync::Arc;
+use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
-use gotry_tenant_state::{Error, LeaseStore, ManualClock, SqliteLeaseStore, SqliteOptions};
+use gotry_tenant_state::{call_begun_at, Error, LeaseStore, ManualClock, SqliteLeaseStore, SqliteOptions};
 use rusqlite::Connection;
 
 fn store_at(path: &std::path::Path, clock: Arc<ManualClock>, busy_ms: u64) -> SqliteLeaseStore {
@@ -226,4 +226,82 @@ fn a_sqlite_store_works_on_one_call_at_a_time() {
     assert_eq!(SqliteLeaseStore::open(&path).unwrap().concurrent_calls(), 1);
     let by_url = gotry_tenant_state::open_lease_store(&format!("sqlite://{}", path.display())).unwrap();
     assert_eq!(by_url.concurrent_calls(), 1);
+}
+
+#[test]
+fn calls_queued_behind_a_locked_file_end_within_one_busy_timeout() {
+    const BUSY_MS: u64 = 300;
+    const CALLERS: usize = 8;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("leases.db");
+    let store = store_at(&path, Arc::new(ManualClock::new(1_000_000)), BUSY_MS);
+    let other = Connection::open(&path).unwrap();
+    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    // The calls queue on the store's one connection; each one's wait counts from its start.
+    let start = Barrier::new(CALLERS);
+    let took: Vec<(Duration, Result<_, Error>)> = std::thread::scope(|scope| {
+        let callers: Vec<_> = (0..CALLERS)
+            .map(|i| {
+                let (store, start) = (&store, &start);
+                scope.spawn(move || {
+                    start.wait();
+                    let started = Instant::now();
+                    let outcome = store.acquire(&format!("k{i}"), "o", 10_000);
+                    (started.elapsed(), outcome)
+                })
+            })
+            .collect();
+        callers.into_iter().map(|c| c.join().unwrap()).collect()
+    });
+    other.execute_batch("ROLLBACK").unwrap();
+    let worst = took.iter().map(|(took, _)| *took).max().unwrap();
+    println!(
+        "{CALLERS} calls behind a locked file, busy timeout {BUSY_MS} ms: the last ended after {worst:?}"
+    );
+    // A bound with room for a loaded machine, not a speed test.
+    let bound = Duration::from_millis(BUSY_MS + 250);
+    for (took, outcome) in &took {
+        assert!(
+            matches!(outcome, Err(Error::LeaseStoreUnavailable { .. })),
+            "{outcome:?}"
+        );
+        assert!(*took <= bound, "a call took {took:?}, more than {bound:?}");
+    }
+    assert_eq!(store.acquire("k0", "o", 10_000).unwrap().record.epoch, 1);
+}
+
+#[test]
+fn time_a_call_spent_queued_in_its_host_counts_against_its_busy_timeout() {
+    const BUSY: Duration = Duration::from_millis(1_000);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("leases.db");
+    let store = store_at(
+        &path,
+        Arc::new(ManualClock::new(1_000_000)),
+        BUSY.as_millis() as u64,
+    );
+    // Its whole busy timeout spent in a queue: refused before the file is touched, free as
+    // the file is.
+    let started = Instant::now();
+    let late = call_begun_at(started - BUSY, || store.acquire("k", "o", 10_000));
+    assert!(
+        matches!(late, Err(Error::LeaseStoreUnavailable { .. })),
+        "{late:?}"
+    );
+    assert!(store.history(None).unwrap().is_empty());
+    // Most of it spent: what is left is all it waits for another writer.
+    let other = Connection::open(&path).unwrap();
+    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let started = Instant::now();
+    let queued = call_begun_at(started - Duration::from_millis(800), || {
+        store.acquire("k", "o", 10_000)
+    });
+    let waited = started.elapsed();
+    assert!(
+        matches!(queued, Err(Error::LeaseStoreUnavailable { .. })),
+        "{queued:?}"
+    );
+    assert!(waited < Duration::from_millis(600), "{waited:?}");
+    other.execute_batch("ROLLBACK").unwrap();
+    assert_eq!(store.acquire("k", "o", 10_000).unwrap().record.epoch, 1);
 }

@@ -248,10 +248,11 @@ mysql_store() {
     local base=${GOTRY_MYSQL_URL:-mysql://root@127.0.0.1:3306/test} prefix="gttc$$_" separator='?' status=0
     [[ $base == *\?* ]] && separator='&'
     "$build/api_test_c" "$(scratch mysql)" "$base${separator}prefix=$prefix" || status=$?
-    # Best effort: the store itself never deletes, so its tables are dropped beside it.
+    # Best effort: the store itself never drops its tables, so they are dropped beside it.
     if [ -z "${GOTRY_MYSQL_URL:-}" ] && command -v mysql >/dev/null; then
-        mysql --protocol=tcp -h127.0.0.1 -uroot test -e "DROP TABLE IF EXISTS ${prefix}leases, ${prefix}lease_log" ||
-            echo "left tables ${prefix}leases and ${prefix}lease_log behind"
+        mysql --protocol=tcp -h127.0.0.1 -uroot test \
+            -e "DROP TABLE IF EXISTS ${prefix}leases, ${prefix}lease_log, ${prefix}lease_log_pruned" ||
+            echo "left tables ${prefix}leases, ${prefix}lease_log and ${prefix}lease_log_pruned behind"
     fi
     return "$status"
 }

@@ -6,8 +6,8 @@
 
 use mysql::prelude::Queryable;
 
-/// Drops its tables when dropped. A direct connection, since the store itself refuses to
-/// delete anything (that refusal is what the triggers test).
+/// Drops its tables when dropped. A direct connection, since the store itself never drops
+/// a table, and its triggers refuse to delete its rows.
 pub struct ScratchTables {
     url: String,
     tables: Vec<String>,
@@ -21,10 +21,12 @@ impl ScratchTables {
         }
     }
 
-    /// Adds a store's tables; several stores of one test may share them (a table named
-    /// twice would fail the whole DROP).
+    /// Adds a store's tables, and the log's pruning mark named from the same prefix;
+    /// several stores of one test may share them (a table named twice would fail the
+    /// whole DROP).
     pub fn add(&mut self, leases: &str, log: &str) {
-        for table in [leases, log] {
+        let mark = format!("{log}_pruned");
+        for table in [leases, log, &mark] {
             if !self.tables.iter().any(|t| t == table) {
                 self.tables.push(table.to_owned());
             }

@@ -11,12 +11,17 @@
 
 #[cfg(test)]
 pub(crate) mod conformance;
+mod deadline;
 pub mod mysql;
 mod server_clock;
 pub mod sqlite;
 mod url;
 
+pub use deadline::call_begun_at;
+pub(crate) use deadline::Deadline;
 pub use url::open_lease_store;
+
+use std::time::Duration;
 
 use crate::errors::{Error, Result};
 
@@ -27,6 +32,15 @@ pub const MAX_LEASE_TTL_MS: i64 = 600_000;
 /// The latest store clock reading a decision accepts: a deadline a TTL later is still a
 /// safe integer in JavaScript (2^53 - 1).
 pub const MAX_STORE_CLOCK_MS: i64 = (1 << 53) - 1 - MAX_LEASE_TTL_MS;
+/// How long every renewal stays in a store's log; beyond it only the last renewal of each
+/// tenure does. Ten minutes is longer than the longest TTL, so an audit of the recent past
+/// sees every renewal, and a keeper's log stops growing after ten minutes.
+pub const DEFAULT_LOG_RETENTION: Duration = Duration::from_secs(600);
+
+/// The fewest log rows a write examines for pruning; it examines twice the rows it logs when
+/// that is more, so pruning keeps pace with any rate of renewals.
+pub(crate) const PRUNE_MIN_BATCH: usize = 64;
+
 /// Longest key or owner, in UTF-16 code units (what JS `length` counts, so that every
 /// language accepts exactly the strings the reference accepts).
 pub const MAX_TEXT_UTF16_UNITS: usize = 200;
@@ -98,7 +112,9 @@ pub struct HistoryEntry {
 }
 
 /// A lease store. Implementations are safe to share between threads; every method blocks
-/// until the store answered, so async hosts call them off their event loop.
+/// until the store answered, so async hosts call them off their event loop. The stores of
+/// this crate bound each call by their timeout, counted from when it began (see
+/// [`call_begun_at`]), and fail it with LEASE_STORE_UNAVAILABLE once that has passed.
 pub trait LeaseStore: Send + Sync {
     /// The record of `key`, if any.
     fn read(&self, key: &str) -> Result<Option<LeaseRecord>>;
@@ -136,7 +152,9 @@ pub trait LeaseStore: Send + Sync {
     fn now_ms(&self) -> Result<i64>;
     /// Prunes the whole log of renewals beyond the store's retention now, in short
     /// transactions (writes prune as they go; this catches up on a log written before, or
-    /// by the reference). Returns the rows deleted.
+    /// by the reference). Returns the rows deleted. Bounded by the store's timeout like any
+    /// call: a log too long for one call fails it as unavailable, keeping what it did, and
+    /// the next call goes on from there.
     fn compact_log(&self) -> Result<u64>;
     /// Closes the store; every later call fails with LEASE_STORE_UNAVAILABLE.
     fn close(&self) -> Result<()>;
@@ -159,6 +177,15 @@ pub fn assert_lease_ttl(ttl_ms: i64) -> Result<i64> {
             "a lease ttl is an integer from {MIN_LEASE_TTL_MS} to {MAX_LEASE_TTL_MS} ms, got {ttl_ms}"
         )))
     }
+}
+
+/// A log retention a store accepts, in milliseconds: at most a hundred years, so that a
+/// cutoff is always a clock reading.
+pub(crate) fn log_retention_ms(retention: Duration) -> Result<i64> {
+    i64::try_from(retention.as_millis())
+        .ok()
+        .filter(|ms| *ms <= 100 * 365 * 86_400_000)
+        .ok_or_else(|| Error::invalid_argument("a log retention is at most a hundred years"))
 }
 
 /// A key or owner: 1 to 200 UTF-16 code units.

@@ -5,6 +5,11 @@
 //! write lock serializes writers across processes: every operation runs in a
 //! `BEGIN IMMEDIATE` transaction, waits for the lock up to the busy timeout, and a lock
 //! still taken after that surfaces as LEASE_STORE_UNAVAILABLE.
+//!
+//! The busy timeout bounds a whole call, counted from its start (see
+//! [`call_begun_at`](super::call_begun_at)) and before it queues on the store's one
+//! connection: calls from many threads wait for each other there, and the last of eight
+//! behind a locked file must not wait eight timeouts. SQLite is given what is left of it.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -12,22 +17,16 @@ use std::time::Duration;
 
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
-use super::{assert_text, decide, HistoryEntry, LeaseOp, LeaseRecord, LeaseStore, Request};
+use super::{
+    assert_text, decide, log_retention_ms, Deadline, HistoryEntry, LeaseOp, LeaseRecord, LeaseStore, Request,
+    DEFAULT_LOG_RETENTION, PRUNE_MIN_BATCH,
+};
 use crate::clock::{SystemWallClock, WallClock};
 use crate::errors::{Error, Result};
 use crate::paths::assert_path;
 
 /// How long an operation waits for another process's write lock, as in the reference.
 pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_millis(5_000);
-
-/// How long every renewal stays in the log; beyond it only the last renewal of each tenure
-/// does. Ten minutes is longer than the longest TTL, so an audit of the recent past sees
-/// every renewal, and a keeper's log stops growing after ten minutes.
-pub const DEFAULT_LOG_RETENTION: Duration = Duration::from_secs(600);
-
-/// The fewest log rows a write examines for pruning; it examines twice the rows it logs when
-/// that is more, so pruning keeps pace with any rate of renewals.
-const PRUNE_MIN_BATCH: usize = 64;
 
 /// The reference's schema, verbatim in structure. The triggers hold the invariants that a
 /// buggy writer (ours, the reference, or a hand-typed `sqlite3` session) must not break.
@@ -115,6 +114,7 @@ pub struct SqliteLeaseStore {
     connection: Arc<Mutex<Option<Connection>>>,
     path: Arc<PathBuf>,
     clock: Arc<dyn WallClock>,
+    busy_timeout: Duration,
     log_retention_ms: i64,
 }
 
@@ -162,16 +162,16 @@ impl SqliteLeaseStore {
         let flags = rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE
             | rusqlite::OpenFlags::SQLITE_OPEN_CREATE
             | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let deadline = Deadline::after(options.busy_timeout);
         let mut connection = Connection::open_with_flags(path, flags).map_err(storage_error)?;
         // The busy timeout first: sibling processes must wait for the write lock, not fail.
-        connection
-            .busy_timeout(options.busy_timeout)
-            .map_err(storage_error)?;
+        wait_until(&connection, deadline, options.busy_timeout)?;
         configure_durability(&connection)?;
         assert_intact(&connection, path)?;
         // An existing store is opened without taking the write lock, so that opening never
         // waits behind another process's transaction; a new one is created in a transaction.
         if !schema_is_complete(&connection)? {
+            wait_until(&connection, deadline, options.busy_timeout)?;
             immediate(&mut connection, |tx| {
                 tx.execute_batch(SCHEMA)
                     .and_then(|()| tx.execute_batch(OWN_SCHEMA))
@@ -185,6 +185,7 @@ impl SqliteLeaseStore {
             connection: Arc::new(Mutex::new(Some(connection))),
             path: Arc::new(path.to_path_buf()),
             clock: options.clock,
+            busy_timeout: options.busy_timeout,
             log_retention_ms: DEFAULT_LOG_RETENTION.as_millis() as i64,
         })
     }
@@ -205,12 +206,8 @@ impl SqliteLeaseStore {
     /// The same store keeping every renewal for `retention` instead of
     /// [`DEFAULT_LOG_RETENTION`].
     pub fn with_log_retention(&self, retention: Duration) -> Result<SqliteLeaseStore> {
-        let ms = i64::try_from(retention.as_millis())
-            .ok()
-            .filter(|ms| *ms <= 100 * 365 * 86_400_000)
-            .ok_or_else(|| Error::invalid_argument("a log retention is at most a hundred years"))?;
         Ok(SqliteLeaseStore {
-            log_retention_ms: ms,
+            log_retention_ms: log_retention_ms(retention)?,
             ..self.clone()
         })
     }
@@ -224,11 +221,23 @@ impl SqliteLeaseStore {
             .unwrap_or_else(|poisoned| poisoned.into_inner()))
     }
 
+    /// `f` on the connection, within one busy timeout from the call's start.
     fn with_open<T>(&self, f: impl FnOnce(&mut Connection) -> Result<T>) -> Result<T> {
+        self.with_open_until(Deadline::after(self.busy_timeout), f)
+    }
+
+    /// `f` on the connection, waiting for other writers until `deadline` at most: the time
+    /// this call queued for the connection is already spent.
+    fn with_open_until<T>(
+        &self,
+        deadline: Deadline,
+        f: impl FnOnce(&mut Connection) -> Result<T>,
+    ) -> Result<T> {
         let mut guard = self.connection()?;
         let connection = guard
             .as_mut()
             .ok_or_else(|| Error::unavailable("the lease store is closed"))?;
+        wait_until(connection, deadline, self.busy_timeout)?;
         f(connection)
     }
 
@@ -314,16 +323,24 @@ impl SqliteLeaseStore {
     }
 
     /// [`LeaseStore::compact_log`]: transactions of a few thousand rows, so that no other
-    /// writer waits long for any of them.
+    /// writer waits long for any of them, all within the call's one busy timeout. A log
+    /// too long for that is compacted by several calls: each keeps what its batches did.
     fn compact(&self) -> Result<u64> {
         const BATCH: usize = 4_096;
+        let deadline = Deadline::after(self.busy_timeout);
         let mut deleted = 0u64;
         loop {
-            let (judged, gone) = self.with_open(|connection| {
+            let batch = self.with_open_until(deadline, |connection| {
                 immediate(connection, |tx| {
                     let now = self.clock.now_ms()?;
                     self.prune_log(tx, now, BATCH)
                 })
+            });
+            let (judged, gone) = batch.map_err(|error| match error {
+                Error::LeaseStoreUnavailable { message } if deleted > 0 => Error::unavailable(format!(
+                    "{message} (this call deleted {deleted} log rows first; call again to go on)"
+                )),
+                other => other,
             })?;
             deleted += gone as u64;
             if judged < BATCH {
@@ -548,6 +565,23 @@ fn sync_parent_directory(path: &Path) -> Result<()> {
     std::fs::File::open(&parent)
         .and_then(|folder| folder.sync_all())
         .map_err(|e| Error::io(format_args!("cannot sync the folder {}", parent.display()), &e))
+}
+
+/// Gives SQLite what is left until `deadline` to wait for another writer's lock; with
+/// nothing left, the call fails before it touches the file. A store given no busy timeout
+/// at all never waits, and still runs its calls.
+fn wait_until(connection: &Connection, deadline: Deadline, busy_timeout: Duration) -> Result<()> {
+    let left = match deadline.left() {
+        Some(left) => left,
+        None if busy_timeout.is_zero() => Duration::ZERO,
+        None => {
+            return Err(Error::unavailable(format!(
+                "the lease store is busy: the call's {} ms busy timeout ran out before it could start",
+                busy_timeout.as_millis()
+            )))
+        }
+    };
+    connection.busy_timeout(left).map_err(storage_error)
 }
 
 fn immediate<T>(

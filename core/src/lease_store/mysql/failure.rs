@@ -12,6 +12,12 @@ pub(super) enum Failure {
     Commit(mysql::Error),
     /// Not the database's failure: the injected clock, or a row this store cannot read.
     Core(Error),
+    /// The call's deadline passed before its next statement could be sent: a transaction
+    /// it had begun is still open on the connection.
+    Deadline,
+    /// COMMIT was answered, but after the call's deadline: applied, and too late to be
+    /// reported as done.
+    LateCommit,
 }
 
 impl From<mysql::Error> for Failure {
@@ -53,11 +59,11 @@ impl Failure {
     /// The connection cannot be trusted with another statement.
     pub(super) fn breaks_connection(&self) -> bool {
         match self {
-            Failure::Commit(_) => true,
+            Failure::Commit(_) | Failure::Deadline => true,
             Failure::Db(e) => {
                 e.is_connectivity_error() || server_code(e).is_some_and(|code| SESSION_ENDED.contains(&code))
             }
-            Failure::Core(_) => false,
+            Failure::Core(_) | Failure::LateCommit => false,
         }
     }
 
@@ -84,6 +90,7 @@ pub(super) const SERVER_ERRORS: &[(u16, &str, bool)] = &[
     (1053, "ER_SERVER_SHUTDOWN", true),
     (1062, "ER_DUP_ENTRY", true),
     (1142, "ER_TABLEACCESS_DENIED_ERROR", false),
+    (1143, "ER_COLUMNACCESS_DENIED_ERROR", false),
     (1146, "ER_NO_SUCH_TABLE", false),
     (1152, "ER_ABORTING_CONNECTION", true),
     (1158, "ER_NET_READ_ERROR", true),
@@ -96,6 +103,7 @@ pub(super) const SERVER_ERRORS: &[(u16, &str, bool)] = &[
     (1227, "ER_SPECIFIC_ACCESS_DENIED_ERROR", false),
     (1290, "ER_OPTION_PREVENTS_STATEMENT", true),
     (1317, "ER_QUERY_INTERRUPTED", true),
+    (1419, "ER_BINLOG_CREATE_ROUTINE_NEED_SUPER", false),
     (1644, "ER_SIGNAL_EXCEPTION", false),
     (1665, "ER_BINLOG_STMT_MODE_AND_ROW_ENGINE", false),
     (1698, "ER_ACCESS_DENIED_NO_PASSWORD_ERROR", false),
@@ -104,6 +112,7 @@ pub(super) const SERVER_ERRORS: &[(u16, &str, bool)] = &[
     (1927, "ER_CONNECTION_KILLED", true),
     (1969, "ER_STATEMENT_TIMEOUT", true),
     (3024, "ER_QUERY_TIMEOUT", true),
+    (3572, "ER_LOCK_NOWAIT", true),
     (3819, "ER_CHECK_CONSTRAINT_VIOLATED", false),
     (4025, "ER_CONSTRAINT_FAILED", false),
     (4031, "ER_CLIENT_INTERACTION_TIMEOUT", true),
@@ -126,6 +135,13 @@ impl Endpoint {
         }
         match failure {
             Failure::Core(error) => error,
+            Failure::Deadline => self.timed_out(),
+            Failure::LateCommit => Error::unavailable(format!(
+                "the lease store at {} committed only after the call's {} ms had run out: the \
+                 operation was applied, and is reported as not done since its answer came too late",
+                self.shown,
+                self.timeout.as_millis()
+            )),
             Failure::Commit(e) => Error::unavailable(format!(
                 "the connection to the lease store at {} was lost while committing, so the \
                  operation may or may not have been applied: {}",
@@ -151,11 +167,7 @@ impl Endpoint {
                         },
                     }
                 }
-                _ if is_timeout(&e) => Error::unavailable(format!(
-                    "the lease store at {} did not answer within {} ms",
-                    self.shown,
-                    self.timeout.as_millis()
-                )),
+                _ if is_timeout(&e) => self.timed_out(),
                 _ if e.is_connectivity_error() => Error::unavailable(format!(
                     "cannot reach the lease store at {}: {}",
                     self.shown,
@@ -167,6 +179,16 @@ impl Endpoint {
                 },
             },
         }
+    }
+
+    /// The call ran out of time: its timeout counts from when it began, whatever it was
+    /// waiting for when the time ran out.
+    fn timed_out(&self) -> Error {
+        Error::unavailable(format!(
+            "the lease store at {} did not answer within {} ms of the call's start",
+            self.shown,
+            self.timeout.as_millis()
+        ))
     }
 
     /// A failure of TLS, under its stable code; `None` when `error` is something else.

@@ -16,33 +16,71 @@
 //! # Bounded waiting
 //!
 //! A store that hangs is worse than one that fails: a holder that cannot renew must learn
-//! it while its fence still has time to run. Every wait ends within the configured
-//! timeout (default [`DEFAULT_TIMEOUT`]): the TCP connect, each read or write on the
-//! socket, and each row-lock wait (`innodb_lock_wait_timeout`, which the server counts in
-//! whole seconds: the socket's read timeout cuts anything longer). The failure is
-//! LEASE_STORE_UNAVAILABLE. With the default timeout, use leases of at least
-//! [`RECOMMENDED_MIN_TTL_MS`]; in general a TTL of five timeouts or more leaves room for a
-//! couple of failed renewals before the holder's fence closes.
+//! it while its fence still has time to run. Every call (each operation, and opening the
+//! store with its schema check and creation) ends within the configured timeout (default
+//! [`DEFAULT_TIMEOUT`]), counted from when the call began (a host that queued it says
+//! when with [`call_begun_at`](crate::call_begun_at)), however many round trips it makes:
+//! before each statement the socket's read and write timeouts are set to the time left,
+//! and a call with no time left sends nothing more and fails. A new connection is made
+//! with connect, read and write timeouts of the time left. A row-lock wait ends by the
+//! server's `innodb_lock_wait_timeout` (whole seconds, about the timeout) or, sooner, by
+//! the socket's read timeout. The failure is LEASE_STORE_UNAVAILABLE, never a success: a
+//! transaction cut short is not committed, its connection is dropped (the server rolls it
+//! back), and an answer that arrives after the deadline is not used (a COMMIT answered
+//! that late was applied all the same, as one whose answer is lost: see below).
+//!
+//! What can still overshoot: a socket timeout bounds each read, not a whole answer. The
+//! driver makes the reads of a new connection's handshake with the time left when the
+//! connection began, so a handshake that runs out of time can end up to a round trip
+//! late; an answer that trickles in as several slow pieces (a long history on a slow
+//! link) can take up to the time left once per piece; and the host name is resolved
+//! without a bound of its own. Otherwise a call ends within its timeout and the moment it
+//! takes to notice.
+//!
+//! With the default timeout, use leases of at least [`RECOMMENDED_MIN_TTL_MS`]; in general
+//! a TTL of five timeouts or more leaves room for a couple of failed renewals before the
+//! holder's fence closes.
 //!
 //! A lost connection is dropped and the next call connects again; a pooled connection
 //! found dead on reuse (the server restarted, or killed it) is replaced at once within the
-//! same call. A connection lost while COMMIT was in flight leaves the outcome unknown: the
-//! call reports LEASE_STORE_UNAVAILABLE, never success, and an acquire that did commit
-//! simply runs out unused.
+//! same call and its deadline. A connection lost while COMMIT was in flight leaves the
+//! outcome unknown: the call reports LEASE_STORE_UNAVAILABLE, never success, and an
+//! acquire that did commit simply runs out unused.
 //!
 //! # Tables
 //!
-//! Two tables per prefix (default [`DEFAULT_TABLE_PREFIX`]): `<prefix>leases` and
-//! `<prefix>lease_log`, with the SQLite store's columns and four triggers that hold the
-//! invariants whatever client writes (epochs move by exactly one, an epoch has one owner,
-//! the forgotten floor never moves back, a row keeps its key and is never deleted, the log
-//! is append-only). Keys and owners are `VARBINARY` holding UTF-8: bytes compare exactly
-//! as SQLite compares text ('A' and 'a', and 'a' and 'a ', are different keys; MySQL's
-//! `utf8mb4_bin` would pad trailing spaces away), and 600 bytes hold the longest accepted
-//! text (200 UTF-16 units of at most 3 bytes each) well inside InnoDB's 3072-byte index
-//! limit. The schema is created on open when missing, under `GET_LOCK` so that processes
-//! starting together do not race; when it already exists nothing is created, so a user
-//! without DDL rights can run against tables that an administrator made.
+//! Three tables per prefix (default [`DEFAULT_TABLE_PREFIX`]): `<prefix>leases` and
+//! `<prefix>lease_log`, with the SQLite store's columns, and `<prefix>lease_log_pruned`,
+//! the one-row mark of how far pruning has judged the log. Four triggers hold the
+//! invariants whatever client writes: epochs move by exactly one, an epoch has one owner,
+//! the forgotten floor never moves back, a lease row keeps its key and is never deleted, a
+//! log row is never changed, and only renewals ever leave the log (the server refuses to
+//! delete an acquire, release or forget entry, to any client). Keys and owners are
+//! `VARBINARY` holding UTF-8: bytes compare exactly as SQLite compares text ('A' and 'a',
+//! and 'a' and 'a ', are different keys; MySQL's `utf8mb4_bin` would pad trailing spaces
+//! away), and 600 bytes hold the longest accepted text (200 UTF-16 units of at most 3 bytes
+//! each) well inside InnoDB's 3072-byte index limit. The schema is created on open when
+//! missing, under `GET_LOCK` so that processes starting together do not race; when it
+//! already exists nothing is created, so a user without DDL rights can run against tables
+//! that an administrator made.
+//!
+//! The log is pruned as the SQLite store prunes it ([`DEFAULT_LOG_RETENTION`], or
+//! [`MysqlLeaseStore::with_log_retention`]): every acquire, release and forget stays, and
+//! every renewal within the retention; beyond it, the last renewal of each tenure (key,
+//! epoch). Each write prunes about twice the rows it logged once it has committed, in a
+//! short transaction of its own on the same connection (the lease rows' locks are not held
+//! for it), only when at least half its timeout is left and within half of what is left;
+//! one session prunes at a time (it takes the mark `FOR UPDATE NOWAIT`, and the others skip
+//! rather than wait), and a prune that fails is dropped without touching the write's
+//! answer. [`LeaseStore::compact_log`] catches up on a log written before, in batches of a
+//! few thousand rows.
+//!
+//! Tables made by earlier versions have a log that refuses every delete. Opening the store
+//! as a user with the CREATE and TRIGGER privileges migrates them, under the same
+//! `GET_LOCK`: the mark table, then the new delete guard, and only then the old guard is
+//! dropped, so the log is never without one. A user without those rights still opens and
+//! uses such tables; its store does not prune, and `compact_log` says why. It says why too
+//! when the user may not delete from the log. Either lasts until the store is opened again.
 //!
 //! # URL
 //!
@@ -112,8 +150,10 @@
 //! acknowledged operations on power loss) and, with binary logging, `binlog_format` ROW or
 //! MIXED (sessions run at READ COMMITTED so that acquiring a new key takes no gap lock).
 //! Creating the schema needs the CREATE and TRIGGER privileges (and, with binary logging,
-//! `log_bin_trust_function_creators` or SUPER); using it needs SELECT, INSERT and UPDATE.
-//! For TLS, a server certificate (and `have_ssl = YES`); see [TLS](#tls).
+//! `log_bin_trust_function_creators` or SUPER), and so does migrating it; using it needs
+//! SELECT, INSERT and UPDATE, and pruning the log DELETE besides. MariaDB 10.3 or MySQL
+//! 8.0 at least: pruning takes its mark with `NOWAIT`, and a migration puts a second delete
+//! trigger on the log before it drops the first. For TLS, a server certificate (and `have_ssl = YES`); see [TLS](#tls).
 
 use std::collections::HashMap;
 use std::fmt;
@@ -126,19 +166,26 @@ use std::time::Duration;
 use mysql::prelude::Queryable;
 use mysql::{Conn, OptsBuilder, Params, SslOpts, Value};
 
-use super::{assert_text, decide, HistoryEntry, LeaseOp, LeaseRecord, LeaseStore, Request};
+use super::{
+    assert_text, decide, log_retention_ms, Deadline, HistoryEntry, LeaseOp, LeaseRecord, LeaseStore, Request,
+    DEFAULT_LOG_RETENTION, PRUNE_MIN_BATCH,
+};
 use crate::clock::WallClock;
 use crate::errors::{Error, Result};
 
 mod failure;
+mod link;
 mod options;
+mod prune;
 mod sql;
 
 use failure::*;
+use link::Link;
 pub use options::*;
+use prune::Refusal;
 use sql::*;
 
-/// How long any one wait on the server may last unless the URL says otherwise.
+/// How long one call may take unless the URL says otherwise.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(2_000);
 /// The shortest TTL worth using with the default timeout: a holder renewing every third of
 /// it still has two more tries after one renewal that hung for the whole timeout.
@@ -158,6 +205,10 @@ const MAX_ATTEMPTS: u32 = 4;
 const LOCK_CHUNK: usize = 100;
 /// Rows written by one statement of a batch.
 const WRITE_CHUNK: usize = 100;
+/// The largest packet this side takes, told to the driver so that it does not ask the
+/// server (one round trip less in each new connection). Far above any row or statement of
+/// the store, and what MySQL 8 allows by default.
+const MAX_PACKET: usize = 64 << 20;
 
 /// One granted operation of a transaction, waiting to be written.
 struct Grant<'a> {
@@ -178,6 +229,11 @@ pub struct MysqlLeaseStore {
     sql: Sql,
     clock: Option<Arc<dyn WallClock>>,
     server_clock: super::server_clock::ServerClockGuard,
+    /// What each new session runs first, each statement in the time the call has left.
+    session_setup: [String; 2],
+    log_retention_ms: i64,
+    /// Why the log is not pruned, when the server refused what that needs.
+    unprunable: Mutex<Option<Refusal>>,
     idle: Mutex<Vec<Conn>>,
     closed: AtomicBool,
 }
@@ -199,8 +255,10 @@ impl MysqlLeaseStore {
         MysqlLeaseStore::open(MysqlOptions::from_url(url)?)
     }
 
-    /// Connects, and creates the tables and triggers when they are missing.
+    /// Connects, and creates the tables and triggers when they are missing, all within
+    /// one timeout.
     pub fn open(options: MysqlOptions) -> Result<MysqlLeaseStore> {
+        let deadline = Deadline::after(options.timeout);
         let prefix = &options.table_prefix;
         if prefix.len() > MAX_PREFIX_LEN
             || !prefix
@@ -217,8 +275,10 @@ impl MysqlLeaseStore {
                 "a MySQL store timeout is {MIN_TIMEOUT_MS} to {MAX_TIMEOUT_MS} ms, got {timeout_ms}"
             )));
         }
-        // The server counts lock waits in whole seconds; below one second the socket's
-        // read timeout is what ends the wait.
+        // The server counts lock waits in whole seconds; the socket's read timeout ends a
+        // wait sooner when the call has less time left. Metadata locks too: a migration's
+        // DDL that waits for one holds up every writer of the table queued behind it, and
+        // must not wait on the server much longer than its call does.
         let lock_wait_s = (timeout_ms / 1000).max(1);
         let tls = options.effective_ssl_mode();
         let ssl = ssl_opts(tls, options.ssl_ca.as_deref())?;
@@ -231,17 +291,8 @@ impl MysqlLeaseStore {
             // Stay on the address the URL names: the driver would otherwise move a loopback
             // connection to the server's Unix socket.
             .prefer_socket(false)
-            .tcp_connect_timeout(Some(options.timeout))
-            .read_timeout(Some(options.timeout))
-            .write_timeout(Some(options.timeout))
-            .ssl_opts(ssl)
-            .init(vec![
-                format!(
-                    "SET SESSION innodb_lock_wait_timeout = {lock_wait_s}, time_zone = '+00:00',
-                     sql_mode = 'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION'"
-                ),
-                "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED".to_owned(),
-            ]);
+            .max_allowed_packet(Some(MAX_PACKET))
+            .ssl_opts(ssl);
         let store = MysqlLeaseStore {
             opts: opts.into(),
             endpoint: Endpoint {
@@ -253,11 +304,29 @@ impl MysqlLeaseStore {
             sql: Sql::new(prefix),
             clock: options.clock,
             server_clock: Default::default(),
+            session_setup: [
+                format!(
+                    "SET SESSION innodb_lock_wait_timeout = {lock_wait_s}, lock_wait_timeout = {lock_wait_s},
+                     time_zone = '+00:00', sql_mode = 'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION'"
+                ),
+                "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED".to_owned(),
+            ],
+            log_retention_ms: log_retention_ms(DEFAULT_LOG_RETENTION)?,
+            unprunable: Mutex::new(None),
             idle: Mutex::new(Vec::new()),
             closed: AtomicBool::new(false),
         };
-        store.run(|conn| store.migrate(conn))?;
+        store.run_until(deadline, |link| store.migrate(link))?;
         Ok(store)
+    }
+
+    /// The same store keeping every renewal for `retention` instead of
+    /// [`DEFAULT_LOG_RETENTION`].
+    pub fn with_log_retention(self, retention: Duration) -> Result<MysqlLeaseStore> {
+        Ok(MysqlLeaseStore {
+            log_retention_ms: log_retention_ms(retention)?,
+            ..self
+        })
     }
 
     /// The two table names: leases, then the log.
@@ -265,54 +334,115 @@ impl MysqlLeaseStore {
         (&self.sql.leases, &self.sql.log)
     }
 
-    /// Creates whatever part of the schema is missing. Processes that open the store at
-    /// once queue on a server-wide named lock, so each object is created exactly once.
-    fn migrate(&self, conn: &mut Conn) -> Result<(), Failure> {
-        if self.missing_objects(conn)?.is_empty() {
+    /// Creates whatever part of the schema is missing, and readies the log for pruning.
+    /// Processes that open the store at once queue on a server-wide named lock, so each
+    /// object is created exactly once.
+    fn migrate(&self, link: &mut Link<'_>) -> Result<(), Failure> {
+        if self.is_migrated(&self.present_objects(link)?) {
             return Ok(());
         }
         // MySQL refuses lock names over 64 characters: this one has at most 52.
         let lock = format!("gotry_migrate:{}", self.sql.leases);
-        let wait_s = self.endpoint.timeout.as_secs().max(1);
-        let granted = conn.exec_first_opt::<Option<i64>, _, _>("SELECT GET_LOCK(?, ?)", (&lock, wait_s))?;
+        // Whole seconds, which MySQL and MariaDB both take; the socket's read timeout ends
+        // the wait when the call has less time left than that.
+        let wait_s = link
+            .deadline
+            .left()
+            .map_or(1, |left| left.as_secs() + u64::from(left.subsec_nanos() > 0));
+        let granted =
+            link.exec_first_opt::<Option<i64>>("SELECT GET_LOCK(?, ?)", Params::from((&lock, wait_s)))?;
         if !matches!(granted, Some(Ok(Some(1)))) {
             return Err(Failure::Core(Error::unavailable(format!(
                 "another process is creating the lease store tables in {}; try again",
                 self.endpoint.shown
             ))));
         }
-        let created = self.missing_objects(conn).and_then(|missing| {
-            missing
-                .into_iter()
-                .try_for_each(|create| conn.query_drop(create).map_err(Failure::Db))
-        });
-        let released = conn.exec_drop("SELECT RELEASE_LOCK(?)", (&lock,));
+        let created = self
+            .present_objects(link)
+            .and_then(|present| self.create_missing(link, &present));
+        // A session that ends (a failure that breaks the connection drops it) releases its
+        // named locks with it.
+        let released = link.exec_drop("SELECT RELEASE_LOCK(?)", Params::from((&lock,)));
         created?;
-        Ok(released?)
+        released
     }
 
-    /// The statements that create what the database lacks, in creation order.
-    fn missing_objects(&self, conn: &mut Conn) -> Result<Vec<&str>, Failure> {
-        let names = || self.sql.schema.iter().map(|(name, _)| name.as_str());
-        let present = conn
-            .exec_opt::<String, _, _>(
-                "SELECT TABLE_NAME FROM information_schema.TABLES
-                   WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME IN (?, ?)
-                 UNION ALL
-                 SELECT TRIGGER_NAME FROM information_schema.TRIGGERS
-                   WHERE TRIGGER_SCHEMA = DATABASE() AND TRIGGER_NAME IN (?, ?, ?, ?)",
-                Params::Positional(names().map(Value::from).collect()),
-            )?
-            .into_iter()
-            .map(|name| name.map_err(|_| invalid_row("information_schema")))
-            .collect::<Result<Vec<String>, _>>()?;
-        Ok(self
+    /// Whether every object is there, and the old delete guard gone.
+    fn is_migrated(&self, present: &[String]) -> bool {
+        let mut wanted = self.sql.schema.iter().chain(&self.sql.pruning);
+        wanted.all(|(name, _)| present.contains(name)) && !present.contains(&self.sql.old_delete_guard.0)
+    }
+
+    /// Creates what `present` lacks. Without the privileges that pruning's part needs the
+    /// store still opens, and does not prune: a user without DDL rights runs on tables an
+    /// administrator made, whichever version made them.
+    fn create_missing(&self, link: &mut Link<'_>, present: &[String]) -> Result<(), Failure> {
+        for (name, create) in &self.sql.schema {
+            if !present.contains(name) {
+                link.query_drop(create)?;
+            }
+        }
+        match self.ready_pruning(link, present) {
+            Err(failure)
+                if self
+                    .note_refusal(
+                        &failure,
+                        "replacing the log's old delete guard (which refuses every delete) needs the \
+                         CREATE and TRIGGER privileges: opening the store once as a user that has them \
+                         makes the change",
+                    )
+                    .is_some() =>
+            {
+                Ok(())
+            }
+            other => other,
+        }
+    }
+
+    /// The mark table, then the guard that lets only renewals be deleted, and only then
+    /// the old guard dropped: the log is never without a delete guard.
+    fn ready_pruning(&self, link: &mut Link<'_>, present: &[String]) -> Result<(), Failure> {
+        for (name, create) in &self.sql.pruning {
+            if !present.contains(name) {
+                link.query_drop(create)?;
+            }
+        }
+        if present.contains(&self.sql.old_delete_guard.0) {
+            link.query_drop(&self.sql.old_delete_guard.1)?;
+        }
+        Ok(())
+    }
+
+    /// Which of the schema's tables and triggers, and of the old delete guard, exist.
+    fn present_objects(&self, link: &mut Link<'_>) -> Result<Vec<String>, Failure> {
+        let names: Vec<&str> = self
             .sql
             .schema
             .iter()
-            .filter(|(name, _)| !present.contains(name))
-            .map(|(_, create)| create.as_str())
-            .collect())
+            .chain(&self.sql.pruning)
+            .map(|(name, _)| name.as_str())
+            .chain([self.sql.old_delete_guard.0.as_str()])
+            .collect();
+        let marks = vec!["?"; names.len()].join(", ");
+        link.exec_opt::<String>(
+            &format!(
+                "SELECT TABLE_NAME FROM information_schema.TABLES
+                   WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME IN ({marks})
+                 UNION ALL
+                 SELECT TRIGGER_NAME FROM information_schema.TRIGGERS
+                   WHERE TRIGGER_SCHEMA = DATABASE() AND TRIGGER_NAME IN ({marks})"
+            ),
+            Params::Positional(
+                names
+                    .iter()
+                    .chain(&names)
+                    .map(|name| Value::from(*name))
+                    .collect(),
+            ),
+        )?
+        .into_iter()
+        .map(|name| name.map_err(|_| invalid_row("information_schema")))
+        .collect()
     }
 
     fn idle(&self) -> MutexGuard<'_, Vec<Conn>> {
@@ -320,8 +450,12 @@ impl MysqlLeaseStore {
         self.idle.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    fn connect(&self) -> Result<Conn, Failure> {
-        Conn::new(self.opts.clone()).map_err(|e| {
+    /// A new session, within what is left until `deadline`: the driver's connect, read and
+    /// write timeouts are what is left when it starts, and each setup statement after it
+    /// is sent only with time left.
+    fn connect(&self, deadline: Deadline) -> Result<Conn, Failure> {
+        let left = deadline.left().ok_or(Failure::Deadline)?;
+        let mut conn = Conn::new(self.opts_within(left)).map_err(|e| {
             // The driver reads the CA file at each connection: one that went missing or
             // bad since the store opened fails here, as an I/O error like any other.
             let ca = self.opts.get_ssl_opts().and_then(|ssl| ssl.root_cert_path());
@@ -329,7 +463,7 @@ impl MysqlLeaseStore {
                 return Failure::Core(self.endpoint.tls_failure(TLS_SETUP, &why));
             }
             let denied = matches!(server_code(&e), Some(1045 | 1698));
-            if denied && self.endpoint.tls == SslMode::Disabled && self.login_works_over_tls() {
+            if denied && self.endpoint.tls == SslMode::Disabled && self.login_works_over_tls(deadline) {
                 Failure::Core(self.endpoint.tls_failure(
                     TLS_REQUIRED_BY_SERVER,
                     "the server refused the plain login and accepts the same one over TLS \
@@ -339,7 +473,24 @@ impl MysqlLeaseStore {
             } else {
                 Failure::Db(e)
             }
-        })
+        })?;
+        let mut link = Link {
+            conn: &mut conn,
+            deadline,
+            discard: false,
+        };
+        for statement in &self.session_setup {
+            link.query_drop(statement)?;
+        }
+        Ok(conn)
+    }
+
+    /// The connection options with every wait of the driver's own bounded by `left`.
+    fn opts_within(&self, left: Duration) -> OptsBuilder {
+        OptsBuilder::from_opts(self.opts.clone())
+            .tcp_connect_timeout(Some(left))
+            .read_timeout(Some(left))
+            .write_timeout(Some(left))
     }
 
     /// Whether the login that the server just refused on plain TCP is accepted over TLS:
@@ -347,8 +498,12 @@ impl MysqlLeaseStore {
     /// transport, as it does to a wrong password. Only names the failure; the store never
     /// works on such a connection. The certificate is not checked: the same login was
     /// just offered on plain TCP to the same address.
-    fn login_works_over_tls(&self) -> bool {
-        let probe = OptsBuilder::from_opts(self.opts.clone())
+    fn login_works_over_tls(&self, deadline: Deadline) -> bool {
+        let Some(left) = deadline.left() else {
+            return false;
+        };
+        let probe = self
+            .opts_within(left)
             .ssl_opts(SslOpts::default().with_danger_accept_invalid_certs(true));
         Conn::new(probe).is_ok()
     }
@@ -371,34 +526,67 @@ impl MysqlLeaseStore {
         }
     }
 
+    /// [`Self::run_until`] one timeout from the call's start.
+    fn run<T>(&self, work: impl FnMut(&mut Link<'_>) -> Result<T, Failure>) -> Result<T> {
+        self.run_until(Deadline::after(self.endpoint.timeout), work)
+    }
+
     /// Runs `work` on a pooled connection, tries it again when that is known to be safe,
-    /// and turns what failed into the core's error.
-    fn run<T>(&self, mut work: impl FnMut(&mut Conn) -> Result<T, Failure>) -> Result<T> {
+    /// and turns what failed into the core's error; all of it, the tries again and the
+    /// connections they make included, before `deadline`. An answer that comes after it is
+    /// not used: the call fails as if it had not come.
+    fn run_until<T>(
+        &self,
+        deadline: Deadline,
+        mut work: impl FnMut(&mut Link<'_>) -> Result<T, Failure>,
+    ) -> Result<T> {
         if self.closed.load(Ordering::SeqCst) {
             return Err(Error::unavailable("the lease store is closed"));
+        }
+        // A call whose time was spent before it got here (queued in its host) leaves the
+        // pool as it was.
+        if deadline.left().is_none() {
+            return Err(self.endpoint.error(Failure::Deadline));
         }
         let pooled = self.idle().pop();
         let mut reused = pooled.is_some();
         let mut conn = match pooled {
             Some(conn) => conn,
-            None => self.connect().map_err(|f| self.endpoint.error(f))?,
+            None => self.connect(deadline).map_err(|f| self.endpoint.error(f))?,
         };
         let mut attempt = 1;
         loop {
-            let failure = match work(&mut conn) {
+            let mut link = Link {
+                conn: &mut conn,
+                deadline,
+                discard: false,
+            };
+            let done = work(&mut link);
+            let discard = link.discard;
+            let failure = match done {
                 Ok(value) => {
-                    self.check_in(conn);
-                    return Ok(value);
+                    if discard {
+                        drop(conn);
+                    } else {
+                        self.check_in(conn);
+                    }
+                    return match deadline.left() {
+                        Some(_) => Ok(value),
+                        None => Err(self.endpoint.error(Failure::Deadline)),
+                    };
                 }
                 Err(failure) => failure,
             };
             if failure.breaks_connection() {
                 drop(conn);
-                self.forget_idle();
+                // Running out of time says nothing about the other connections.
+                if !matches!(failure, Failure::Deadline) {
+                    self.forget_idle();
+                }
                 if !(reused && failure.lost_connection()) || attempt == MAX_ATTEMPTS {
                     return Err(self.endpoint.error(failure));
                 }
-                conn = self.connect().map_err(|f| self.endpoint.error(f))?;
+                conn = self.connect(deadline).map_err(|f| self.endpoint.error(f))?;
                 reused = false;
             } else if !failure.lost_race() || attempt == MAX_ATTEMPTS {
                 self.check_in(conn);
@@ -412,29 +600,37 @@ impl MysqlLeaseStore {
     /// locks are held, so that later lock holders always read a later time; and the time
     /// expiry is judged on, which a step of the server's clock does not move (see
     /// [`super::server_clock`]). An injected clock is both.
-    fn decision_time(&self, conn: &mut Conn) -> Result<(i64, i64), Failure> {
+    fn decision_time(&self, link: &mut Link<'_>) -> Result<(i64, i64), Failure> {
         if let Some(clock) = &self.clock {
             let now = clock.now_ms().map_err(Failure::Core)?;
             return Ok((now, now));
         }
         let monotonic = || crate::clock::MonotonicClock::now_ms(&crate::clock::SystemMonotonicClock);
         let asked = monotonic().map_err(Failure::Core)?;
-        let now = self.server_now(conn)?;
+        let now = self.server_now(link)?;
         let answered = monotonic().map_err(Failure::Core)?;
         Ok((now, self.server_clock.expiry_time(now, asked, answered)))
     }
 
-    fn server_now(&self, conn: &mut Conn) -> Result<i64, Failure> {
-        conn.exec_first_opt::<i64, _, _>(&self.sql.now, ())?
+    /// The store's clock: the injected one, or the server's.
+    fn clock_now(&self, link: &mut Link<'_>) -> Result<i64, Failure> {
+        match &self.clock {
+            Some(clock) => clock.now_ms().map_err(Failure::Core),
+            None => self.server_now(link),
+        }
+    }
+
+    fn server_now(&self, link: &mut Link<'_>) -> Result<i64, Failure> {
+        link.exec_first_opt::<i64>(&self.sql.now, Params::Empty)?
             .and_then(|now| now.ok())
             .ok_or_else(|| invalid_row("the server clock"))
     }
 
-    fn lock_rows(&self, conn: &mut Conn, keys: &[&str]) -> Result<HashMap<String, LeaseRecord>, Failure> {
+    fn lock_rows(&self, link: &mut Link<'_>, keys: &[&str]) -> Result<HashMap<String, LeaseRecord>, Failure> {
         let mut rows = HashMap::with_capacity(keys.len());
         for chunk in keys.chunks(LOCK_CHUNK) {
             let params = Params::Positional(chunk.iter().map(|key| Value::from(*key)).collect());
-            for record in fetch_records(conn, &self.sql.lock_rows(chunk.len()), params, &self.sql.leases)? {
+            for record in fetch_records(link, &self.sql.lock_rows(chunk.len()), params, &self.sql.leases)? {
                 rows.insert(record.key.clone(), record);
             }
         }
@@ -443,7 +639,7 @@ impl MysqlLeaseStore {
 
     /// Writes the rows and log entries of one transaction's grants, in order, a few
     /// statements for any number of them.
-    fn write(&self, conn: &mut Conn, grants: &[Grant<'_>], now: i64) -> Result<(), Failure> {
+    fn write(&self, link: &mut Link<'_>, grants: &[Grant<'_>], now: i64) -> Result<(), Failure> {
         let row = |next: &LeaseRecord| {
             [
                 Value::from(next.key.as_str()),
@@ -463,7 +659,7 @@ impl MysqlLeaseStore {
                     self.sql.insert_rows(chunk.len())
                 };
                 let params = chunk.iter().flat_map(|g| row(&g.next)).collect();
-                conn.exec_drop(sql, Params::Positional(params))?;
+                link.exec_drop(&sql, Params::Positional(params))?;
             }
         }
         for chunk in grants.chunks(WRITE_CHUNK) {
@@ -479,7 +675,7 @@ impl MysqlLeaseStore {
                     ]
                 })
                 .collect();
-            conn.exec_drop(self.sql.insert_log(chunk.len()), Params::Positional(params))?;
+            link.exec_drop(&self.sql.insert_log(chunk.len()), Params::Positional(params))?;
         }
         Ok(())
     }
@@ -492,10 +688,10 @@ impl MysqlLeaseStore {
         // Byte order is the index order (VARBINARY compares bytes).
         keys.sort_unstable();
         keys.dedup();
-        self.run(|conn| {
-            transaction(conn, |conn| {
-                let mut rows = self.lock_rows(conn, &keys)?;
-                let (now, expiry) = self.decision_time(conn)?;
+        self.run(|link| {
+            let (outcomes, now, logged) = transaction(link, |link| {
+                let mut rows = self.lock_rows(link, &keys)?;
+                let (now, expiry) = self.decision_time(link)?;
                 let mut outcomes = Vec::with_capacity(requests.len());
                 let mut grants = Vec::new();
                 for (key, request) in requests {
@@ -515,25 +711,38 @@ impl MysqlLeaseStore {
                         }
                     }
                 }
-                self.write(conn, &grants, now)?;
-                Ok(outcomes)
-            })
+                self.write(link, &grants, now)?;
+                Ok((outcomes, now, grants.len()))
+            })?;
+            self.prune_after_write(link, now, logged);
+            Ok(outcomes)
         })
     }
 }
 
 /// `body` inside one transaction. A failure rolls back and keeps the connection when
-/// the session survived it; a failed COMMIT is reported as such, never retried.
-fn transaction<T>(conn: &mut Conn, body: impl FnOnce(&mut Conn) -> Result<T, Failure>) -> Result<T, Failure> {
-    conn.query_drop("START TRANSACTION")?;
-    match body(conn) {
+/// the session survived it; a failed COMMIT is reported as such, never retried. A
+/// transaction cut short by the deadline is not rolled back here (there is no time left
+/// to): its connection is dropped, and the server rolls it back when the session ends.
+fn transaction<T>(
+    link: &mut Link<'_>,
+    body: impl FnOnce(&mut Link<'_>) -> Result<T, Failure>,
+) -> Result<T, Failure> {
+    link.query_drop("START TRANSACTION")?;
+    match body(link) {
         Ok(value) => {
-            conn.query_drop("COMMIT").map_err(Failure::Commit)?;
-            Ok(value)
+            link.query_drop("COMMIT").map_err(|failure| match failure {
+                Failure::Db(e) => Failure::Commit(e),
+                other => other,
+            })?;
+            match link.deadline.left() {
+                Some(_) => Ok(value),
+                None => Err(Failure::LateCommit),
+            }
         }
         Err(failure) => {
             if !failure.breaks_connection() {
-                conn.query_drop("ROLLBACK")?;
+                link.query_drop("ROLLBACK")?;
             }
             Err(failure)
         }
@@ -552,12 +761,12 @@ fn text(bytes: Vec<u8>, table: &str) -> Result<String, Failure> {
 }
 
 fn fetch_records(
-    conn: &mut Conn,
+    link: &mut Link<'_>,
     sql: &str,
     params: Params,
     table: &str,
 ) -> Result<Vec<LeaseRecord>, Failure> {
-    conn.exec_opt::<(Vec<u8>, Vec<u8>, i64, i64, i64), _, _>(sql, params)?
+    link.exec_opt::<(Vec<u8>, Vec<u8>, i64, i64, i64)>(sql, params)?
         .into_iter()
         .map(|row| {
             let (key, owner, epoch, lease_until_ms, forgotten_at_epoch) =
@@ -578,8 +787,8 @@ impl LeaseStore for MysqlLeaseStore {
 
     fn read(&self, key: &str) -> Result<Option<LeaseRecord>> {
         assert_text("key", key)?;
-        self.run(|conn| {
-            let mut rows = fetch_records(conn, &self.sql.select_row, Params::from((key,)), &self.sql.leases)?;
+        self.run(|link| {
+            let mut rows = fetch_records(link, &self.sql.select_row, Params::from((key,)), &self.sql.leases)?;
             Ok(rows.pop())
         })
     }
@@ -590,8 +799,8 @@ impl LeaseStore for MysqlLeaseStore {
             None => (&self.sql.history_all, Params::Empty),
         };
         let log = self.sql.log.as_str();
-        self.run(|conn| {
-            conn.exec_opt::<(Vec<u8>, String, Vec<u8>, i64, i64), _, _>(sql, params.clone())?
+        self.run(|link| {
+            link.exec_opt::<(Vec<u8>, String, Vec<u8>, i64, i64)>(sql, params.clone())?
                 .into_iter()
                 .map(|row| {
                     let (key, op, owner, epoch, at_ms) = row.map_err(|_| invalid_row(log))?;
@@ -609,21 +818,17 @@ impl LeaseStore for MysqlLeaseStore {
 
     fn list(&self, prefix: &str) -> Result<Vec<LeaseRecord>> {
         let params = Params::from((prefix.len() as u64, prefix));
-        self.run(|conn| fetch_records(conn, &self.sql.list, params.clone(), &self.sql.leases))
+        self.run(|link| fetch_records(link, &self.sql.list, params.clone(), &self.sql.leases))
     }
 
-    /// Not yet: this schema's triggers make the log append-only, and letting them delete old
-    /// renewals needs a migration of existing databases' triggers that this build does not make.
     fn compact_log(&self) -> Result<u64> {
-        Err(Error::invalid_argument(
-            "the MySQL store's lease log is append-only (its triggers refuse deletes): it is not pruned",
-        ))
+        self.compact()
     }
 
     fn now_ms(&self) -> Result<i64> {
         match &self.clock {
             Some(clock) => clock.now_ms(),
-            None => self.run(|conn| self.server_now(conn)),
+            None => self.run(|link| self.server_now(link)),
         }
     }
 

@@ -84,7 +84,7 @@ pub struct MysqlOptions {
     pub database: String,
     /// Start of both table names; see [`DEFAULT_TABLE_PREFIX`].
     pub table_prefix: String,
-    /// Bound of every wait on the server; see [`DEFAULT_TIMEOUT`].
+    /// Bound of every call, from its start to its answer; see [`DEFAULT_TIMEOUT`].
     pub timeout: Duration,
     /// TLS on the link (`ssl-mode`). `None` chooses when the store opens, by `ssl_ca` and
     /// the host: see [`MysqlOptions::effective_ssl_mode`].

@@ -4,9 +4,22 @@
 pub(super) struct Sql {
     pub(super) leases: String,
     pub(super) log: String,
-    /// Every table and trigger with the statement that creates it; tables first, since a
-    /// trigger needs its table.
+    /// The mark of how far pruning has judged the log: one row.
+    pub(super) pruned: String,
+    /// Every table and trigger that using the store needs, with the statement that creates
+    /// it; tables first, since a trigger needs its table.
     pub(super) schema: Vec<(String, String)>,
+    /// What pruning the log needs besides, created after `schema`: the mark table, then
+    /// the delete guard that lets renewals (and nothing else) go.
+    pub(super) pruning: Vec<(String, String)>,
+    /// The delete guard of earlier versions, which refuses every delete from the log, and
+    /// the statement that drops it once the new guard is in place.
+    pub(super) old_delete_guard: (String, String),
+    pub(super) lock_mark: String,
+    pub(super) lock_mark_nowait: String,
+    pub(super) insert_mark: String,
+    pub(super) set_mark: String,
+    pub(super) rows_after_mark: String,
     pub(super) select_row: String,
     pub(super) insert_rows: String,
     pub(super) insert_log: String,
@@ -23,6 +36,7 @@ impl Sql {
     pub(super) fn new(prefix: &str) -> Sql {
         let leases = format!("{prefix}leases");
         let log = format!("{prefix}lease_log");
+        let pruned = format!("{prefix}lease_log_pruned");
         let refuse = |message: &str| format!("SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = '{message}'");
         let trigger = |name: &str, event: &str, table: &str, body: String| {
             let name = format!("{prefix}{name}");
@@ -59,14 +73,40 @@ impl Sql {
                 &log,
                 refuse("the lease log is append-only"),
             ),
-            trigger(
-                "lease_log_guard_delete",
-                "DELETE",
-                &log,
-                refuse("the lease log is append-only"),
-            ),
         ];
+        let old_delete_guard = format!("{prefix}lease_log_guard_delete");
         Sql {
+            pruning: vec![
+                (
+                    pruned.clone(),
+                    format!(
+                        "CREATE TABLE IF NOT EXISTS `{pruned}` (
+                           one TINYINT NOT NULL PRIMARY KEY CHECK (one = 1),
+                           through_id BIGINT UNSIGNED NOT NULL
+                         ) ENGINE = InnoDB"
+                    ),
+                ),
+                trigger(
+                    "lease_log_guard_prune",
+                    "DELETE",
+                    &log,
+                    format!(
+                        "IF OLD.op <> 'renew' THEN {}; END IF",
+                        refuse("only renewals leave the lease log: acquire, release and forget entries stay")
+                    ),
+                ),
+            ],
+            old_delete_guard: (
+                old_delete_guard.clone(),
+                format!("DROP TRIGGER IF EXISTS `{old_delete_guard}`"),
+            ),
+            lock_mark: format!("SELECT through_id FROM `{pruned}` WHERE one = 1 FOR UPDATE"),
+            lock_mark_nowait: format!("SELECT through_id FROM `{pruned}` WHERE one = 1 FOR UPDATE NOWAIT"),
+            insert_mark: format!("INSERT IGNORE INTO `{pruned}` (one, through_id) VALUES (1, 0)"),
+            set_mark: format!("UPDATE `{pruned}` SET through_id = ? WHERE one = 1"),
+            rows_after_mark: format!(
+                "SELECT id, `key`, epoch, op, at_ms FROM `{log}` WHERE id > ? ORDER BY id LIMIT ?"
+            ),
             select_row: format!("SELECT {ROW_COLUMNS} FROM `{leases}` WHERE `key` = ?"),
             insert_rows: format!("INSERT INTO `{leases}` ({ROW_COLUMNS}) VALUES "),
             insert_log: format!("INSERT INTO `{log}` (`key`, op, owner, epoch, at_ms) VALUES "),
@@ -110,7 +150,34 @@ impl Sql {
             .collect(),
             leases,
             log,
+            pruned,
         }
+    }
+
+    /// Whether each of `tenures` (key, epoch, id) has a renewal logged after that id, as
+    /// rows (position in `tenures`, 0 or 1). Keys go as hex literals and numbers as
+    /// numbers, so the text is safe and needs no statement prepared per size. One index
+    /// probe each (`by_key`), stopping at the first match.
+    pub(super) fn later_renewals(&self, tenures: &[(&[u8], i64, u64)]) -> String {
+        tenures
+            .iter()
+            .enumerate()
+            .map(|(n, (key, epoch, id))| {
+                format!(
+                    "SELECT {n}, EXISTS (SELECT 1 FROM `{}` WHERE `key` = X'{}' AND id > {id}
+                       AND epoch = {epoch} AND op = 'renew')",
+                    self.log,
+                    hex(key)
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(" UNION ALL ")
+    }
+
+    /// Deletes log rows by id (the numbers this store just read).
+    pub(super) fn delete_log_rows(&self, ids: &[u64]) -> String {
+        let ids: Vec<String> = ids.iter().map(u64::to_string).collect();
+        format!("DELETE FROM `{}` WHERE id IN ({})", self.log, ids.join(", "))
     }
 
     /// `SELECT ... FOR UPDATE` of `count` keys, in key order so that two batches take
@@ -140,6 +207,10 @@ impl Sql {
     pub(super) fn insert_log(&self, count: usize) -> String {
         self.insert_log.clone() + &values(count)
     }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// `count` rows of five placeholders.
