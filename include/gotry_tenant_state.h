@@ -2759,7 +2759,7 @@ enum GotryStatus gotry_store_open(const char *path,
  * - SQLite: `sqlite:///absolute/path.db`, `sqlite://relative/path.db` or `sqlite:path.db`.
  * - MySQL or MariaDB: `mysql://user:password@host:3306/database?prefix=gotry_&timeout_ms=2000`
  *   (user and password percent-encoded; port 3306 by default; options all optional:
- *   `prefix` of the two tables, `timeout_ms` from 100 to 60000 bounding every wait, and TLS
+ *   `prefix` of the two tables, `timeout_ms` from 100 to 60000 bounding each call end to end, and TLS
  *   with `ssl-mode` = `disabled`, `required` or `verify_identity` and `ssl-ca` = a file of
  *   CA certificates; without `ssl-mode`, `verify_identity` with `ssl-ca`, otherwise plain
  *   TCP to a loopback host and `required` to any other). Unknown options are refused; the

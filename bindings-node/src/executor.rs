@@ -52,6 +52,9 @@ use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::thread;
+use std::time::Instant;
+
+use gotry_tenant_state::call_begun_at;
 
 use napi::bindgen_prelude::{Object, Task, ToNapiValue};
 use napi::{sys, Env, JsDeferred};
@@ -62,6 +65,10 @@ const CALLS_PER_TURN: usize = 64;
 /// The calls of one store, run in call order, at most `width` at once.
 pub struct Lane {
     width: usize,
+    /// Whether each call is one store call whose time in this queue is spent from its
+    /// timeout ([`call_begun_at`]): a call queued behind a hung server's calls then fails
+    /// when its own timeout is up, not that many timeouts later.
+    queue_time_counts: bool,
     pool: &'static Pool,
     state: Mutex<LaneState>,
 }
@@ -74,27 +81,35 @@ struct LaneState {
 }
 
 impl Lane {
-    /// A lane for a store that works on `concurrent_calls` calls at once.
+    /// A lane for the calls of a store that works on `concurrent_calls` calls at once, each
+    /// of them one store call.
+    pub fn for_store(concurrent_calls: usize) -> Arc<Lane> {
+        Lane::on(&STORE_THREADS, concurrent_calls, true)
+    }
+
+    /// A lane on the store threads for calls that make several store calls, or wait between
+    /// them (a router's), whose later store calls keep a timeout of their own.
     pub fn new(concurrent_calls: usize) -> Arc<Lane> {
-        Lane::on(&STORE_THREADS, concurrent_calls)
+        Lane::on(&STORE_THREADS, concurrent_calls, false)
     }
 
     /// A lane for a durable store and its copies, as wide as its threads: the core runs copies
     /// of different tenants in parallel and those of one tenant one at a time.
     pub fn for_copies() -> Arc<Lane> {
-        Lane::on(&COPY_THREADS, usize::MAX)
+        Lane::on(&COPY_THREADS, usize::MAX, false)
     }
 
     /// A lane for one lease keeper's own calls (`acquire`, `remove`, `tick`, `shutdown`), in
     /// call order, on threads that no store call needs (see the module's notes).
     pub fn for_keeper() -> Arc<Lane> {
-        Lane::on(&KEEPER_THREADS, 1)
+        Lane::on(&KEEPER_THREADS, 1, false)
     }
 
-    fn on(threads: &'static Threads, concurrent_calls: usize) -> Arc<Lane> {
+    fn on(threads: &'static Threads, concurrent_calls: usize, queue_time_counts: bool) -> Arc<Lane> {
         let pool = threads.pool();
         Arc::new(Lane {
             width: concurrent_calls.clamp(1, pool.max_threads),
+            queue_time_counts,
             pool,
             state: Mutex::new(LaneState::default()),
         })
@@ -307,9 +322,15 @@ impl<T: Task + 'static> ToNapiValue for Pending<T> {
     unsafe fn to_napi_value(raw_env: sys::napi_env, pending: Pending<T>) -> napi::Result<sys::napi_value> {
         let env = Env::from_raw(raw_env);
         let (deferred, promise) = env.create_deferred()?;
+        let asked = Instant::now();
         let call = Box::new(Queued {
             task: pending.task,
             deferred,
+            begun: pending
+                .lane
+                .as_ref()
+                .filter(|lane| lane.queue_time_counts)
+                .map(|_| asked),
         });
         match pending.lane {
             Some(lane) => lane.push(call),
@@ -326,6 +347,8 @@ type Settle<T> = Box<dyn FnOnce(Env) -> napi::Result<<T as Task>::JsValue>>;
 struct Queued<T: Task + 'static> {
     task: T,
     deferred: JsDeferred<T::JsValue, Settle<T>>,
+    /// When JavaScript made the call, for a lane whose queue time counts.
+    begun: Option<Instant>,
 }
 
 /// A queued call, whatever its task's types.
@@ -338,9 +361,17 @@ trait Call: Send {
 
 impl<T: Task + 'static> Call for Queued<T> {
     fn run(self: Box<Self>) {
-        let Queued { mut task, deferred } = *self;
+        let Queued {
+            mut task,
+            deferred,
+            begun,
+        } = *self;
+        let compute = || match begun {
+            Some(begun) => call_begun_at(begun, || task.compute()),
+            None => task.compute(),
+        };
         // A panic must not take the thread down and leave the promise pending forever.
-        let output = catch_unwind(AssertUnwindSafe(|| task.compute())).unwrap_or_else(|_| {
+        let output = catch_unwind(AssertUnwindSafe(compute)).unwrap_or_else(|_| {
             Err(napi::Error::from_reason(
                 "internal error: a native call panicked; its promise is rejected",
             ))

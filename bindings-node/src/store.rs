@@ -383,7 +383,7 @@ impl NativeStore {
 impl NativeStore {
     fn new(store: Arc<dyn LeaseStore>, host_clock: bool) -> NativeStore {
         NativeStore {
-            lane: Lane::new(store.concurrent_calls()),
+            lane: Lane::for_store(store.concurrent_calls()),
             store,
             host_clock,
         }

@@ -184,9 +184,11 @@ test('openLeaseStoreAsync waits off the event loop for a server that never answe
     assert.ok(ticks > 0, 'no timer ran while the open waited');
 });
 
-test('historyAsync and nowMsAsync wait off the event loop for a server that stops answering', options, async t => {
-    // A proxy in this process to the test server, which stops passing bytes on when told to.
-    // Opening through it needs the event loop to turn, as the proxy runs on it.
+/**
+ * A proxy in this process to the test server, which stops passing bytes on once `freeze()`
+ * is called. Opening through it needs the event loop to turn, as the proxy runs on it.
+ */
+async function freezingProxy(t) {
     const target = new globalThis.URL(URL);
     let frozen = false;
     const proxy = await listener(client => {
@@ -198,17 +200,49 @@ test('historyAsync and nowMsAsync wait off the event loop for a server that stop
         upstream.on('data', bytes => { if (!frozen) client.write(bytes); });
     });
     t.after(proxy.close);
+    return { port: proxy.port, freeze: () => { frozen = true; } };
+}
+
+test('historyAsync and nowMsAsync wait off the event loop for a server that stops answering', options, async t => {
+    const proxy = await freezingProxy(t);
     const store = await pkg.openLeaseStoreAsync(urlThrough(proxy.port));
     t.after(() => store.close());
     const key = `frozen-${crypto.randomBytes(8).toString('hex')}`;
     await store.acquire(key, 'node-a', 10_000);
     assert.equal((await store.historyAsync(key)).length, 1);
 
-    frozen = true;
+    proxy.freeze();
     for (const [name, call] of [['nowMsAsync', () => store.nowMsAsync()], ['historyAsync', () => store.historyAsync(key)]]) {
         const { outcome, ticks } = await ticksWhile(call());
         assert.ok(outcome.error, `${name} answered through a frozen proxy: ${JSON.stringify(outcome.value)}`);
         assert.ok(outcome.error instanceof pkg.LeaseStoreUnavailableError, `${name}: ${outcome.error.name}: ${outcome.error.message}`);
         assert.ok(ticks > 0, `no timer ran while ${name} waited`);
     }
+});
+
+test('calls queued behind a server that stops answering end when their own timeout is up', options, async t => {
+    // The store works on a few calls at once (the addon's store threads): the rest queue, and
+    // the time they queue is spent from their timeout, so the last one does not fail several
+    // timeouts after it was made.
+    const proxy = await freezingProxy(t);
+    const url = new globalThis.URL(urlThrough(proxy.port));
+    url.searchParams.set('timeout_ms', '1000');
+    const store = await pkg.openLeaseStoreAsync(url.href);
+    t.after(() => store.close());
+    const key = `queued-${crypto.randomBytes(8).toString('hex')}`;
+    const { record } = await store.acquire(key, 'node-a', 60_000);
+
+    proxy.freeze();
+    const asked = performance.now();
+    const ended = await Promise.all(Array.from({ length: 20 }, () =>
+        store.renew(key, 'node-a', record.epoch, 60_000).then(
+            () => assert.fail('a renewal answered through a frozen proxy'),
+            error => {
+                assert.ok(error instanceof pkg.LeaseStoreUnavailableError, `${error.name}: ${error.message}`);
+                return performance.now() - asked;
+            })));
+    // Four at a time, each waiting its whole timeout, the last would end after five timeouts.
+    const last = Math.max(...ended);
+    t.diagnostic(`the last of 20 queued calls ended ${Math.round(last)} ms after it was made`);
+    assert.ok(last < 2_500, `the last of 20 queued calls ended ${Math.round(last)} ms after it was made (timeout 1000 ms)`);
 });

@@ -215,13 +215,15 @@ pub unsafe extern "C" fn gotry_tenant_root_for(
 ) -> GotryStatus {
     ffi_boundary!(out_error, {
         let root = unsafe { text_in("state_root", state_root, state_root_len)? };
+        // Judged before the ids, in argument order, as every failure of this call is.
+        let root = gotry_core::paths::assert_path("state_root", Path::new(root))?;
         let organization = unsafe { bytes_in("organization_id", organization_id, organization_id_len)? };
         let tenant = unsafe { bytes_in("ledger_tenant_id", ledger_tenant_id, ledger_tenant_id_len)? };
         let out_path = unsafe { OutBuffer::new("out_path", out_path, out_path_capacity)? };
         let out_path_len = unsafe { Out::new("out_path_len", out_path_len)? };
         let organization = ids::claim_from_utf8("organization_id", organization)?;
         let tenant = ids::claim_from_utf8("ledger_tenant_id", tenant)?;
-        let path = ids::tenant_root_for(Path::new(root), organization, tenant)?;
+        let path = ids::tenant_root_for(root, organization, tenant)?;
         out_path_len.write(out_path.write(path.as_os_str().as_encoded_bytes())?);
         Ok(())
     })
