@@ -2,8 +2,9 @@
 # The Python module's whole test run, from a fresh clone: a virtual environment of its own,
 # maturin, pytest and mypy from PyPI, the module installed with `pip install ./bindings-python`
 # (maturin as the PEP 517 backend, building into the workspace's shared target directory),
-# then pytest, `mypy --strict` over the tests, the example and the benchmark, and the example
-# itself. Exits non-zero on the first failure.
+# then pytest, `mypy --strict` over the tests, the example and the benchmark, `mypy.stubtest`
+# of `_native.pyi` against the module just installed, and the example itself. Exits non-zero
+# on the first failure.
 #
 # GOTRY_PYTHON picks the interpreter (python3 by default); GOTRY_PY_VENV the environment
 # (target/venv-python by default, beside the Rust build output and ignored by git).
@@ -27,7 +28,8 @@ fi
 # The PEP 517 backend runs `maturin` from PATH, so the environment's bin comes first.
 export PATH="$venv/bin:$PATH"
 export VIRTUAL_ENV="$venv"
-python -m pip install --quiet "maturin>=1.16,<2" "pytest>=8" "mypy>=1.10"
+# mypy 1.18 is the first whose stubtest checks `@disjoint_base`, which the stub uses.
+python -m pip install --quiet "maturin>=1.16,<2" "pytest>=8" "mypy>=1.18"
 
 step "MySQL/MariaDB server"
 "$root/scripts/mariadb.sh"
@@ -43,6 +45,12 @@ step "pytest"
 
 step "mypy --strict"
 (cd "$here" && python -m mypy --strict tests examples bench)
+
+step "stubtest: _native.pyi against the installed module"
+# mypy --strict trusts the hand-written stub; only the compiled module can say whether the stub
+# tells the truth (a parameter renamed or a default changed in Rust). Any mismatch fails the
+# run: nothing is allowlisted.
+(cd "$here" && python -m mypy.stubtest gotry_tenant_state._native)
 
 step "example: a two-replica handoff"
 (cd "$here" && python examples/handoff.py)

@@ -6,6 +6,54 @@ from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import Final, Literal, Protocol, Self, TypeVar, final
 
+# Every pyo3 class has an instance layout of its own, so no class can derive from two of them;
+# the two that can be subclassed at all say so, for type checkers and for stubtest.
+from typing_extensions import disjoint_base
+
+# The module's own __all__, which pyo3 fills as the module adds each name, in that order.
+__all__ = [
+    "ERROR_CODES",
+    "MIN_LEASE_TTL_MS",
+    "MAX_LEASE_TTL_MS",
+    "assert_lease_ttl",
+    "version",
+    "assert_organization_id",
+    "assert_ledger_tenant_id",
+    "assert_prompt_cache_partition",
+    "derive_ledger_tenant_id",
+    "derive_prompt_cache_partition",
+    "lease_key_for",
+    "tenant_root_for",
+    "open_lease_store",
+    "open_durable_store",
+    "OrganizationKey",
+    "ManualClock",
+    "LeaseRecord",
+    "LeaseGrant",
+    "HistoryEntry",
+    "LeaseStore",
+    "SqliteLeaseStore",
+    "TenantLease",
+    "LeaseKeeper",
+    "KeeperEvent",
+    "TickReport",
+    "ShutdownReport",
+    "DurableStore",
+    "DirectoryDurableStore",
+    "EpochCopies",
+    "CopyId",
+    "SkippedCopy",
+    "WrittenCopy",
+    "CopyListing",
+    "RestoreReport",
+    "GcReport",
+    "TenantRouter",
+    "TenantHandle",
+    "TenantStatus",
+    "RouterEvent",
+    "CloseReport",
+]
+
 ERROR_CODES: Final[tuple[str, ...]]
 """The twelve ``GOTRY_TENANT_*`` codes of the core, in the core's order."""
 
@@ -81,7 +129,7 @@ def open_durable_store(url: str) -> DurableStore:
 class OrganizationKey:
     """An organization key with its HMAC state computed once; never printed or pickled."""
 
-    def __init__(self, key: _KeyBytes) -> None: ...
+    def __new__(cls, key: _KeyBytes) -> Self: ...
     def derive_ledger_tenant_id(self, issuer: str, subject: str) -> str: ...
     def derive_prompt_cache_partition(self, ledger_tenant_id: str) -> str: ...
 
@@ -90,7 +138,8 @@ class ManualClock:
     """A clock that moves only when told to; serves as a store's ``now_ms`` and as a
     holder's ``clock``."""
 
-    def __init__(self, start_ms: int = 0) -> None: ...
+    def __new__(cls, start_ms: int | None = None) -> Self:
+        """``start_ms`` None: the clock starts at 0."""
     def now_ms(self) -> int: ...
     def set(self, now_ms: int) -> None: ...
     def advance(self, delta_ms: int) -> int:
@@ -99,9 +148,9 @@ class ManualClock:
 @final
 class LeaseRecord:
     __match_args__ = ("key", "owner", "epoch", "lease_until_ms", "forgotten_at_epoch")
-    def __init__(
-        self, key: str, owner: str, epoch: int, lease_until_ms: int, forgotten_at_epoch: int = 0
-    ) -> None: ...
+    def __new__(
+        cls, key: str, owner: str, epoch: int, lease_until_ms: int, forgotten_at_epoch: int = 0
+    ) -> Self: ...
     @property
     def key(self) -> str: ...
     @property
@@ -116,7 +165,7 @@ class LeaseRecord:
 @final
 class LeaseGrant:
     __match_args__ = ("record", "ttl_ms")
-    def __init__(self, record: LeaseRecord, ttl_ms: int) -> None: ...
+    def __new__(cls, record: LeaseRecord, ttl_ms: int) -> Self: ...
     @property
     def record(self) -> LeaseRecord: ...
     @property
@@ -125,7 +174,7 @@ class LeaseGrant:
 @final
 class HistoryEntry:
     __match_args__ = ("key", "op", "owner", "epoch", "at_ms")
-    def __init__(self, key: str, op: _LeaseOpName, owner: str, epoch: int, at_ms: int) -> None: ...
+    def __new__(cls, key: str, op: _LeaseOpName, owner: str, epoch: int, at_ms: int) -> Self: ...
     @property
     def key(self) -> str: ...
     @property
@@ -137,6 +186,7 @@ class HistoryEntry:
     @property
     def at_ms(self) -> int: ...
 
+@disjoint_base
 class LeaseStore:
     """A lease store of the core. Every method that reaches the store releases the GIL."""
 
@@ -165,13 +215,13 @@ class LeaseStore:
 
 @final
 class SqliteLeaseStore(LeaseStore):
-    def __init__(
-        self,
+    def __new__(
+        cls,
         path: str | os.PathLike[str],
         now_ms: Callable[[], int] | ManualClock | None = None,
         *,
         busy_timeout_ms: int | None = None,
-    ) -> None: ...
+    ) -> Self: ...
     @property
     def path(self) -> str: ...
 
@@ -284,8 +334,8 @@ class LeaseKeeper:
 
     DEFAULT_RENEW_FRACTION: Final[float]
     DEFAULT_MAX_BATCH: Final[int]
-    def __init__(
-        self,
+    def __new__(
+        cls,
         *,
         store: LeaseStore,
         replica_id: str,
@@ -296,7 +346,7 @@ class LeaseKeeper:
         on_event: Callable[[KeeperEvent], object] | None = None,
         clock: _SupportsNowMs | None = None,
         start_thread: bool = True,
-    ) -> None: ...
+    ) -> Self: ...
     @property
     def replica_id(self) -> str: ...
     @property
@@ -330,6 +380,7 @@ class LeaseKeeper:
         """Shuts down. Releases that failed are raised as an exception group after a clean
         block, and noted on the block's exception otherwise."""
 
+@disjoint_base
 class DurableStore:
     """A durable store of the core, where copies outlive the replica that wrote them: every
     object created at most once, never replaced. Opening it releases the GIL."""
@@ -344,7 +395,7 @@ class DirectoryDurableStore(DurableStore):
     missing; DurableStoreUnavailableError with the errno's name as ``backend_code`` when it
     cannot be."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None: ...
+    def __new__(cls, path: str | os.PathLike[str]) -> Self: ...
     @property
     def path(self) -> str:
         """The folder, made absolute."""
@@ -354,7 +405,7 @@ class CopyId:
     """A copy's place in the order restores follow: epoch first, then sequence."""
 
     __match_args__ = ("epoch", "seq")
-    def __init__(self, epoch: int, seq: int) -> None: ...
+    def __new__(cls, epoch: int, seq: int) -> Self: ...
     @property
     def epoch(self) -> int: ...
     @property
@@ -373,7 +424,7 @@ class SkippedCopy:
     began: a stale holder's)."""
 
     __match_args__ = ("epoch", "seq", "reason")
-    def __init__(self, epoch: int, seq: int, reason: _SkipReason) -> None: ...
+    def __new__(cls, epoch: int, seq: int, reason: _SkipReason) -> Self: ...
     @property
     def epoch(self) -> int: ...
     @property
@@ -386,7 +437,7 @@ class WrittenCopy:
     """A copy taken as written: its manifest is durable and the write gate held after it."""
 
     __match_args__ = ("epoch", "seq", "files", "bytes")
-    def __init__(self, epoch: int, seq: int, files: int, bytes: int) -> None: ...
+    def __new__(cls, epoch: int, seq: int, files: int, bytes: int) -> Self: ...
     @property
     def epoch(self) -> int: ...
     @property
@@ -402,7 +453,7 @@ class CopyListing:
     """One copy as the store lists it, from names and sizes alone."""
 
     __match_args__ = ("epoch", "seq", "complete", "objects", "bytes")
-    def __init__(self, epoch: int, seq: int, complete: bool, objects: int, bytes: int) -> None: ...
+    def __new__(cls, epoch: int, seq: int, complete: bool, objects: int, bytes: int) -> Self: ...
     @property
     def epoch(self) -> int: ...
     @property
@@ -458,7 +509,7 @@ class EpochCopies:
     is refused with ``TenantStateStorageError`` (``code == "OPEN_IN_PROCESS"``); an exception
     ``snapshot`` raises fails the copy and comes out of ``write_copy`` as itself."""
 
-    def __init__(self, store: DurableStore, *, snapshot: _Snapshot | None = None) -> None: ...
+    def __new__(cls, store: DurableStore, *, snapshot: _Snapshot | None = None) -> Self: ...
     def write_copy(self, lease: TenantLease, root: str | os.PathLike[str]) -> WrittenCopy:
         """Writes a complete copy of the tenant root ``root`` (the ledger
         ``gotry-state/gotry-state.db`` and every other file under it) under the lease's
@@ -603,8 +654,8 @@ class TenantRouter:
     a router still alive when the interpreter exits is closed by an ``atexit`` hook. One
     dropped without ``close()`` releases nothing: its leases run out at their TTL."""
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         lease_store: LeaseStore,
         durable_store: DurableStore,
         state_root: str | os.PathLike[str],
@@ -613,14 +664,15 @@ class TenantRouter:
         margin_ms: int,
         *,
         capacity: int | None = None,
-        copy_interval_ms: int = 30_000,
-        durability: Literal["async", "strict"] = "async",
+        copy_interval_ms: int | None = None,
+        durability: Literal["async", "strict"] | None = None,
         verify: _Verify | None = None,
         snapshot: _Snapshot | None = None,
         on_event: Callable[[RouterEvent], object] | None = None,
-    ) -> None:
+    ) -> Self:
         """``capacity`` None: about a third of the descriptors left after a quarter of the
-        process's limit is reserved (256 with the common limit of 1024)."""
+        process's limit is reserved (256 with the common limit of 1024). ``copy_interval_ms``
+        None: 30 s. ``durability`` None: ``"async"``."""
     @property
     def capacity(self) -> int: ...
     @property
@@ -633,11 +685,11 @@ class TenantRouter:
         """Serves a tenant; the same handle while it is served. ReplicaAtCapacityError,
         LeaseHeldError, TenantDrainingError while it hands off, RouterClosedError after
         ``close``, RestoreVerificationError when its copies exist but none verifies."""
-    def run(self, key: str, fn: Callable[[TenantHandle], _T]) -> _T:
-        """Runs ``fn(handle)`` with the GIL as one call of the served tenant ``key`` and
+    def run(self, key: str, call: Callable[[TenantHandle], _T]) -> _T:
+        """Runs ``call(handle)`` with the GIL as one call of the served tenant ``key`` and
         returns what it returns. TenantDrainingError during a handoff, FencedError when the
-        lease is lost, or when the gate closed while ``fn`` ran (its effects must not be
-        acknowledged); in strict mode, the copy's error. An exception ``fn`` raises ends the
+        lease is lost, or when the gate closed while ``call`` ran (its effects must not be
+        acknowledged); in strict mode, the copy's error. An exception ``call`` raises ends the
         call unacknowledged and propagates unchanged."""
     def handoff(self, key: str, timeout_ms: int | None = None) -> None:
         """Drains ``key`` (new calls: TenantDrainingError; the lease is renewed meanwhile),
