@@ -26,6 +26,7 @@ use gotry_tenant_state::{
     call_begun_at, open_lease_store, Error, FenceReason, LeaseOp, LeaseOptions, LeaseStore, ManualClock,
     MysqlLeaseStore, MysqlOptions, SystemMonotonicClock, SystemWallClock, TenantLease, WallClock,
 };
+use gotry_test_support::conformance;
 use gotry_test_support::mysql::{self as server, ScratchTables};
 use mysql::prelude::Queryable;
 
@@ -339,6 +340,22 @@ impl DelayLine {
 }
 
 // ---------------------------------------------------------------------------------------
+
+#[test]
+#[cfg_attr(gotry_skip_mysql, ignore = "GOTRY_SKIP_MYSQL=1: needs a MySQL/MariaDB server")]
+fn conformance_on_the_server() {
+    let url = server::server_url();
+    let scratch = Mutex::new(ScratchTables::new(&url));
+    conformance::run_all(&|clock: Arc<ManualClock>| {
+        let mut options = MysqlOptions::from_url(&url).expect("url");
+        options.table_prefix = server::fresh_prefix();
+        options.clock = Some(clock);
+        let store = MysqlLeaseStore::open(options).unwrap_or_else(|e| server::no_server(&url, &e));
+        let (leases, log) = store.table_names();
+        scratch.lock().expect("scratch").add(leases, log);
+        Arc::new(store)
+    });
+}
 
 #[test]
 #[cfg_attr(gotry_skip_mysql, ignore = "GOTRY_SKIP_MYSQL=1: needs a MySQL/MariaDB server")]

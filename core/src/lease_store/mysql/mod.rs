@@ -841,28 +841,9 @@ impl LeaseStore for MysqlLeaseStore {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use gotry_test_support::mysql::{self as server, ScratchTables};
 
     use super::*;
-    use crate::clock::ManualClock;
-
-    #[test]
-    #[cfg_attr(gotry_skip_mysql, ignore = "GOTRY_SKIP_MYSQL=1: needs a MySQL/MariaDB server")]
-    fn conformance_on_the_server() {
-        let url = server::server_url();
-        let scratch = Mutex::new(ScratchTables::new(&url));
-        super::super::conformance::run_all(&|clock: Arc<ManualClock>| {
-            let mut options = MysqlOptions::from_url(&url).expect("url");
-            options.table_prefix = server::fresh_prefix();
-            options.clock = Some(clock);
-            let store = MysqlLeaseStore::open(options).unwrap_or_else(|e| server::no_server(&url, &e));
-            let (leases, log) = store.table_names();
-            scratch.lock().expect("scratch").add(leases, log);
-            Arc::new(store)
-        });
-    }
 
     #[test]
     fn urls_name_every_part() {
