@@ -8,89 +8,37 @@
 //! below is measured on the disk file, with its syncs.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use gotry_tenant_state::{
     Error, HistoryEntry, KeeperOptions, LeaseGrant, LeaseKeeper, LeaseOptions, LeaseRecord, LeaseStore,
     ManualClock, SqliteLeaseStore, SystemMonotonicClock, TenantLease,
 };
+use gotry_test_support::faulty::{FaultyStore, Method};
 
 type Result<T> = std::result::Result<T, Error>;
 
-/// A store whose backing file can be swapped under the leases that use it, counting the
-/// renewals sent in batches.
-struct Switch {
-    current: RwLock<Arc<SqliteLeaseStore>>,
-    batched: AtomicUsize,
+/// The store file at `memory`, behind a wrapper that can move it to disk under the leases
+/// that use it, and counts the renewals sent in batches.
+fn switch(memory: &Path) -> Arc<FaultyStore> {
+    Arc::new(FaultyStore::new(Arc::new(
+        SqliteLeaseStore::open(memory).unwrap(),
+    )))
 }
 
-impl Switch {
-    fn new(store: SqliteLeaseStore) -> Arc<Switch> {
-        Arc::new(Switch {
-            current: RwLock::new(Arc::new(store)),
-            batched: AtomicUsize::new(0),
-        })
-    }
-
-    fn get(&self) -> Arc<SqliteLeaseStore> {
-        Arc::clone(&self.current.read().unwrap())
-    }
-
-    /// Moves the store file from memory to `disk` and carries on there.
-    fn move_to_disk(&self, disk: &Path) {
-        let mut current = self.current.write().unwrap();
-        let from = current.path().to_path_buf();
+/// Moves the store file from `memory` to `disk` and carries on there; calls wait meanwhile.
+fn move_to_disk(switch: &FaultyStore, memory: &Path, disk: &Path) {
+    switch.replace_inner(|current| {
         current.close().unwrap();
-        std::fs::copy(&from, disk).unwrap();
-        *current = Arc::new(SqliteLeaseStore::open(disk).unwrap());
-    }
+        std::fs::copy(memory, disk).unwrap();
+        Arc::new(SqliteLeaseStore::open(disk).unwrap())
+    });
 }
 
-impl LeaseStore for Switch {
-    fn read(&self, key: &str) -> Result<Option<LeaseRecord>> {
-        self.get().read(key)
-    }
-    fn acquire(&self, key: &str, owner: &str, ttl_ms: i64) -> Result<LeaseGrant> {
-        self.get().acquire(key, owner, ttl_ms)
-    }
-    fn renew(&self, key: &str, owner: &str, epoch: i64, ttl_ms: i64) -> Result<LeaseGrant> {
-        self.get().renew(key, owner, epoch, ttl_ms)
-    }
-    fn renew_batch(
-        &self,
-        owner: &str,
-        ttl_ms: i64,
-        leases: &[(&str, i64)],
-    ) -> Result<Vec<Result<LeaseGrant>>> {
-        self.batched.fetch_add(leases.len(), Ordering::Relaxed);
-        self.get().renew_batch(owner, ttl_ms, leases)
-    }
-    fn release(&self, key: &str, owner: &str, epoch: i64) -> Result<LeaseRecord> {
-        self.get().release(key, owner, epoch)
-    }
-    fn release_batch(&self, owner: &str, leases: &[(&str, i64)]) -> Result<Vec<Result<LeaseRecord>>> {
-        self.get().release_batch(owner, leases)
-    }
-    fn mark_forgotten(&self, key: &str, owner: &str, epoch: i64) -> Result<LeaseRecord> {
-        self.get().mark_forgotten(key, owner, epoch)
-    }
-    fn history(&self, key: Option<&str>) -> Result<Vec<HistoryEntry>> {
-        self.get().history(key)
-    }
-    fn list(&self, prefix: &str) -> Result<Vec<LeaseRecord>> {
-        self.get().list(prefix)
-    }
-    fn now_ms(&self) -> Result<i64> {
-        self.get().now_ms()
-    }
-    fn compact_log(&self) -> Result<u64> {
-        self.get().compact_log()
-    }
-    fn close(&self) -> Result<()> {
-        self.get().close()
-    }
+/// The renewals sent in batches since the last call.
+fn batched(switch: &FaultyStore) -> usize {
+    switch.take_calls(Method::RenewBatch).into_iter().sum()
 }
 
 /// A store that answers from memory: what is left of a round's cost is the keeper's own.
@@ -254,7 +202,7 @@ fn micros(d: Duration) -> f64 {
 /// Per-lease cost of a round of N leases (one transaction each) against one `renew`.
 fn per_lease_cost(dirs: &Dirs) {
     const SIZES: [(usize, usize); 4] = [(1, 300), (100, 30), (1_000, 8), (10_000, 3)];
-    let switch = Switch::new(SqliteLeaseStore::open(dirs.memory.join("cost.db")).unwrap());
+    let switch = switch(&dirs.memory.join("cost.db"));
     let clock = Arc::new(ManualClock::new(0));
     let keepers: Vec<(usize, usize, LeaseKeeper)> = SIZES
         .iter()
@@ -279,7 +227,7 @@ fn per_lease_cost(dirs: &Dirs) {
         clock: Arc::new(SystemMonotonicClock),
     })
     .unwrap();
-    switch.move_to_disk(&dirs.disk.join("cost.db"));
+    move_to_disk(&switch, &dirs.memory.join("cost.db"), &dirs.disk.join("cost.db"));
 
     // A sync's latency drifts with whatever else the disk is doing: the baseline is the
     // median of renewals taken before and after the rounds, after a warm-up that grows the
@@ -341,13 +289,13 @@ fn cpu_of_100k(dirs: &Dirs) {
     const LEASES: usize = 100_000;
     const TTL_MS: i64 = 30_000;
     const WINDOW: Duration = Duration::from_secs(20);
-    let switch = Switch::new(SqliteLeaseStore::open(dirs.memory.join("cpu.db")).unwrap());
+    let switch = switch(&dirs.memory.join("cpu.db"));
     let keeper = LeaseKeeper::start(KeeperOptions::new(switch.clone(), "bench", TTL_MS, 1_000)).unwrap();
     let setup = Instant::now();
     let leases: Vec<_> = (0..LEASES)
         .map(|i| keeper.acquire(&format!("cpu-{i:06}")).unwrap())
         .collect();
-    switch.move_to_disk(&dirs.disk.join("cpu.db"));
+    move_to_disk(&switch, &dirs.memory.join("cpu.db"), &dirs.disk.join("cpu.db"));
     println!(
         "{LEASES} leases acquired (in memory) in {:.1} s; keeper thread running, TTL {} s, renewal every {:.1} s",
         setup.elapsed().as_secs_f64(),
@@ -355,14 +303,11 @@ fn cpu_of_100k(dirs: &Dirs) {
         TTL_MS as f64 / 3000.0
     );
 
-    let (w0, c0, r0) = (
-        Instant::now(),
-        process_cpu(),
-        switch.batched.load(Ordering::Relaxed),
-    );
+    batched(&switch);
+    let (w0, c0) = (Instant::now(), process_cpu());
     std::thread::sleep(WINDOW);
     let (wall, cpu) = (w0.elapsed(), process_cpu() - c0);
-    let renewed = switch.batched.load(Ordering::Relaxed) - r0;
+    let renewed = batched(&switch);
     let held = leases.iter().filter(|lease| lease.is_held()).count();
     println!(
         "window {:.1} s: {renewed} renewals sent, cpu {:.3} s = {:.2} % of one core, {:.2} us cpu per renewal; \

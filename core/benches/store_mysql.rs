@@ -8,14 +8,10 @@
 //! commit (with the default `innodb_flush_log_at_trx_commit = 1`), SQLite runs WAL with
 //! `synchronous = FULL`.
 
-#[path = "../../tests/mysql/server.rs"]
-mod server;
-#[path = "../../tests/mysql/tables.rs"]
-mod tables;
-
 use std::time::{Duration, Instant};
 
 use gotry_tenant_state::{LeaseStore, MysqlLeaseStore, MysqlOptions, SqliteLeaseStore};
+use gotry_test_support::mysql::{self as server, ScratchTables};
 
 /// How long each operation is repeated.
 const RUN: Duration = Duration::from_secs(2);
@@ -63,12 +59,15 @@ fn measure(name: &str, store: &dyn LeaseStore) -> [f64; 3] {
 }
 
 fn main() {
-    let Some(url) = server::server_url("the MySQL store benchmark") else {
+    // A bench cannot be marked ignored: it says it skipped, where the tests' list would.
+    if cfg!(gotry_skip_mysql) {
+        eprintln!("SKIPPED the MySQL store benchmark: {}=1", server::SKIP_VAR);
         return;
-    };
+    }
+    let url = server::server_url();
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let sqlite = SqliteLeaseStore::open(dir.path().join("bench.db")).unwrap();
-    let mut scratch = tables::ScratchTables::new(&url);
+    let mut scratch = ScratchTables::new(&url);
     let mut options = MysqlOptions::from_url(&url).unwrap();
     options.table_prefix = server::fresh_prefix();
     let mysql = MysqlLeaseStore::open(options).unwrap_or_else(|e| server::no_server(&url, &e));

@@ -7,10 +7,11 @@ use std::time::{Duration, Instant};
 
 use gotry_tenant_state::keeper::DEFAULT_MAX_BATCH;
 use gotry_tenant_state::{
-    Error, EventHandler, FenceReason, FixedWallClock, HistoryEntry, KeeperEvent, KeeperOptions, LeaseGrant,
-    LeaseKeeper, LeaseOp, LeaseRecord, LeaseStore, ManualClock, SqliteLeaseStore, SqliteOptions,
-    SystemWallClock, TenantLease, TickReport, WallClock,
+    Error, EventHandler, FenceReason, FixedWallClock, KeeperEvent, KeeperOptions, LeaseGrant, LeaseKeeper,
+    LeaseOp, LeaseStore, ManualClock, SqliteLeaseStore, SqliteOptions, SystemWallClock, TenantLease,
+    TickReport, WallClock,
 };
+use gotry_test_support::faulty::{FaultyStore, Method};
 
 const TTL: i64 = 1_000;
 const MARGIN: i64 = 100;
@@ -20,37 +21,53 @@ const FRACTION: f64 = 0.25;
 /// Generous bound for conditions that real time brings about; never a speed requirement.
 const PATIENCE: Duration = Duration::from_secs(60);
 
-type Hook = Box<dyn Fn() + Send + Sync>;
-
-/// The SQLite store, with a way to fail or hold back its batches and to watch them.
+/// The SQLite store behind a [`FaultyStore`] that fails, holds back and watches its calls;
+/// the keeper uses the wrapper, the tests reach the store itself as `inner`.
 struct Probe {
-    inner: SqliteLeaseStore,
-    fail_batches: AtomicUsize,
-    batch_sizes: Mutex<Vec<usize>>,
-    before_batch: Mutex<Option<Hook>>,
-    before_release: Mutex<Option<Hook>>,
-    release_batch_sizes: Mutex<Vec<usize>>,
+    store: Arc<FaultyStore>,
+    inner: Arc<SqliteLeaseStore>,
 }
 
 impl Probe {
-    fn new(inner: SqliteLeaseStore) -> Arc<Probe> {
-        Arc::new(Probe {
+    fn new(inner: SqliteLeaseStore) -> Probe {
+        let inner = Arc::new(inner);
+        Probe {
+            store: Arc::new(FaultyStore::new(inner.clone())),
             inner,
-            fail_batches: AtomicUsize::new(0),
-            batch_sizes: Mutex::new(Vec::new()),
-            before_batch: Mutex::new(None),
-            before_release: Mutex::new(None),
-            release_batch_sizes: Mutex::new(Vec::new()),
-        })
+        }
     }
 
+    /// Every renewal batch fails as unavailable while down; nothing else does.
     fn set_down(&self, down: bool) {
-        self.fail_batches
-            .store(if down { usize::MAX } else { 0 }, Ordering::SeqCst);
+        if down {
+            self.store.fail(Method::RenewBatch, usize::MAX);
+        } else {
+            self.store.clear_hook();
+        }
+    }
+
+    /// Runs `hook` before each renewal batch.
+    fn before_batch(&self, hook: impl Fn() + Send + Sync + 'static) {
+        self.store.set_hook(move |call| {
+            if call.method() == Method::RenewBatch {
+                hook();
+            }
+            None
+        });
+    }
+
+    /// Runs `hook` before each release, batched or not.
+    fn before_release(&self, hook: impl Fn() + Send + Sync + 'static) {
+        self.store.set_hook(move |call| {
+            if matches!(call.method(), Method::Release | Method::ReleaseBatch) {
+                hook();
+            }
+            None
+        });
     }
 
     fn batch_sizes(&self) -> Vec<usize> {
-        std::mem::take(&mut *self.batch_sizes.lock().unwrap())
+        self.store.take_calls(Method::RenewBatch)
     }
 
     fn ops(&self, key: &str) -> Vec<(LeaseOp, String, i64)> {
@@ -76,74 +93,6 @@ impl Probe {
             .with_clock(Arc::new(FixedWallClock(far_ahead_ms)))
             .acquire(key, "other", TTL)
             .unwrap()
-    }
-}
-
-impl LeaseStore for Probe {
-    fn read(&self, key: &str) -> Result<Option<LeaseRecord>, Error> {
-        self.inner.read(key)
-    }
-    fn acquire(&self, key: &str, owner: &str, ttl_ms: i64) -> Result<LeaseGrant, Error> {
-        self.inner.acquire(key, owner, ttl_ms)
-    }
-    fn renew(&self, key: &str, owner: &str, epoch: i64, ttl_ms: i64) -> Result<LeaseGrant, Error> {
-        self.inner.renew(key, owner, epoch, ttl_ms)
-    }
-    fn renew_batch(
-        &self,
-        owner: &str,
-        ttl_ms: i64,
-        leases: &[(&str, i64)],
-    ) -> Result<Vec<Result<LeaseGrant, Error>>, Error> {
-        self.batch_sizes.lock().unwrap().push(leases.len());
-        if let Some(hook) = &*self.before_batch.lock().unwrap() {
-            hook();
-        }
-        let failing = self
-            .fail_batches
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-            .is_ok();
-        if failing {
-            return Err(Error::LeaseStoreUnavailable {
-                message: "the probe is down".into(),
-            });
-        }
-        self.inner.renew_batch(owner, ttl_ms, leases)
-    }
-    fn release(&self, key: &str, owner: &str, epoch: i64) -> Result<LeaseRecord, Error> {
-        if let Some(hook) = &*self.before_release.lock().unwrap() {
-            hook();
-        }
-        self.inner.release(key, owner, epoch)
-    }
-    fn release_batch(
-        &self,
-        owner: &str,
-        leases: &[(&str, i64)],
-    ) -> Result<Vec<Result<LeaseRecord, Error>>, Error> {
-        self.release_batch_sizes.lock().unwrap().push(leases.len());
-        if let Some(hook) = &*self.before_release.lock().unwrap() {
-            hook();
-        }
-        self.inner.release_batch(owner, leases)
-    }
-    fn mark_forgotten(&self, key: &str, owner: &str, epoch: i64) -> Result<LeaseRecord, Error> {
-        self.inner.mark_forgotten(key, owner, epoch)
-    }
-    fn history(&self, key: Option<&str>) -> Result<Vec<HistoryEntry>, Error> {
-        self.inner.history(key)
-    }
-    fn list(&self, prefix: &str) -> Result<Vec<LeaseRecord>, Error> {
-        self.inner.list(prefix)
-    }
-    fn now_ms(&self) -> Result<i64, Error> {
-        self.inner.now_ms()
-    }
-    fn compact_log(&self) -> Result<u64, Error> {
-        self.inner.compact_log()
-    }
-    fn close(&self) -> Result<(), Error> {
-        self.inner.close()
     }
 }
 
@@ -220,7 +169,7 @@ struct Fixture {
     _dir: tempfile::TempDir,
     wall: Arc<ManualClock>,
     mono: Arc<ManualClock>,
-    probe: Arc<Probe>,
+    probe: Probe,
     events: Arc<Recorder>,
 }
 
@@ -243,7 +192,7 @@ impl Fixture {
     }
 
     fn options(&self) -> KeeperOptions {
-        let mut options = KeeperOptions::new(self.probe.clone(), "replica-a", TTL, MARGIN);
+        let mut options = KeeperOptions::new(self.probe.store.clone(), "replica-a", TTL, MARGIN);
         options.clock = self.mono.clone();
         options.renew_fraction = FRACTION;
         options.on_event = Some(self.events.handler());
@@ -359,7 +308,7 @@ fn batches_hold_at_most_max_batch_leases() {
     assert!(leases.iter().all(|lease| lease.remaining_ms().unwrap() == 900.0));
     assert_eq!(
         DEFAULT_MAX_BATCH,
-        KeeperOptions::new(f.probe.clone(), "r", TTL, 0).max_batch
+        KeeperOptions::new(f.probe.store.clone(), "r", TTL, 0).max_batch
     );
 }
 
@@ -370,10 +319,10 @@ fn the_fence_counts_from_before_the_batch_and_never_moves_back() {
     let lease = keeper.acquire("k").unwrap();
     // The round trip takes 40 ms.
     let (mono, wall) = (f.mono.clone(), f.wall.clone());
-    *f.probe.before_batch.lock().unwrap() = Some(Box::new(move || {
+    f.probe.before_batch(move || {
         mono.advance(40).unwrap();
         wall.advance(40).unwrap();
-    }));
+    });
     f.at(250);
     keeper.tick().unwrap();
     assert_eq!(f.mono.get(), 290);
@@ -382,11 +331,11 @@ fn the_fence_counts_from_before_the_batch_and_never_moves_back() {
     // While the next batch is out, the host renews through its handle 100 ms later: the
     // batch's older answer must not pull that fence back.
     let (mono, wall, handle) = (f.mono.clone(), f.wall.clone(), lease.clone());
-    *f.probe.before_batch.lock().unwrap() = Some(Box::new(move || {
+    f.probe.before_batch(move || {
         mono.advance(100).unwrap();
         wall.advance(100).unwrap();
         handle.renew().unwrap();
-    }));
+    });
     f.at(500);
     assert_eq!(keeper.tick().unwrap().renewed, 1);
     assert_eq!(f.mono.get(), 600);
@@ -521,7 +470,7 @@ fn a_failed_batch_ends_the_round_and_every_lease_of_it_is_retried() {
         keeper.acquire(&format!("k{i}")).unwrap();
     }
     f.probe.batch_sizes();
-    f.probe.fail_batches.store(1, Ordering::SeqCst);
+    f.probe.store.fail(Method::RenewBatch, 1);
     f.at(250);
     assert_eq!(keeper.tick().unwrap(), report(1, 0, 0, 5, Some(312.5)));
     assert_eq!(f.probe.batch_sizes(), vec![2]);
@@ -735,9 +684,9 @@ fn shutdown_starts_no_release_after_its_deadline() {
         .collect();
     // Each release takes 100 ms on the keeper's clock.
     let mono = f.mono.clone();
-    *f.probe.before_release.lock().unwrap() = Some(Box::new(move || {
+    f.probe.before_release(move || {
         mono.advance(100).unwrap();
-    }));
+    });
     // Releases start at 0, 100 and 200; the one at 300 would start after the deadline.
     let report = keeper.shutdown(Duration::from_millis(250));
     assert_eq!(report.released, vec!["k0", "k1", "k2"]);
@@ -775,7 +724,7 @@ fn shutdown_hands_leases_back_in_batches() {
         .filter(|e| e.op == LeaseOp::Release)
         .count();
     assert_eq!(releases, 4, "k4 belongs to replica-b now");
-    assert_eq!(*f.probe.release_batch_sizes.lock().unwrap(), [2, 2, 1]);
+    assert_eq!(f.probe.store.take_calls(Method::ReleaseBatch), [2, 2, 1]);
     for lease in &leases {
         assert_eq!(fence_reason(lease), Some(FenceReason::LeaseReleased));
     }
@@ -836,7 +785,7 @@ fn a_handler_may_shut_down_its_keeper_but_not_run_a_round() {
 
 struct RealFixture {
     _dir: tempfile::TempDir,
-    probe: Arc<Probe>,
+    probe: Probe,
     events: Arc<Recorder>,
 }
 
@@ -852,7 +801,7 @@ impl RealFixture {
     }
 
     fn options(&self) -> KeeperOptions {
-        let mut options = KeeperOptions::new(self.probe.clone(), "replica-a", TTL, MARGIN);
+        let mut options = KeeperOptions::new(self.probe.store.clone(), "replica-a", TTL, MARGIN);
         options.on_event = Some(self.events.handler());
         options
     }
@@ -951,14 +900,14 @@ fn drop_returns_while_a_batch_is_out_and_no_event_follows() {
     let (entered_tx, release) = (Mutex::new(entered_tx), Mutex::new(release));
     let released_by_test = Arc::new(AtomicBool::new(false));
     let flag = released_by_test.clone();
-    *f.probe.before_batch.lock().unwrap() = Some(Box::new(move || {
+    f.probe.before_batch(move || {
         let _ = entered_tx.lock().unwrap().send(());
         // Held until the test lets go, which it does only once drop returned.
         flag.store(
             release.lock().unwrap().recv_timeout(PATIENCE).is_ok(),
             Ordering::SeqCst,
         );
-    }));
+    });
     entered.recv_timeout(PATIENCE).expect("the first batch");
     // The batch is out; another owner takes the tenant, so its answer will be a refusal.
     f.probe.take_over("k", f.far_ahead());
@@ -966,7 +915,7 @@ fn drop_returns_while_a_batch_is_out_and_no_event_follows() {
     release_tx.send(()).unwrap();
     // The thread ends once its batch is answered, dropping its share of the store (the
     // test and the lease hold the other two).
-    eventually("the thread ended", || Arc::strong_count(&f.probe) == 2);
+    eventually("the thread ended", || Arc::strong_count(&f.probe.store) == 2);
     assert!(
         released_by_test.load(Ordering::SeqCst),
         "drop waited for the store"
@@ -1003,7 +952,7 @@ fn a_handler_may_drop_its_keeper_on_the_keepers_thread() {
         dropped.load(Ordering::SeqCst)
     });
     // Its thread ends: only the test and the three lease handles hold the store then.
-    eventually("the thread ended", || Arc::strong_count(&f.probe) == 4);
+    eventually("the thread ended", || Arc::strong_count(&f.probe.store) == 4);
     // The round's second refusal was not told: the keeper was gone.
     let lost = lost_only(f.events.take());
     assert_eq!(lost.len(), 1, "{lost:?}");

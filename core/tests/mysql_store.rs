@@ -4,18 +4,13 @@
 //!
 //! Outages that would disturb other users of the shared server (stopping it, cutting the
 //! network) are played by a TCP proxy in this file, between one store and the server.
-//! `GOTRY_SKIP_MYSQL=1` skips these tests; otherwise a missing server fails them.
+//! `GOTRY_SKIP_MYSQL=1` marks these tests ignored; otherwise a missing server fails them.
 //!
 //! The TLS tests (`tls_*`) run against a second server that only takes TLS connections,
 //! named by `GOTRY_MYSQL_TLS_URL`, `GOTRY_MYSQL_TLS_CA` (the CA of its certificate, which
 //! names `localhost` and `127.0.0.1`) and `GOTRY_MYSQL_TLS_OTHER_CA` (an unrelated CA):
 //! `eval "$(scripts/mariadb-tls.sh)"` starts one and sets them, as `scripts/test.sh` does.
-//! Without them those tests fail, unless `GOTRY_SKIP_MYSQL=1`.
-
-#[path = "../../tests/mysql/server.rs"]
-mod server;
-#[path = "../../tests/mysql/tables.rs"]
-mod tables;
+//! Without them those tests fail, unless `GOTRY_SKIP_MYSQL=1` marks them ignored.
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream, ToSocketAddrs};
@@ -31,8 +26,9 @@ use gotry_tenant_state::{
     call_begun_at, open_lease_store, Error, FenceReason, LeaseOp, LeaseOptions, LeaseStore, ManualClock,
     MysqlLeaseStore, MysqlOptions, SystemMonotonicClock, SystemWallClock, TenantLease, WallClock,
 };
+use gotry_test_support::conformance;
+use gotry_test_support::mysql::{self as server, ScratchTables};
 use mysql::prelude::Queryable;
-use tables::ScratchTables;
 
 /// A server for one test: its URL, and the tables the test made (dropped at the end).
 struct Fixture {
@@ -41,12 +37,12 @@ struct Fixture {
 }
 
 impl Fixture {
-    fn new(test: &str) -> Option<Fixture> {
-        let url = server::server_url(test)?;
-        Some(Fixture {
+    fn new() -> Fixture {
+        let url = server::server_url();
+        Fixture {
             scratch: ScratchTables::new(&url),
             url,
-        })
+        }
     }
 
     /// A store on fresh tables, reached at `url` (the server's, or a proxy's). The tables
@@ -346,10 +342,25 @@ impl DelayLine {
 // ---------------------------------------------------------------------------------------
 
 #[test]
+#[cfg_attr(gotry_skip_mysql, ignore = "GOTRY_SKIP_MYSQL=1: needs a MySQL/MariaDB server")]
+fn conformance_on_the_server() {
+    let url = server::server_url();
+    let scratch = Mutex::new(ScratchTables::new(&url));
+    conformance::run_all(&|clock: Arc<ManualClock>| {
+        let mut options = MysqlOptions::from_url(&url).expect("url");
+        options.table_prefix = server::fresh_prefix();
+        options.clock = Some(clock);
+        let store = MysqlLeaseStore::open(options).unwrap_or_else(|e| server::no_server(&url, &e));
+        let (leases, log) = store.table_names();
+        scratch.lock().expect("scratch").add(leases, log);
+        Arc::new(store)
+    });
+}
+
+#[test]
+#[cfg_attr(gotry_skip_mysql, ignore = "GOTRY_SKIP_MYSQL=1: needs a MySQL/MariaDB server")]
 fn decisions_follow_the_server_clock() {
-    let Some(mut fx) = Fixture::new("decisions_follow_the_server_clock") else {
-        return;
-    };
+    let mut fx = Fixture::new();
     let prefix = server::fresh_prefix();
     let first = fx.open(&prefix);
     let second = fx.open(&prefix);
@@ -405,20 +416,18 @@ fn decisions_follow_the_server_clock() {
 }
 
 #[test]
+#[cfg_attr(gotry_skip_mysql, ignore = "GOTRY_SKIP_MYSQL=1: needs a MySQL/MariaDB server")]
 fn a_mysql_store_works_on_many_calls_at_once() {
-    let Some(mut fx) = Fixture::new("a_mysql_store_works_on_many_calls_at_once") else {
-        return;
-    };
+    let mut fx = Fixture::new();
     // Hosts that queue calls per store must not run a MySQL store's calls one at a time.
     let store = fx.open(&server::fresh_prefix());
     assert!(store.concurrent_calls() > 1, "{}", store.concurrent_calls());
 }
 
 #[test]
+#[cfg_attr(gotry_skip_mysql, ignore = "GOTRY_SKIP_MYSQL=1: needs a MySQL/MariaDB server")]
 fn keys_and_owners_compare_as_exact_text() {
-    let Some(mut fx) = Fixture::new("keys_and_owners_compare_as_exact_text") else {
-        return;
-    };
+    let mut fx = Fixture::new();
     let store = fx.open(&server::fresh_prefix());
     let longest = [
         "é".repeat(200),         // 400 bytes
@@ -466,10 +475,9 @@ fn keys_and_owners_compare_as_exact_text() {
 }
 
 #[test]
+#[cfg_attr(gotry_skip_mysql, ignore = "GOTRY_SKIP_MYSQL=1: needs a MySQL/MariaDB server")]
 fn the_database_refuses_what_the_rules_forbid() {
-    let Some(mut fx) = Fixture::new("the_database_refuses_what_the_rules_forbid") else {
-        return;
-    };
+    let mut fx = Fixture::new();
     let store = fx.open(&server::fresh_prefix());
     store.acquire("k", "o", 60_000).unwrap();
     store.mark_forgotten("k", "o", 1).unwrap();
@@ -506,10 +514,9 @@ fn the_database_refuses_what_the_rules_forbid() {
 }
 
 #[test]
+#[cfg_attr(gotry_skip_mysql, ignore = "GOTRY_SKIP_MYSQL=1: needs a MySQL/MariaDB server")]
 fn the_schema_is_created_once_when_processes_start_together() {
-    let Some(fx) = Fixture::new("the_schema_is_created_once_when_processes_start_together") else {
-        return;
-    };
+    let fx = Fixture::new();
     let fx = Mutex::new(fx);
     let prefix = server::fresh_prefix();
     let url = fx.lock().unwrap().url.clone();
@@ -556,9 +563,7 @@ fn the_schema_is_created_once_when_processes_start_together() {
 
 #[test]
 fn nothing_listening_is_unavailable() {
-    let Some(url) = server::server_url("nothing_listening_is_unavailable") else {
-        return;
-    };
+    let url = server::server_url();
     let free_port = TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -579,11 +584,9 @@ fn nothing_listening_is_unavailable() {
 }
 
 #[test]
+#[cfg_attr(gotry_skip_mysql, ignore = "GOTRY_SKIP_MYSQL=1: needs a MySQL/MariaDB server")]
 fn a_silent_server_is_unavailable_after_the_timeout_and_service_resumes() {
-    let Some(mut fx) = Fixture::new("a_silent_server_is_unavailable_after_the_timeout_and_service_resumes")
-    else {
-        return;
-    };
+    let mut fx = Fixture::new();
     let proxy = Proxy::start(&fx.url);
     let proxied = proxy.url(&fx.url);
     let prefix = server::fresh_prefix();
@@ -646,12 +649,11 @@ fn time_call<T>(what: &str, call: impl FnOnce() -> gotry_tenant_state::Result<T>
 }
 
 #[test]
+#[cfg_attr(gotry_skip_mysql, ignore = "GOTRY_SKIP_MYSQL=1: needs a MySQL/MariaDB server")]
 fn every_call_ends_within_its_timeout_on_a_slow_link() {
     const TIMEOUT_MS: u64 = 2_000;
     const DELAY: Duration = Duration::from_millis(450);
-    let Some(mut fx) = Fixture::new("every_call_ends_within_its_timeout_on_a_slow_link") else {
-        return;
-    };
+    let mut fx = Fixture::new();
     let proxy = Proxy::start(&fx.url);
     let proxied = proxy.url(&fx.url);
     let prefix = server::fresh_prefix();
@@ -720,12 +722,10 @@ fn every_call_ends_within_its_timeout_on_a_slow_link() {
 }
 
 #[test]
+#[cfg_attr(gotry_skip_mysql, ignore = "GOTRY_SKIP_MYSQL=1: needs a MySQL/MariaDB server")]
 fn time_a_call_spent_queued_in_its_host_counts_against_its_deadline() {
     const TIMEOUT: Duration = Duration::from_millis(1_000);
-    let Some(mut fx) = Fixture::new("time_a_call_spent_queued_in_its_host_counts_against_its_deadline")
-    else {
-        return;
-    };
+    let mut fx = Fixture::new();
     let proxy = Proxy::start(&fx.url);
     let store = fx.open_at(
         &proxy.url(&fx.url),
@@ -817,11 +817,9 @@ impl RowLock {
 }
 
 #[test]
+#[cfg_attr(gotry_skip_mysql, ignore = "GOTRY_SKIP_MYSQL=1: needs a MySQL/MariaDB server")]
 fn locked_rows_are_unavailable_within_the_bound_and_service_resumes() {
-    let Some(mut fx) = Fixture::new("locked_rows_are_unavailable_within_the_bound_and_service_resumes")
-    else {
-        return;
-    };
+    let mut fx = Fixture::new();
     let url = fx.url.clone();
     let store = fx.open_at(&url, &server::fresh_prefix(), 1_000);
     store.acquire("locked", "o", 60_000).unwrap();
@@ -861,10 +859,9 @@ fn locked_rows_are_unavailable_within_the_bound_and_service_resumes() {
 }
 
 #[test]
+#[cfg_attr(gotry_skip_mysql, ignore = "GOTRY_SKIP_MYSQL=1: needs a MySQL/MariaDB server")]
 fn killed_and_cut_connections_are_replaced_on_the_next_call() {
-    let Some(mut fx) = Fixture::new("killed_and_cut_connections_are_replaced_on_the_next_call") else {
-        return;
-    };
+    let mut fx = Fixture::new();
     let proxy = Proxy::start(&fx.url);
     let proxied = proxy.url(&fx.url);
     let store = Arc::new(fx.open_at(&proxied, &server::fresh_prefix(), 2_000));
@@ -910,10 +907,9 @@ fn killed_and_cut_connections_are_replaced_on_the_next_call() {
 }
 
 #[test]
+#[cfg_attr(gotry_skip_mysql, ignore = "GOTRY_SKIP_MYSQL=1: needs a MySQL/MariaDB server")]
 fn a_commit_without_an_answer_is_never_reported_as_success() {
-    let Some(mut fx) = Fixture::new("a_commit_without_an_answer_is_never_reported_as_success") else {
-        return;
-    };
+    let mut fx = Fixture::new();
     let proxy = Proxy::start(&fx.url);
     let prefix = server::fresh_prefix();
     let store = fx.open_at(&proxy.url(&fx.url), &prefix, 2_000);
@@ -954,12 +950,10 @@ enum Outage {
 /// A holder whose store goes away keeps failing its renewals, closes its own gate at its
 /// fence, and nobody else is granted the tenant before the lease ran out on the server's
 /// clock; once the store is back, the holder learns it lost the lease.
-fn holder_fails_closed(outage: Outage, test: &str) {
+fn holder_fails_closed(outage: Outage) {
     // Long enough that a loaded machine still reaches the outage loop before the fence.
     const TTL_MS: i64 = 3_000;
-    let Some(mut fx) = Fixture::new(test) else {
-        return;
-    };
+    let mut fx = Fixture::new();
     let proxy = Proxy::start(&fx.url);
     let prefix = server::fresh_prefix();
     let through: Arc<dyn LeaseStore> = Arc::new(fx.open_at(&proxy.url(&fx.url), &prefix, 300));
@@ -1049,20 +1043,21 @@ fn holder_fails_closed(outage: Outage, test: &str) {
 }
 
 #[test]
+#[cfg_attr(gotry_skip_mysql, ignore = "GOTRY_SKIP_MYSQL=1: needs a MySQL/MariaDB server")]
 fn holders_fail_closed_while_the_server_is_down() {
-    holder_fails_closed(Outage::ServerDown, "holders_fail_closed_while_the_server_is_down");
+    holder_fails_closed(Outage::ServerDown);
 }
 
 #[test]
+#[cfg_attr(gotry_skip_mysql, ignore = "GOTRY_SKIP_MYSQL=1: needs a MySQL/MariaDB server")]
 fn holders_fail_closed_while_their_row_is_locked() {
-    holder_fails_closed(Outage::RowLocked, "holders_fail_closed_while_their_row_is_locked");
+    holder_fails_closed(Outage::RowLocked);
 }
 
 #[test]
+#[cfg_attr(gotry_skip_mysql, ignore = "GOTRY_SKIP_MYSQL=1: needs a MySQL/MariaDB server")]
 fn credentials_appear_in_no_error_and_no_debug_output() {
-    let Some(mut fx) = Fixture::new("credentials_appear_in_no_error_and_no_debug_output") else {
-        return;
-    };
+    let mut fx = Fixture::new();
     let server = options_at(&fx.url);
     let host = if server.host.contains(':') {
         format!("[{}]", server.host)
@@ -1094,10 +1089,9 @@ fn credentials_appear_in_no_error_and_no_debug_output() {
 }
 
 #[test]
+#[cfg_attr(gotry_skip_mysql, ignore = "GOTRY_SKIP_MYSQL=1: needs a MySQL/MariaDB server")]
 fn open_lease_store_takes_mysql_urls_with_options() {
-    let Some(mut fx) = Fixture::new("open_lease_store_takes_mysql_urls_with_options") else {
-        return;
-    };
+    let mut fx = Fixture::new();
     // The longest prefix: every table and trigger name still fits MySQL's 64 characters.
     let prefix = format!("{:x<32}", server::fresh_prefix());
     assert_eq!(prefix.len(), 32);
@@ -1126,10 +1120,9 @@ fn open_lease_store_takes_mysql_urls_with_options() {
 }
 
 #[test]
+#[cfg_attr(gotry_skip_mysql, ignore = "GOTRY_SKIP_MYSQL=1: needs a MySQL/MariaDB server")]
 fn batches_of_any_size_renew_each_lease_once_per_mention() {
-    let Some(mut fx) = Fixture::new("batches_of_any_size_renew_each_lease_once_per_mention") else {
-        return;
-    };
+    let mut fx = Fixture::new();
     let store = fx.open(&server::fresh_prefix());
     // More leases than one statement locks or writes, and one of them named twice.
     let keys: Vec<String> = (0..250).map(|i| format!("k{i:03}")).collect();
@@ -1180,10 +1173,9 @@ impl Drop for ScratchUser<'_> {
 }
 
 #[test]
+#[cfg_attr(gotry_skip_mysql, ignore = "GOTRY_SKIP_MYSQL=1: needs a MySQL/MariaDB server")]
 fn a_user_without_ddl_rights_runs_on_tables_made_for_it() {
-    let Some(mut fx) = Fixture::new("a_user_without_ddl_rights_runs_on_tables_made_for_it") else {
-        return;
-    };
+    let mut fx = Fixture::new();
     let prefix = server::fresh_prefix();
     let admin_store = fx.open(&prefix);
     admin_store.acquire("k", "admin", 60_000).unwrap();
@@ -1327,13 +1319,10 @@ fn delete_by_hand(conn: &mut mysql::Conn, prefix: &str, op: &str) -> Result<u64,
 }
 
 #[test]
+#[cfg_attr(gotry_skip_mysql, ignore = "GOTRY_SKIP_MYSQL=1: needs a MySQL/MariaDB server")]
 fn writes_prune_old_renewals_and_keep_every_acquire_release_forget_and_tenure_end() {
     const START: i64 = 1_700_000_000_000;
-    let Some(mut fx) =
-        Fixture::new("writes_prune_old_renewals_and_keep_every_acquire_release_forget_and_tenure_end")
-    else {
-        return;
-    };
+    let mut fx = Fixture::new();
     let prefix = server::fresh_prefix();
     let clock = Arc::new(ManualClock::new(START));
     let store = store_on_clock(&mut fx, &prefix, &clock, 60);
@@ -1433,11 +1422,10 @@ fn writes_prune_old_renewals_and_keep_every_acquire_release_forget_and_tenure_en
 }
 
 #[test]
+#[cfg_attr(gotry_skip_mysql, ignore = "GOTRY_SKIP_MYSQL=1: needs a MySQL/MariaDB server")]
 fn an_old_schema_is_migrated_at_open_and_its_log_compacted() {
     const START: i64 = 1_700_000_000_000;
-    let Some(mut fx) = Fixture::new("an_old_schema_is_migrated_at_open_and_its_log_compacted") else {
-        return;
-    };
+    let mut fx = Fixture::new();
     let prefix = server::fresh_prefix();
     let clock = Arc::new(ManualClock::new(START));
     // A log written with nothing old enough to prune, then the schema of earlier versions.
@@ -1503,12 +1491,9 @@ fn an_old_schema_is_migrated_at_open_and_its_log_compacted() {
 }
 
 #[test]
+#[cfg_attr(gotry_skip_mysql, ignore = "GOTRY_SKIP_MYSQL=1: needs a MySQL/MariaDB server")]
 fn a_user_without_trigger_rights_runs_on_old_tables_and_is_told_why_they_are_not_pruned() {
-    let Some(mut fx) =
-        Fixture::new("a_user_without_trigger_rights_runs_on_old_tables_and_is_told_why_they_are_not_pruned")
-    else {
-        return;
-    };
+    let mut fx = Fixture::new();
     let prefix = server::fresh_prefix();
     fx.open(&prefix).acquire("k", "admin", 60_000).unwrap();
     let mut admin = fx.scratch.connect();
@@ -1596,10 +1581,9 @@ impl WallClock for RendezvousClock {
 }
 
 #[test]
+#[cfg_attr(gotry_skip_mysql, ignore = "GOTRY_SKIP_MYSQL=1: needs a MySQL/MariaDB server")]
 fn racers_that_all_found_a_key_missing_grant_it_once() {
-    let Some(mut fx) = Fixture::new("racers_that_all_found_a_key_missing_grant_it_once") else {
-        return;
-    };
+    let mut fx = Fixture::new();
     const RACERS: usize = 3;
     let mut options = options_at(&fx.url);
     options.table_prefix = server::fresh_prefix();
@@ -1652,28 +1636,26 @@ struct TlsServer {
 }
 
 impl TlsServer {
-    /// The server, `None` (with a SKIPPED line) when `GOTRY_SKIP_MYSQL=1`, and a failure
-    /// that says what to do when it is not set up.
-    fn new(test: &str) -> Option<TlsServer> {
-        server::server_url(test)?;
+    /// The server, or a failure that says what to do when it is not set up.
+    fn new() -> TlsServer {
         let var = |name: &str| match std::env::var(name) {
             Ok(value) if !value.is_empty() => value,
             _ => panic!(
-                "{test} needs a MariaDB/MySQL server that takes only TLS connections, and {name} is \
+                "this test needs a MariaDB/MySQL server that takes only TLS connections, and {name} is \
                  not set: start one with eval \"$(scripts/mariadb-tls.sh)\" (scripts/test.sh does), \
-                 which sets {TLS_URL_VAR}, {TLS_CA_VAR} and {TLS_OTHER_CA_VAR}; or set \
-                 {}=1 to skip the tests that need a MySQL/MariaDB server",
+                 which sets {TLS_URL_VAR}, {TLS_CA_VAR} and {TLS_OTHER_CA_VAR}; or build the tests \
+                 with {}=1 to mark the tests that need a MySQL/MariaDB server ignored",
                 server::SKIP_VAR
             ),
         };
         let url = var(TLS_URL_VAR);
         let options = MysqlOptions::from_url(&url).unwrap_or_else(|e| panic!("{TLS_URL_VAR}: {e}"));
-        Some(TlsServer {
+        TlsServer {
             ca: var(TLS_CA_VAR),
             other_ca: var(TLS_OTHER_CA_VAR),
             options,
             url,
-        })
+        }
     }
 
     /// The server's URL with `host` and `port` instead of its own, fresh tables, and `query`.
@@ -1791,10 +1773,9 @@ fn tenure(store: &dyn LeaseStore) {
 }
 
 #[test]
+#[cfg_attr(gotry_skip_mysql, ignore = "GOTRY_SKIP_MYSQL=1: needs a MySQL/MariaDB server")]
 fn tls_verify_identity_with_the_servers_ca_works_end_to_end() {
-    let Some(tls) = TlsServer::new("tls_verify_identity_with_the_servers_ca_works_end_to_end") else {
-        return;
-    };
+    let tls = TlsServer::new();
     let url = tls.url(&TlsServer::ca_query("verify_identity", &tls.ca));
     let store = MysqlLeaseStore::open_url(&url).unwrap_or_else(|e| panic!("{}: {e}", server::shown(&url)));
     let shown = format!("{store:?}");
@@ -1829,10 +1810,9 @@ fn tls_verify_identity_with_the_servers_ca_works_end_to_end() {
 }
 
 #[test]
+#[cfg_attr(gotry_skip_mysql, ignore = "GOTRY_SKIP_MYSQL=1: needs a MySQL/MariaDB server")]
 fn tls_required_without_a_ca_encrypts_without_checking() {
-    let Some(tls) = TlsServer::new("tls_required_without_a_ca_encrypts_without_checking") else {
-        return;
-    };
+    let tls = TlsServer::new();
     // The server takes nothing but TLS, so a working store is an encrypted one.
     let url = tls.url("ssl-mode=required");
     tenure(&*open_lease_store(&url).unwrap_or_else(|e| panic!("{}: {e}", server::shown(&url))));
@@ -1852,10 +1832,9 @@ fn tls_required_without_a_ca_encrypts_without_checking() {
 }
 
 #[test]
+#[cfg_attr(gotry_skip_mysql, ignore = "GOTRY_SKIP_MYSQL=1: needs a MySQL/MariaDB server")]
 fn tls_disabled_is_refused_by_a_server_that_requires_tls() {
-    let Some(tls) = TlsServer::new("tls_disabled_is_refused_by_a_server_that_requires_tls") else {
-        return;
-    };
+    let tls = TlsServer::new();
     let message = tls.assert_refused(&tls.url("ssl-mode=disabled"), TLS_REQUIRED_BY_SERVER, "disabled");
     assert!(
         message.contains("use ssl-mode=required or verify_identity"),
@@ -1891,10 +1870,9 @@ fn tls_disabled_is_refused_by_a_server_that_requires_tls() {
 }
 
 #[test]
+#[cfg_attr(gotry_skip_mysql, ignore = "GOTRY_SKIP_MYSQL=1: needs a MySQL/MariaDB server")]
 fn tls_verify_identity_with_a_wrong_ca_fails() {
-    let Some(tls) = TlsServer::new("tls_verify_identity_with_a_wrong_ca_fails") else {
-        return;
-    };
+    let tls = TlsServer::new();
     let message = tls.assert_refused(
         &tls.url(&TlsServer::ca_query("verify_identity", &tls.other_ca)),
         TLS_CERTIFICATE,
@@ -1910,10 +1888,9 @@ fn tls_verify_identity_with_a_wrong_ca_fails() {
 }
 
 #[test]
+#[cfg_attr(gotry_skip_mysql, ignore = "GOTRY_SKIP_MYSQL=1: needs a MySQL/MariaDB server")]
 fn tls_verify_identity_refuses_a_host_the_certificate_does_not_name() {
-    let Some(tls) = TlsServer::new("tls_verify_identity_refuses_a_host_the_certificate_does_not_name") else {
-        return;
-    };
+    let tls = TlsServer::new();
     let query = TlsServer::ca_query("verify_identity", &tls.ca);
     // The right certificate, from the right CA, reached at an address it does not name.
     let other_address = Proxy::start_at("127.0.0.2", &tls.url);
@@ -1946,10 +1923,9 @@ fn tls_verify_identity_refuses_a_host_the_certificate_does_not_name() {
 }
 
 #[test]
+#[cfg_attr(gotry_skip_mysql, ignore = "GOTRY_SKIP_MYSQL=1: needs a MySQL/MariaDB server")]
 fn tls_required_of_a_server_without_tls_is_unavailable() {
-    let Some(fx) = Fixture::new("tls_required_of_a_server_without_tls_is_unavailable") else {
-        return;
-    };
+    let fx = Fixture::new();
     let have_ssl: String = fx
         .scratch
         .connect()
@@ -1984,11 +1960,9 @@ fn tls_required_of_a_server_without_tls_is_unavailable() {
 }
 
 #[test]
+#[cfg_attr(gotry_skip_mysql, ignore = "GOTRY_SKIP_MYSQL=1: needs a MySQL/MariaDB server")]
 fn tls_a_ca_file_gone_since_the_store_opened_fails_the_next_connection() {
-    let Some(tls) = TlsServer::new("tls_a_ca_file_gone_since_the_store_opened_fails_the_next_connection")
-    else {
-        return;
-    };
+    let tls = TlsServer::new();
     let dir = tempfile::tempdir().unwrap();
     let ca = dir.path().join("ca.pem");
     std::fs::copy(&tls.ca, &ca).unwrap();
@@ -2019,10 +1993,9 @@ fn tls_a_ca_file_gone_since_the_store_opened_fails_the_next_connection() {
 }
 
 #[test]
+#[cfg_attr(gotry_skip_mysql, ignore = "GOTRY_SKIP_MYSQL=1: needs a MySQL/MariaDB server")]
 fn tls_a_server_that_refuses_the_handshake_is_unavailable() {
-    let Some(tls) = TlsServer::new("tls_a_server_that_refuses_the_handshake_is_unavailable") else {
-        return;
-    };
+    let tls = TlsServer::new();
     // The real server's greeting (it offers TLS), replayed by a server of the test's own
     // that answers the client's switch to TLS with a fatal handshake_failure alert.
     let mut real = TcpStream::connect((tls.options.host.as_str(), tls.options.port)).expect("the TLS server");

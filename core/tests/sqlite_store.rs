@@ -1,10 +1,14 @@
 //! What only a real SQLite file can show: the shared format, the triggers, durability
 //! settings, contention with another connection, and files that are not lease stores.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
-use gotry_tenant_state::{call_begun_at, Error, LeaseStore, ManualClock, SqliteLeaseStore, SqliteOptions};
+use gotry_tenant_state::{
+    call_begun_at, Error, HostClock, LeaseStore, ManualClock, SqliteLeaseStore, SqliteOptions, WallClock,
+};
+use gotry_test_support::conformance;
 use rusqlite::Connection;
 
 fn store_at(path: &std::path::Path, clock: Arc<ManualClock>, busy_ms: u64) -> SqliteLeaseStore {
@@ -304,4 +308,50 @@ fn time_a_call_spent_queued_in_its_host_counts_against_its_busy_timeout() {
     assert!(waited < Duration::from_millis(600), "{waited:?}");
     other.execute_batch("ROLLBACK").unwrap();
     assert_eq!(store.acquire("k", "o", 10_000).unwrap().record.epoch, 1);
+}
+
+#[test]
+fn conformance() {
+    let dir = tempfile::tempdir().unwrap();
+    let counter = AtomicUsize::new(0);
+    conformance::run_all(&|clock: Arc<ManualClock>| {
+        let n = counter.fetch_add(1, Ordering::SeqCst);
+        let options = SqliteOptions {
+            clock,
+            ..SqliteOptions::default()
+        };
+        Arc::new(SqliteLeaseStore::open_with(dir.path().join(format!("s{n}/leases.db")), options).unwrap())
+    });
+}
+
+#[test]
+fn conformance_on_the_host_clock() {
+    let dir = tempfile::tempdir().unwrap();
+    let counter = AtomicUsize::new(0);
+    conformance::run_all(&|clock: Arc<ManualClock>| {
+        let n = counter.fetch_add(1, Ordering::SeqCst);
+        // The host clock is the test's clock itself: every rule must read the same.
+        struct Both(Arc<ManualClock>);
+        impl WallClock for Both {
+            fn now_ms(&self) -> Result<i64, Error> {
+                Ok(self.0.get())
+            }
+            fn host_clock(&self) -> Option<&dyn HostClock> {
+                Some(self)
+            }
+        }
+        impl HostClock for Both {
+            fn id(&self) -> &str {
+                "test-boot"
+            }
+            fn now_ms(&self) -> Result<i64, Error> {
+                Ok(self.0.get())
+            }
+        }
+        let options = SqliteOptions {
+            clock: Arc::new(Both(clock)),
+            ..SqliteOptions::default()
+        };
+        Arc::new(SqliteLeaseStore::open_with(dir.path().join(format!("s{n}/leases.db")), options).unwrap())
+    });
 }

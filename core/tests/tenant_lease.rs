@@ -1,12 +1,12 @@
 //! The holder's side of a lease, on a real SQLite file and manual clocks.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use gotry_tenant_state::{
-    Error, FenceReason, HistoryEntry, LeaseGrant, LeaseOp, LeaseOptions, LeaseRecord, LeaseStore,
-    ManualClock, MonotonicClock, SqliteLeaseStore, SqliteOptions, TenantLease,
+    Error, FenceReason, LeaseOp, LeaseOptions, LeaseStore, ManualClock, MonotonicClock, SqliteLeaseStore,
+    SqliteOptions, TenantLease,
 };
+use gotry_test_support::faulty::{FaultyStore, Method};
 
 const KEY: &str = "acme/t-0123456789abcdef0123456789abcdef";
 
@@ -131,67 +131,13 @@ fn a_refused_renewal_is_terminal() {
     lease.release().unwrap();
 }
 
-/// A store that answers one failure, then passes through: a renewal that fails for any
-/// other reason than a refusal leaves the fence where it was, and a later one resumes.
-struct FlakyStore {
-    inner: Arc<SqliteLeaseStore>,
-    failures: AtomicUsize,
-}
-
-impl LeaseStore for FlakyStore {
-    fn read(&self, key: &str) -> Result<Option<LeaseRecord>, Error> {
-        self.inner.read(key)
-    }
-    fn acquire(&self, key: &str, owner: &str, ttl_ms: i64) -> Result<LeaseGrant, Error> {
-        self.inner.acquire(key, owner, ttl_ms)
-    }
-    fn renew(&self, key: &str, owner: &str, epoch: i64, ttl_ms: i64) -> Result<LeaseGrant, Error> {
-        if self.failures.load(Ordering::SeqCst) > 0 {
-            self.failures.fetch_sub(1, Ordering::SeqCst);
-            return Err(Error::LeaseStoreUnavailable {
-                message: "down".into(),
-            });
-        }
-        self.inner.renew(key, owner, epoch, ttl_ms)
-    }
-    fn renew_batch(
-        &self,
-        owner: &str,
-        ttl_ms: i64,
-        leases: &[(&str, i64)],
-    ) -> Result<Vec<Result<LeaseGrant, Error>>, Error> {
-        self.inner.renew_batch(owner, ttl_ms, leases)
-    }
-    fn release(&self, key: &str, owner: &str, epoch: i64) -> Result<LeaseRecord, Error> {
-        self.inner.release(key, owner, epoch)
-    }
-    fn mark_forgotten(&self, key: &str, owner: &str, epoch: i64) -> Result<LeaseRecord, Error> {
-        self.inner.mark_forgotten(key, owner, epoch)
-    }
-    fn history(&self, key: Option<&str>) -> Result<Vec<HistoryEntry>, Error> {
-        self.inner.history(key)
-    }
-    fn list(&self, prefix: &str) -> Result<Vec<LeaseRecord>, Error> {
-        self.inner.list(prefix)
-    }
-    fn now_ms(&self) -> Result<i64, Error> {
-        self.inner.now_ms()
-    }
-    fn compact_log(&self) -> Result<u64, Error> {
-        self.inner.compact_log()
-    }
-    fn close(&self) -> Result<(), Error> {
-        self.inner.close()
-    }
-}
-
 #[test]
 fn an_unavailable_store_leaves_the_deadline_as_it_was() {
     let f = fixture();
-    let flaky = Arc::new(FlakyStore {
-        inner: f.store.clone(),
-        failures: AtomicUsize::new(1),
-    });
+    // One renewal fails for another reason than a refusal: the fence stays where it was,
+    // and a later renewal resumes.
+    let flaky = Arc::new(FaultyStore::new(f.store.clone()));
+    flaky.fail(Method::Renew, 1);
     let lease = TenantLease::acquire(options(flaky, f.mono.clone(), "a")).unwrap();
     f.mono.advance(500).unwrap();
     assert!(matches!(lease.renew(), Err(Error::LeaseStoreUnavailable { .. })));

@@ -611,9 +611,9 @@ pub(crate) mod test_server {
 
     impl MotoServer {
         /// A fresh server holding one empty bucket, from `$GOTRY_MOTO_SERVER`; `None` when
-        /// `GOTRY_SKIP_S3=1` (as `GOTRY_SKIP_MYSQL=1` does for MySQL), after a SKIPPED line
-        /// on stderr. Without either, a panic that says how to get the server. The server
-        /// lives until this is dropped or the thread that started it ends.
+        /// `GOTRY_SKIP_S3=1`, after a SKIPPED line on stderr. Without either, a panic that says
+        /// how to get the server. The server lives until this is dropped or the thread that
+        /// started it ends.
         pub(crate) fn start() -> Option<MotoServer> {
             // The test harness names each test's thread after the test.
             let test = std::thread::current().name().unwrap_or("this test").to_owned();

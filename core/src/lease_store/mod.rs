@@ -9,8 +9,6 @@
 //! operation is logged. The rules live in [`decide`], once, and every store applies them
 //! inside its own transaction.
 
-#[cfg(test)]
-pub(crate) mod conformance;
 mod deadline;
 pub mod mysql;
 mod server_clock;

@@ -913,22 +913,6 @@ mod tests {
         assert_eq!((mode.as_str(), synchronous), ("wal", 2));
     }
 
-    #[test]
-    fn conformance() {
-        let dir = tempfile::tempdir().unwrap();
-        let counter = std::sync::atomic::AtomicUsize::new(0);
-        super::super::conformance::run_all(&|clock: Arc<ManualClock>| {
-            let n = counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            let options = SqliteOptions {
-                clock,
-                ..SqliteOptions::default()
-            };
-            Arc::new(
-                SqliteLeaseStore::open_with(dir.path().join(format!("s{n}/leases.db")), options).unwrap(),
-            )
-        });
-    }
-
     /// A process's wall clock, which may be stepped, beside the host clock every process of
     /// the test shares.
     struct Jumping {
@@ -1066,40 +1050,6 @@ mod tests {
         assert_eq!(tight.compact_log().unwrap(), 4_999);
         let ops: Vec<LeaseOp> = store.history(Some("k")).unwrap().iter().map(|h| h.op).collect();
         assert_eq!(ops, [LeaseOp::Acquire, LeaseOp::Renew]);
-    }
-
-    #[test]
-    fn conformance_on_the_host_clock() {
-        let dir = tempfile::tempdir().unwrap();
-        let counter = std::sync::atomic::AtomicUsize::new(0);
-        super::super::conformance::run_all(&|clock: Arc<ManualClock>| {
-            let n = counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            // The host clock is the test's clock itself: every rule must read the same.
-            struct Both(Arc<ManualClock>);
-            impl WallClock for Both {
-                fn now_ms(&self) -> Result<i64> {
-                    Ok(self.0.get())
-                }
-                fn host_clock(&self) -> Option<&dyn HostClock> {
-                    Some(self)
-                }
-            }
-            impl HostClock for Both {
-                fn id(&self) -> &str {
-                    "test-boot"
-                }
-                fn now_ms(&self) -> Result<i64> {
-                    Ok(self.0.get())
-                }
-            }
-            let options = SqliteOptions {
-                clock: Arc::new(Both(clock)),
-                ..SqliteOptions::default()
-            };
-            Arc::new(
-                SqliteLeaseStore::open_with(dir.path().join(format!("s{n}/leases.db")), options).unwrap(),
-            )
-        });
     }
 
     #[test]

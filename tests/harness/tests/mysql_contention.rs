@@ -3,30 +3,29 @@
 //! share, where the row lock and the server's clock do what SQLite's file lock and the
 //! host's clock did.
 //!
-//! `GOTRY_SKIP_MYSQL=1` skips it; otherwise a missing server fails it. The tables stay in
-//! the test database afterwards (prefix `gtt<pid>_...`): this crate has no MySQL driver of
-//! its own to drop them with, and the store itself never deletes.
-
-#[path = "../../mysql/server.rs"]
-mod server;
+//! `GOTRY_SKIP_MYSQL=1` marks it ignored; otherwise a missing server fails it.
 
 use std::process::Command;
 
 use gotry_tenant_harness::audit;
-use gotry_tenant_state::open_lease_store;
+use gotry_tenant_state::{LeaseStore, MysqlLeaseStore};
+use gotry_test_support::mysql::{self as server, ScratchTables};
 
 const TTL_MS: i64 = 150;
 const WORKERS: usize = 4;
 
 #[test]
+#[cfg_attr(gotry_skip_mysql, ignore = "GOTRY_SKIP_MYSQL=1: needs a MySQL/MariaDB server")]
 fn four_processes_share_one_mysql_table_without_breaking_a_rule() {
-    let Some(url) = server::server_url("four_processes_share_one_mysql_table_without_breaking_a_rule") else {
-        return;
-    };
+    let url = server::server_url();
     let prefix = server::fresh_prefix();
     let store_url = server::with_option(&url, "prefix", &prefix);
+    // Dropped after the store, as declared before it.
+    let mut scratch = ScratchTables::new(&url);
     // Created once up front, so the workers race on leases rather than on the schema.
-    let store = open_lease_store(&store_url).unwrap_or_else(|e| server::no_server(&url, &e));
+    let store = MysqlLeaseStore::open_url(&store_url).unwrap_or_else(|e| server::no_server(&url, &e));
+    let (leases, log) = store.table_names();
+    scratch.add(leases, log);
     let dir = tempfile::tempdir().unwrap();
     let workers: Vec<_> = (0..WORKERS)
         .map(|i| {

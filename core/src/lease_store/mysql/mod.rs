@@ -840,37 +840,10 @@ impl LeaseStore for MysqlLeaseStore {
 }
 
 #[cfg(test)]
-#[path = "../../../../tests/mysql/server.rs"]
-mod test_server;
-
-#[cfg(test)]
-#[path = "../../../../tests/mysql/tables.rs"]
-mod test_tables;
-
-#[cfg(test)]
 mod tests {
-    use std::sync::Arc;
+    use gotry_test_support::mysql::{self as server, ScratchTables};
 
-    use super::test_server as server;
     use super::*;
-    use crate::clock::ManualClock;
-
-    #[test]
-    fn conformance_on_the_server() {
-        let Some(url) = server::server_url("the MySQL store conformance suite") else {
-            return;
-        };
-        let scratch = Mutex::new(super::test_tables::ScratchTables::new(&url));
-        super::super::conformance::run_all(&|clock: Arc<ManualClock>| {
-            let mut options = MysqlOptions::from_url(&url).expect("url");
-            options.table_prefix = server::fresh_prefix();
-            options.clock = Some(clock);
-            let store = MysqlLeaseStore::open(options).unwrap_or_else(|e| server::no_server(&url, &e));
-            let (leases, log) = store.table_names();
-            scratch.lock().expect("scratch").add(leases, log);
-            Arc::new(store)
-        });
-    }
 
     #[test]
     fn urls_name_every_part() {
@@ -1235,11 +1208,10 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(gotry_skip_mysql, ignore = "GOTRY_SKIP_MYSQL=1: needs a MySQL/MariaDB server")]
     fn decisions_use_the_time_the_server_answers() {
-        let Some(url) = server::server_url("decisions_use_the_time_the_server_answers") else {
-            return;
-        };
-        let mut scratch = super::test_tables::ScratchTables::new(&url);
+        let url = server::server_url();
+        let mut scratch = ScratchTables::new(&url);
         let mut options = MysqlOptions::from_url(&url).expect("url");
         options.table_prefix = server::fresh_prefix();
         let mut store = MysqlLeaseStore::open(options).unwrap_or_else(|e| server::no_server(&url, &e));

@@ -1,4 +1,5 @@
-//! The LeaseStore contract as one test suite that any store runs against itself.
+//! The LeaseStore contract as one test suite that any store runs against itself: every
+//! store of the core, and any later backend, through the public API alone.
 //!
 //! The scenarios are the shared vectors in `tests/vectors/store-scenarios.json` (their
 //! expectations come from an independent model, not from this crate), played on a manual
@@ -8,14 +9,12 @@ use std::sync::{Arc, Barrier};
 
 use serde_json::{json, Value};
 
-use super::{HistoryEntry, LeaseRecord, LeaseStore};
-use crate::clock::ManualClock;
-use crate::errors::Error;
+use gotry_tenant_state::{Error, HistoryEntry, LeaseGrant, LeaseOp, LeaseRecord, LeaseStore, ManualClock};
 
 /// Builds a fresh, empty store deciding on the given clock.
-pub(crate) type MakeStore<'a> = &'a dyn Fn(Arc<ManualClock>) -> Arc<dyn LeaseStore>;
+pub type MakeStore<'a> = &'a dyn Fn(Arc<ManualClock>) -> Arc<dyn LeaseStore>;
 
-pub(crate) fn run_all(make: MakeStore<'_>) {
+pub fn run_all(make: MakeStore<'_>) {
     scenarios(make);
     racing_acquires_grant_one_epoch_each(make);
     batched_renewals_answer_each_lease(make);
@@ -64,7 +63,7 @@ fn int(step: &Value, name: &str) -> i64 {
 
 fn play(store: &dyn LeaseStore, step: &Value) -> Value {
     let key = step["key"].as_str();
-    let grant = |g: super::LeaseGrant| json!({"record": record_json(&g.record), "ttl_ms": g.ttl_ms});
+    let grant = |g: LeaseGrant| json!({"record": record_json(&g.record), "ttl_ms": g.ttl_ms});
     let record = |r: LeaseRecord| json!({"record": record_json(&r)});
     outcome(match text(step, "call") {
         "read" => store
@@ -93,10 +92,7 @@ fn play(store: &dyn LeaseStore, step: &Value) -> Value {
 }
 
 fn scenarios(make: MakeStore<'_>) {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../tests/vectors/store-scenarios.json"
-    );
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../vectors/store-scenarios.json");
     let all: Value = serde_json::from_str(&std::fs::read_to_string(path).expect("vectors")).expect("json");
     let scenarios = all.as_array().expect("a list of scenarios");
     assert!(scenarios.len() >= 10, "the vectors lost their scenarios");
@@ -219,7 +215,7 @@ fn batched_renewals_answer_each_lease(make: MakeStore<'_>) {
         .history(None)
         .expect("history")
         .into_iter()
-        .filter(|e| e.op == super::LeaseOp::Renew)
+        .filter(|e| e.op == LeaseOp::Renew)
         .collect();
     assert_eq!(renews.len(), 1, "{renews:?}");
     assert_eq!(
