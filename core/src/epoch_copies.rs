@@ -701,26 +701,29 @@ impl EpochCopies {
             return Ok(Some(SkipReason::Tenant));
         }
         let prefix = copy_prefix(key, id)?;
-        // Every name is made before any file is filled, so that the folders are flushed
-        // while the files are written and flushed, not one after another at the end.
-        let files = manifest
-            .files
-            .iter()
-            .map(|file| {
-                let target = into.join(relative_path(&file.path).expect("checked above"));
-                create_empty(&target).map(|()| (file, target))
+        let verdicts = in_parallel(&manifest.files, |index, file| -> Result<Option<SkipReason>> {
+            let Some(content) = self.store.get(&format!("{prefix}files/{index:06}"))? else {
+                return Ok(Some(SkipReason::Checksum));
+            };
+            if content.len() as u64 != file.size {
+                return Ok(Some(SkipReason::Checksum));
+            }
+            let target = into.join(relative_path(&file.path).expect("checked above"));
+            let sqlite = file.sqlite || content.starts_with(SQLITE_HEADER);
+            // The checks (CPU) run on the bytes in memory while they are written out and
+            // flushed (I/O): a restore costs the longest of them, not their sum. Bytes that
+            // fail a check are in the scratch folder only, which is never installed then.
+            std::thread::scope(|scope| {
+                let hash = scope.spawn(|| sha256_hex(&content) == file.sha256);
+                let check = sqlite.then(|| scope.spawn(|| integrity_ok(&content)));
+                write_durably(&target, &content)?;
+                if !hash.join().unwrap_or(false) {
+                    return Ok(Some(SkipReason::Checksum));
+                }
+                let whole = check.is_none_or(|check| check.join().unwrap_or(false));
+                Ok((!whole).then_some(SkipReason::Integrity))
             })
-            .collect::<Result<Vec<_>>>()?;
-        let (verdicts, folders) = std::thread::scope(|scope| {
-            let folders = scope.spawn(|| sync_tree(into));
-            (
-                in_parallel(&files, |index, (file, target)| {
-                    self.fetch_file(&prefix, index, file, target)
-                }),
-                folders.join(),
-            )
         });
-        folders.expect("flushing folders does not panic")?;
         let mut skip = None;
         for verdict in verdicts {
             // A damaged object is a checksum failure whatever another file's integrity says.
@@ -737,46 +740,8 @@ impl EpochCopies {
             if !verify(into)? {
                 return Ok(Some(SkipReason::Fold));
             }
-            // The host's check may have left names of its own (a database's sidecars); a
-            // folder with nothing new costs next to nothing to flush again.
-            sync_tree(into)?;
         }
         Ok(None)
-    }
-
-    /// Fills `target` (the restored file, made empty) with the object of `file` and checks
-    /// it; the reason it fails, if it does.
-    fn fetch_file(
-        &self,
-        prefix: &str,
-        index: usize,
-        file: &ManifestFile,
-        target: &Path,
-    ) -> Result<Option<SkipReason>> {
-        let Some(content) = self.store.get(&format!("{prefix}files/{index:06}"))? else {
-            return Ok(Some(SkipReason::Checksum));
-        };
-        if content.len() as u64 != file.size {
-            return Ok(Some(SkipReason::Checksum));
-        }
-        let sqlite = file.sqlite || content.starts_with(SQLITE_HEADER);
-        // The checks (CPU) run on the bytes in memory while they are written out and
-        // flushed (I/O): a restore costs the longest of them, not their sum. Bytes that
-        // fail a check are in the scratch folder only, which is never installed then.
-        std::thread::scope(|scope| {
-            let hash = scope.spawn(|| sha256_hex(&content) == file.sha256);
-            let check = sqlite.then(|| scope.spawn(|| integrity_ok(&content)));
-            fs::OpenOptions::new()
-                .write(true)
-                .open(target)
-                .and_then(|mut handle| handle.write_all(&content).and_then(|()| handle.sync_data()))
-                .map_err(|e| Error::io(format!("{} cannot be written", target.display()), &e))?;
-            if !hash.join().unwrap_or(false) {
-                return Ok(Some(SkipReason::Checksum));
-            }
-            let whole = check.is_none_or(|check| check.join().unwrap_or(false));
-            Ok((!whole).then_some(SkipReason::Integrity))
-        })
     }
 }
 
@@ -809,14 +774,10 @@ impl Staged {
     /// the old root or the restored one, never a mix.
     fn install(self, root: &Path) -> Result<RestoreReport> {
         let scratch = match self.scratch {
-            // Flushed, folders and files, as it was filled.
             Some(scratch) => scratch,
-            None => {
-                let scratch = Scratch::beside(root)?;
-                sync_tree(&scratch.path)?;
-                scratch
-            }
+            None => Scratch::beside(root)?,
         };
+        sync_tree(&scratch.path)?;
         let parent = parent_of(root)?;
         match fs::symlink_metadata(root) {
             Ok(meta) if meta.is_dir() => exchange(&scratch.path, root)?,
@@ -1264,16 +1225,16 @@ fn integrity_ok(image: &[u8]) -> bool {
     check().unwrap_or(false)
 }
 
-/// An empty file at `path`, and its folders, for a restore to fill. Closed again: a root
-/// may hold more files than a process may have open.
-fn create_empty(path: &Path) -> Result<()> {
+fn write_durably(path: &Path, content: &[u8]) -> Result<()> {
     if let Some(parent) = path.parent() {
         fs::create_dir_all(parent)
             .map_err(|e| Error::io(format!("{} cannot be created", parent.display()), &e))?;
     }
-    File::create(path)
-        .map(drop)
-        .map_err(|e| Error::io(format!("{} cannot be created", path.display()), &e))
+    let mut file =
+        File::create(path).map_err(|e| Error::io(format!("{} cannot be created", path.display()), &e))?;
+    file.write_all(content)
+        .and_then(|()| file.sync_data())
+        .map_err(|e| Error::io(format!("{} cannot be written", path.display()), &e))
 }
 
 /// Flushes every folder of a restored tree, so the rename that installs it publishes names
