@@ -275,20 +275,31 @@ impl EpochCopies {
         let tenure = self.tenure(lease);
         let mut tenure = lock(&tenure);
         let prefix = epoch_prefix(lease.key(), lease.epoch())?;
-        let found = self.store.list(&prefix)?;
-        let seq = self.claim_next_seq(lease, &mut tenure, &prefix, &found)?;
+        // The listing (a round trip to the store) is waited for while the snapshot is taken,
+        // which also keeps it out of the time the router holds the tenant's calls back.
+        let (found, snapshot) = std::thread::scope(|scope| {
+            let found = scope.spawn(|| self.store.list(&prefix));
+            let snapshot = Snapshot::take(root, self.snapshot.as_ref());
+            (found.join().expect("listing does not panic"), snapshot)
+        });
+        let seq = self.claim_next_seq(lease, &mut tenure, &prefix, &found?)?;
+        let snapshot = snapshot?;
         let copy_prefix = format!("{prefix}{seq:020}/");
-
-        let snapshot = Snapshot::take(root, self.snapshot.as_ref())?;
         snapshot_taken();
         let files = in_parallel(&snapshot.files, |index, file| {
             let content = file.content()?;
             let content = &*content;
-            self.create(&format!("{copy_prefix}files/{index:06}"), content)?;
+            // The hash (CPU) runs while the object is stored (I/O): a put costs the longer of
+            // the two, not their sum.
+            let sha256 = std::thread::scope(|scope| {
+                let hash = scope.spawn(|| sha256_hex(content));
+                self.create(&format!("{copy_prefix}files/{index:06}"), content)?;
+                Ok::<_, Error>(hash.join().expect("hashing does not panic"))
+            })?;
             Ok(ManifestFile {
                 path: file.path.clone(),
                 size: content.len() as u64,
-                sha256: sha256_hex(content),
+                sha256,
                 sqlite: file.sqlite,
             })
         })
@@ -695,19 +706,23 @@ impl EpochCopies {
             let Some(content) = self.store.get(&format!("{prefix}files/{index:06}"))? else {
                 return Ok(Some(SkipReason::Checksum));
             };
-            if content.len() as u64 != file.size || sha256_hex(&content) != file.sha256 {
+            if content.len() as u64 != file.size {
                 return Ok(Some(SkipReason::Checksum));
             }
             let target = into.join(relative_path(&file.path).expect("checked above"));
-            if !(file.sqlite || content.starts_with(SQLITE_HEADER)) {
-                return write_durably(&target, &content).map(|()| None);
-            }
-            // The check (CPU) runs on the bytes in memory while they are written out and
-            // flushed (I/O): a restore costs the longer of the two, not their sum.
+            let sqlite = file.sqlite || content.starts_with(SQLITE_HEADER);
+            // The checks (CPU) run on the bytes in memory while they are written out and
+            // flushed (I/O): a restore costs the longest of them, not their sum. Bytes that
+            // fail a check are in the scratch folder only, which is never installed then.
             std::thread::scope(|scope| {
-                let check = scope.spawn(|| integrity_ok(&content));
+                let hash = scope.spawn(|| sha256_hex(&content) == file.sha256);
+                let check = sqlite.then(|| scope.spawn(|| integrity_ok(&content)));
                 write_durably(&target, &content)?;
-                Ok((!check.join().unwrap_or(false)).then_some(SkipReason::Integrity))
+                if !hash.join().unwrap_or(false) {
+                    return Ok(Some(SkipReason::Checksum));
+                }
+                let whole = check.is_none_or(|check| check.join().unwrap_or(false));
+                Ok((!whole).then_some(SkipReason::Integrity))
             })
         });
         let mut skip = None;
