@@ -1172,6 +1172,31 @@ impl Drop for ScratchUser<'_> {
     }
 }
 
+/// A user who may only SELECT, INSERT and UPDATE (no DDL, no DELETE), dropped with the
+/// guard, and the options that log in as them on `prefix`'s tables.
+fn limited_user<'a>(fx: &'a Fixture, prefix: &str, password: &str) -> (MysqlOptions, ScratchUser<'a>) {
+    let mut limited = options_at(&fx.url);
+    let name = format!("{}u", prefix.trim_end_matches('_'));
+    let mut admin = fx.scratch.connect();
+    admin
+        .query_drop(format!("CREATE USER '{name}'@'%' IDENTIFIED BY '{password}'"))
+        .unwrap();
+    let user = ScratchUser {
+        fx,
+        name: name.clone(),
+    };
+    admin
+        .query_drop(format!(
+            "GRANT SELECT, INSERT, UPDATE ON `{}`.* TO '{name}'@'%'",
+            limited.database
+        ))
+        .unwrap();
+    limited.user = Some(name);
+    limited.password = Some(password.into());
+    limited.table_prefix = prefix.to_owned();
+    (limited, user)
+}
+
 #[test]
 #[cfg_attr(gotry_skip_mysql, ignore = "GOTRY_SKIP_MYSQL=1: needs a MySQL/MariaDB server")]
 fn a_user_without_ddl_rights_runs_on_tables_made_for_it() {
@@ -1179,28 +1204,9 @@ fn a_user_without_ddl_rights_runs_on_tables_made_for_it() {
     let prefix = server::fresh_prefix();
     let admin_store = fx.open(&prefix);
     admin_store.acquire("k", "admin", 60_000).unwrap();
-    let server = options_at(&fx.url);
-    let name = format!("{}u", prefix.trim_end_matches('_'));
     let password = "pw-Limited-7";
-    let mut admin = fx.scratch.connect();
-    admin
-        .query_drop(format!("CREATE USER '{name}'@'%' IDENTIFIED BY '{password}'"))
-        .unwrap();
-    let _user = ScratchUser {
-        fx: &fx,
-        name: name.clone(),
-    };
-    admin
-        .query_drop(format!(
-            "GRANT SELECT, INSERT, UPDATE ON `{}`.* TO '{name}'@'%'",
-            server.database
-        ))
-        .unwrap();
-
-    let mut limited = server.clone();
-    limited.user = Some(name.clone());
-    limited.password = Some(password.into());
-    limited.table_prefix = prefix.clone();
+    let (mut limited, user) = limited_user(&fx, &prefix, password);
+    let (server, name) = (limited.clone(), user.name.clone());
     let store = MysqlLeaseStore::open(limited.clone()).unwrap();
     assert!(matches!(
         store.acquire("k", "limited", 1_000),
@@ -1498,26 +1504,9 @@ fn a_user_without_trigger_rights_runs_on_old_tables_and_is_told_why_they_are_not
     fx.open(&prefix).acquire("k", "admin", 60_000).unwrap();
     let mut admin = fx.scratch.connect();
     make_schema_old(&mut admin, &prefix);
-    let server = options_at(&fx.url);
-    let name = format!("{}u", prefix.trim_end_matches('_'));
     let password = "pw-Limited-8";
-    admin
-        .query_drop(format!("CREATE USER '{name}'@'%' IDENTIFIED BY '{password}'"))
-        .unwrap();
-    let _user = ScratchUser {
-        fx: &fx,
-        name: name.clone(),
-    };
-    admin
-        .query_drop(format!(
-            "GRANT SELECT, INSERT, UPDATE ON `{}`.* TO '{name}'@'%'",
-            server.database
-        ))
-        .unwrap();
-    let mut limited = server.clone();
-    limited.user = Some(name.clone());
-    limited.password = Some(password.into());
-    limited.table_prefix = prefix.clone();
+    let (limited, user) = limited_user(&fx, &prefix, password);
+    let name = user.name.clone();
 
     let store = MysqlLeaseStore::open(limited.clone()).unwrap();
     store.acquire("k2", "limited", 60_000).unwrap();
