@@ -101,7 +101,7 @@ fn worlds() -> Vec<(&'static str, World)> {
 
 #[cfg(feature = "s3")]
 fn s3_world() -> Option<World> {
-    let server = crate::durable_store::s3::test_server::MotoServer::start()?;
+    let server = gotry_test_support::moto::MotoServer::start()?;
     let store =
         crate::durable_store::open_durable_store(&server.url(&format!("copies-{:016x}", random_u64())))
             .unwrap();
@@ -514,7 +514,7 @@ fn an_unusable_directory_is_unavailable_and_the_next_copy_succeeds() {
 #[cfg(feature = "s3")]
 #[test]
 fn a_stopped_s3_server_is_unavailable_and_the_next_copy_succeeds() {
-    let Some(server) = crate::durable_store::s3::test_server::MotoServer::start() else {
+    let Some(server) = gotry_test_support::moto::MotoServer::start() else {
         return;
     };
     let store = crate::durable_store::open_durable_store(&server.url("outage")).unwrap();

@@ -28,7 +28,7 @@
 //! skips it, as it skips the core's S3 tests.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -41,6 +41,7 @@ use gotry_tenant_state::{
     open_durable_store, tenant_root_for, CopyId, DurableStore, EpochCopies, LeaseOptions, LeaseStore,
     SqliteLeaseStore, SqliteOptions, SystemMonotonicClock, TenantLease,
 };
+use gotry_test_support::moto::MotoServer;
 
 const ORG: &str = "acme";
 const TENANT: &str = "t-c0ffee00c0ffee00c0ffee00c0ffee00";
@@ -726,105 +727,9 @@ fn sigkill_during_directory_copies_never_leaves_a_copy_a_restore_would_take() {
     run.run(20, seed);
 }
 
-/// A moto server of this test's own, memory-only, on a free port (as the core's S3 tests
-/// start theirs), with one empty bucket.
-struct Moto {
-    child: Child,
-    port: u16,
-    log: PathBuf,
-}
-
-const BUCKET: &str = "gotry-test";
-
-impl Moto {
-    fn start(test: &str, log: PathBuf) -> Option<Moto> {
-        if std::env::var("GOTRY_SKIP_S3").as_deref() == Ok("1") {
-            report(&format!(
-                "SKIPPED {test}: GOTRY_SKIP_S3=1 skips every test that needs an S3 server"
-            ));
-            return None;
-        }
-        let program = std::env::var_os("GOTRY_MOTO_SERVER")
-            .filter(|p| !p.is_empty())
-            .unwrap_or_else(|| {
-                panic!(
-                    "{test} needs the moto S3 emulator: run `export GOTRY_MOTO_SERVER=$(scripts/s3-server.sh)` \
-                     (or set GOTRY_SKIP_S3=1 to skip the tests that need it)"
-                )
-            });
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let mut command = Command::new(&program);
-        command
-            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap());
-        die_with_this_thread(&mut command);
-        let child = command
-            .spawn()
-            .unwrap_or_else(|e| panic!("GOTRY_MOTO_SERVER={program:?} cannot be started: {e}"));
-        let mut moto = Moto { child, port, log };
-        let started = Instant::now();
-        loop {
-            if let Some(status) = moto.child.try_wait().unwrap() {
-                panic!(
-                    "moto_server ended ({status}) before answering:\n{}",
-                    moto.log_text()
-                );
-            }
-            match moto.create_bucket() {
-                Ok(status) if status.starts_with("HTTP/1.1 200") => return Some(moto),
-                Ok(status) => panic!("moto_server refused to create the bucket: {status}"),
-                Err(_) if started.elapsed() < PATIENCE => std::thread::sleep(Duration::from_millis(50)),
-                Err(e) => panic!(
-                    "moto_server did not answer within {PATIENCE:?} ({e}):\n{}",
-                    moto.log_text()
-                ),
-            }
-        }
-    }
-
-    /// moto checks no signature by default: a raw `PUT /bucket` creates it.
-    fn create_bucket(&self) -> std::io::Result<String> {
-        let mut stream = std::net::TcpStream::connect(("127.0.0.1", self.port))?;
-        write!(
-            stream,
-            "PUT /{BUCKET} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
-            self.port
-        )?;
-        let mut answer = String::new();
-        stream.read_to_string(&mut answer)?;
-        Ok(answer.lines().next().unwrap_or_default().to_owned())
-    }
-
-    fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    fn url(&self, prefix: &str) -> String {
-        format!(
-            "s3://test:test@{BUCKET}/{prefix}?endpoint=http://127.0.0.1:{}&region=us-east-1",
-            self.port
-        )
-    }
-}
-
-impl Drop for Moto {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 #[test]
 fn sigkill_during_s3_copies_never_leaves_a_copy_a_restore_would_take() {
-    let test = "sigkill_during_s3_copies_never_leaves_a_copy_a_restore_would_take";
-    let logs = tempfile::tempdir().unwrap();
-    let Some(moto) = Moto::start(test, logs.path().join("moto.log")) else {
+    let Some(moto) = MotoServer::start() else {
         return;
     };
     let seed = seed() ^ 0x5_3000;

@@ -3,8 +3,9 @@
 //!
 //! It depends on the core, which its integration tests and benches link once, with these
 //! modules. The core's own unit tests are a second copy of the core crate, whose types are
-//! not these: they can use only `mysql`, which names none.
+//! not these: they can use only `mysql` and `moto`, which name none.
 
 pub mod conformance;
 pub mod faulty;
+pub mod moto;
 pub mod mysql;
