@@ -711,13 +711,14 @@ impl EpochCopies {
             }
             let target = into.join(relative_path(&file.path).expect("checked above"));
             let sqlite = file.sqlite || content.starts_with(SQLITE_HEADER);
+            let image = Restored::read_in_place(content, sqlite);
             // The checks (CPU) run on the bytes in memory while they are written out and
             // flushed (I/O): a restore costs the longest of them, not their sum. Bytes that
             // fail a check are in the scratch folder only, which is never installed then.
             std::thread::scope(|scope| {
-                let hash = scope.spawn(|| sha256_hex(&content) == file.sha256);
-                let check = sqlite.then(|| scope.spawn(|| integrity_ok(&content)));
-                write_durably(&target, &content)?;
+                let hash = scope.spawn(|| sha256_hex_of(&image.stored()) == file.sha256);
+                let check = sqlite.then(|| scope.spawn(|| image.integrity_ok()));
+                write_durably(&target, &image.stored())?;
                 if !hash.join().unwrap_or(false) {
                     return Ok(Some(SkipReason::Checksum));
                 }
@@ -1205,37 +1206,82 @@ fn sqlite_failure(path: &Path, error: rusqlite::Error) -> Error {
     }
 }
 
-/// Whether a database image passes `PRAGMA integrity_check`, checked in memory. An image
-/// written in WAL mode is read as a rollback-journal one (header bytes 18 and 19), which
-/// changes no page and lets the in-memory VFS, which has no WAL, open it.
-fn integrity_ok(image: &[u8]) -> bool {
-    use rusqlite::{Connection, MAIN_DB};
-    const HEADER: usize = 100;
-    if image.is_empty() {
-        return true;
-    }
-    if image.len() < HEADER {
-        return false;
-    }
-    let check = || -> rusqlite::Result<bool> {
-        let mut db = Connection::open_in_memory()?;
-        let legacy: &[u8] = &[1, 1];
-        let reader = std::io::Read::chain(std::io::Read::chain(&image[..18], legacy), &image[20..]);
-        db.deserialize_read_exact(MAIN_DB, reader, image.len(), true)?;
-        let verdict: String = db.query_row("PRAGMA integrity_check", [], |row| row.get(0))?;
-        Ok(verdict == "ok")
-    };
-    check().unwrap_or(false)
+/// An object's bytes as restored: a database's header is set in place to say "rollback
+/// journal" (bytes 18 and 19), which changes no page and lets SQLite's in-memory VFS, which
+/// has no WAL, read the buffer itself: no second copy of the database is made for its check.
+/// [`Restored::stored`] gives the bytes as they were copied, for the hash and the file.
+struct Restored {
+    bytes: Vec<u8>,
+    /// Bytes 18 and 19 as stored, where they were set.
+    header: Option<[u8; 2]>,
 }
 
-fn write_durably(path: &Path, content: &[u8]) -> Result<()> {
+impl Restored {
+    const HEADER: usize = 100;
+
+    fn read_in_place(mut bytes: Vec<u8>, sqlite: bool) -> Restored {
+        let header = (sqlite && bytes.len() >= Restored::HEADER).then(|| {
+            let stored = [bytes[18], bytes[19]];
+            bytes[18..20].copy_from_slice(&[1, 1]);
+            stored
+        });
+        Restored { bytes, header }
+    }
+
+    fn stored(&self) -> [&[u8]; 3] {
+        match &self.header {
+            Some(stored) => [&self.bytes[..18], stored, &self.bytes[20..]],
+            None => [&self.bytes, &[], &[]],
+        }
+    }
+
+    /// Whether the database passes `PRAGMA integrity_check`, read from the buffer in place.
+    fn integrity_ok(&self) -> bool {
+        use rusqlite::{ffi, Connection};
+        if self.bytes.is_empty() {
+            return true;
+        }
+        if self.header.is_none() {
+            return false;
+        }
+        let Ok(size) = i64::try_from(self.bytes.len()) else {
+            return false;
+        };
+        let check = || -> rusqlite::Result<bool> {
+            let db = Connection::open_in_memory()?;
+            // SAFETY: a read-only deserialize without FREEONCLOSE: SQLite only reads the
+            // buffer, never resizes or frees it, and `db`, dropped before this closure
+            // returns, is the only user of it, while `self` is borrowed.
+            let rc = unsafe {
+                ffi::sqlite3_deserialize(
+                    db.handle(),
+                    c"main".as_ptr(),
+                    self.bytes.as_ptr().cast_mut(),
+                    size,
+                    size,
+                    ffi::SQLITE_DESERIALIZE_READONLY,
+                )
+            };
+            if rc != ffi::SQLITE_OK {
+                return Ok(false);
+            }
+            let verdict: String = db.query_row("PRAGMA integrity_check", [], |row| row.get(0))?;
+            Ok(verdict == "ok")
+        };
+        check().unwrap_or(false)
+    }
+}
+
+fn write_durably(path: &Path, pieces: &[&[u8]]) -> Result<()> {
     if let Some(parent) = path.parent() {
         fs::create_dir_all(parent)
             .map_err(|e| Error::io(format!("{} cannot be created", parent.display()), &e))?;
     }
     let mut file =
         File::create(path).map_err(|e| Error::io(format!("{} cannot be created", path.display()), &e))?;
-    file.write_all(content)
+    pieces
+        .iter()
+        .try_for_each(|piece| file.write_all(piece))
         .and_then(|()| file.sync_data())
         .map_err(|e| Error::io(format!("{} cannot be written", path.display()), &e))
 }
@@ -1353,8 +1399,17 @@ fn parse_padded(text: &str) -> Option<u64> {
 }
 
 fn sha256_hex(bytes: &[u8]) -> String {
+    sha256_hex_of(&[bytes])
+}
+
+/// The hash of the pieces' bytes one after the other.
+fn sha256_hex_of(pieces: &[&[u8]]) -> String {
+    let mut hasher = Sha256::new();
+    for piece in pieces {
+        hasher.update(piece);
+    }
     let mut hex = String::with_capacity(64);
-    for byte in Sha256::digest(bytes) {
+    for byte in hasher.finalize() {
         let _ = write!(hex, "{byte:02x}");
     }
     hex
