@@ -6,9 +6,7 @@
  * tenant-lease.js, durable-store.js, epoch-copies.js and tenant-router.js, plus LeaseKeeper,
  * ManualClock, openLeaseStore, openLeaseStoreAsync, betterSqlite3Snapshot and ERROR_CODES.
  */
-const native = require('./lib/native');
-const errors = require('./lib/errors');
-const ids = require('./lib/ids');
+const { ManualClock, errorCodes, version } = require('./lib/native');
 const { MIN_LEASE_TTL_MS, MAX_LEASE_TTL_MS, assertLeaseTtl, SqliteLeaseStore, openLeaseStore, openLeaseStoreAsync } = require('./lib/lease-store');
 const { systemMonotonicClock, TenantLease } = require('./lib/tenant-lease');
 const { LeaseKeeper } = require('./lib/keeper');
@@ -17,9 +15,14 @@ const { EpochCopies } = require('./lib/epoch-copies');
 const { betterSqlite3Snapshot } = require('./lib/host-functions');
 const { TenantRouter } = require('./lib/tenant-router');
 
+/** The stable error codes, in the core's order. */
+const ERROR_CODES = Object.freeze(errorCodes());
+
+// Written in the shape Node reads named exports from (spreads of `require` and plain names),
+// so that index.mjs can re-export them without listing them again.
 module.exports = {
-    ...errors,
-    ...ids,
+    ...require('./lib/errors'),
+    ...require('./lib/ids'),
     MIN_LEASE_TTL_MS,
     MAX_LEASE_TTL_MS,
     assertLeaseTtl,
@@ -34,8 +37,7 @@ module.exports = {
     EpochCopies,
     betterSqlite3Snapshot,
     TenantRouter,
-    ManualClock: native.ManualClock,
-    /** The stable error codes, in the core's order. */
-    ERROR_CODES: Object.freeze(native.errorCodes()),
-    version: native.version,
+    ManualClock,
+    ERROR_CODES,
+    version,
 };

@@ -11,6 +11,7 @@
  * network on the event loop, so each has a promise form that waits on the addon's threads.
  */
 const native = require('./native');
+const { Handles } = require('./handles');
 const { guard, settle, translate } = require('./translate');
 
 const { MIN_LEASE_TTL_MS, MAX_LEASE_TTL_MS, ManualClock, NativeStore } = native;
@@ -21,7 +22,7 @@ function assertLeaseTtl(ttlMs) {
 }
 
 /** The native handle of every store made here; TenantLease needs it to hold a lease natively. */
-const handles = new WeakMap();
+const handles = new Handles('store must be a lease store of @gotry/tenant-state (SqliteLeaseStore or openLeaseStore)');
 const INTERNAL = Symbol('gotry native store');
 
 /** The store clock reading a call carries when the store's clock is a JS function. */
@@ -30,11 +31,7 @@ function wallReading(store) {
 }
 
 function nativeStoreOf(store) {
-    const handle = handles.get(store);
-    if (handle === undefined) {
-        throw new TypeError('store must be a lease store of @gotry/tenant-state (SqliteLeaseStore or openLeaseStore)');
-    }
-    return handle;
+    return handles.of(store);
 }
 
 /** A lease store backed by the core; made by SqliteLeaseStore and openLeaseStore. */
