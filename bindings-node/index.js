@@ -7,7 +7,6 @@
  * ManualClock, openLeaseStore, openLeaseStoreAsync, betterSqlite3Snapshot and ERROR_CODES.
  */
 const { ManualClock, errorCodes, version } = require('./lib/native');
-const { MIN_LEASE_TTL_MS, MAX_LEASE_TTL_MS, assertLeaseTtl, SqliteLeaseStore, openLeaseStore, openLeaseStoreAsync } = require('./lib/lease-store');
 const { systemMonotonicClock, TenantLease } = require('./lib/tenant-lease');
 const { LeaseKeeper } = require('./lib/keeper');
 const { DirectoryDurableStore, openDurableStore } = require('./lib/durable-store');
@@ -19,16 +18,12 @@ const { TenantRouter } = require('./lib/tenant-router');
 const ERROR_CODES = Object.freeze(errorCodes());
 
 // Written in the shape Node reads named exports from (spreads of `require` and plain names),
-// so that index.mjs can re-export them without listing them again.
+// so that index.mjs can re-export them without listing them again. A module that also exports
+// what is internal to this package is picked from by name.
 module.exports = {
     ...require('./lib/errors'),
     ...require('./lib/ids'),
-    MIN_LEASE_TTL_MS,
-    MAX_LEASE_TTL_MS,
-    assertLeaseTtl,
-    SqliteLeaseStore,
-    openLeaseStore,
-    openLeaseStoreAsync,
+    ...require('./lib/lease-store'),
     systemMonotonicClock,
     TenantLease,
     LeaseKeeper,

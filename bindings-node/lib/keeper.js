@@ -10,7 +10,7 @@
  * `onEvent` on the event loop; an exception in it never stops the keeper.
  */
 const native = require('./native');
-const { nativeStoreOf } = require('./lease-store');
+const { nativeStoreOf } = require('./store-handles');
 const { systemMonotonicClock, keptLease } = require('./tenant-lease');
 const { eventDelivery, finalReport } = require('./events');
 const { guard, settle } = require('./translate');

@@ -11,7 +11,7 @@
  */
 const { performance } = require('node:perf_hooks');
 const native = require('./native');
-const { nativeStoreOf, wallReading } = require('./lease-store');
+const { nativeStoreOf, wallReading } = require('./store-handles');
 const { Handles } = require('./handles');
 const { guard, settle } = require('./translate');
 

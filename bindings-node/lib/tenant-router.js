@@ -16,7 +16,7 @@
 const native = require('./native');
 const { nativeDurableStoreOf } = require('./durable-store');
 const { checkOf, snapshotOf } = require('./host-functions');
-const { nativeStoreOf } = require('./lease-store');
+const { nativeStoreOf } = require('./store-handles');
 const { systemMonotonicClock } = require('./tenant-lease');
 const { eventDelivery, finalReport } = require('./events');
 const { guard, settle } = require('./translate');

@@ -98,11 +98,9 @@ pub fn lease_key_for(
     organization_id: Unknown<'_>,
     ledger_tenant_id: Unknown<'_>,
 ) -> napi::Result<String> {
-    let key = || {
-        let (organization, tenant) = tenant_ids(&organization_id, &ledger_tenant_id)?;
-        ids::lease_key_for(&organization, &tenant)
-    };
-    key().or_throw(&env)
+    tenant_ids(&organization_id, &ledger_tenant_id)
+        .and_then(|(organization, tenant)| ids::lease_key_for(&organization, &tenant))
+        .or_throw(&env)
 }
 
 /// `<resolved state root>/orgs/<organization>/tenants/<ledger tenant>`, resolved as
