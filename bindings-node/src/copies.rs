@@ -33,12 +33,15 @@ pub struct JsCopyId {
     pub seq: f64,
 }
 
+/// A copy's epoch and sequence number as JS numbers, as every value that names a copy has them.
+fn place(epoch: i64, seq: u64) -> Result<(f64, f64)> {
+    Ok((safe_number("epoch", epoch)?, safe_count("seq", seq)?))
+}
+
 impl JsCopyId {
     pub fn from_core(id: CopyId) -> Result<JsCopyId> {
-        Ok(JsCopyId {
-            epoch: safe_number("epoch", id.epoch)?,
-            seq: safe_count("seq", id.seq)?,
-        })
+        let (epoch, seq) = place(id.epoch, id.seq)?;
+        Ok(JsCopyId { epoch, seq })
     }
 
     pub fn all(ids: Vec<CopyId>) -> Result<Vec<JsCopyId>> {
@@ -57,9 +60,10 @@ pub struct JsSkippedCopy {
 
 impl JsSkippedCopy {
     pub fn from_core(skipped: &SkippedCopy) -> Result<JsSkippedCopy> {
+        let (epoch, seq) = place(skipped.epoch, skipped.seq)?;
         Ok(JsSkippedCopy {
-            epoch: safe_number("epoch", skipped.epoch)?,
-            seq: safe_count("seq", skipped.seq)?,
+            epoch,
+            seq,
             reason: skipped.reason.as_str().to_owned(),
         })
     }
@@ -76,9 +80,10 @@ pub struct JsWrittenCopy {
 
 impl JsWrittenCopy {
     pub fn from_core(copy: WrittenCopy) -> Result<JsWrittenCopy> {
+        let (epoch, seq) = place(copy.epoch, copy.seq)?;
         Ok(JsWrittenCopy {
-            epoch: safe_number("epoch", copy.epoch)?,
-            seq: safe_count("seq", copy.seq)?,
+            epoch,
+            seq,
             files: safe_count("files", copy.files as u64)?,
             bytes: safe_count("bytes", copy.bytes)?,
         })
@@ -126,9 +131,10 @@ impl JsCopyListing {
         listings
             .into_iter()
             .map(|copy| {
+                let (epoch, seq) = place(copy.epoch, copy.seq)?;
                 Ok(JsCopyListing {
-                    epoch: safe_number("epoch", copy.epoch)?,
-                    seq: safe_count("seq", copy.seq)?,
+                    epoch,
+                    seq,
                     complete: copy.complete,
                     objects: safe_count("objects", copy.objects as u64)?,
                     bytes: safe_count("bytes", copy.bytes)?,
