@@ -180,25 +180,11 @@ export interface SqliteLeaseStoreOptions {
 }
 
 /** The lease store on one SQLite file, shareable with the reference implementation. */
-export declare class SqliteLeaseStore implements LeaseStore {
-    nowMs: () => number;
+export declare class SqliteLeaseStore {
     constructor(options: SqliteLeaseStoreOptions);
-    read(key: string): Promise<LeaseRecord | null>;
-    acquire(key: string, owner: string, ttlMs: number): Promise<LeaseGrant>;
-    renew(key: string, owner: string, epoch: number, ttlMs: number): Promise<LeaseGrant>;
-    /**
-     * Renews many leases of `owner` in one store transaction (one durable write). One answer
-     * per `[key, epoch]` pair, in order. Rejects as a whole when the store fails, or when the
-     * call is malformed (owner, TTL, a pair that is not `[string, safe integer]`).
-     */
-    renewBatch(owner: string, ttlMs: number, leases: ReadonlyArray<readonly [key: string, epoch: number]>): Promise<RenewAnswer[]>;
-    release(key: string, owner: string, epoch: number): Promise<LeaseRecord>;
-    markForgotten(key: string, owner: string, epoch: number): Promise<LeaseRecord>;
-    history(key?: string): LeaseHistoryEntry[];
-    historyAsync(key?: string): Promise<LeaseHistoryEntry[]>;
-    nowMsAsync(): Promise<number>;
-    close(): void;
 }
+/** Merged with the class above: a SqliteLeaseStore has every member of LeaseStore. */
+export interface SqliteLeaseStore extends LeaseStore {}
 
 /**
  * Opens the store a URL names: `sqlite:///var/lib/gotry/leases.db`, or

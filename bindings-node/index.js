@@ -6,10 +6,7 @@
  * tenant-lease.js, durable-store.js, epoch-copies.js and tenant-router.js, plus LeaseKeeper,
  * ManualClock, openLeaseStore, openLeaseStoreAsync, betterSqlite3Snapshot and ERROR_CODES.
  */
-const native = require('./lib/native');
-const errors = require('./lib/errors');
-const ids = require('./lib/ids');
-const { MIN_LEASE_TTL_MS, MAX_LEASE_TTL_MS, assertLeaseTtl, SqliteLeaseStore, openLeaseStore, openLeaseStoreAsync } = require('./lib/lease-store');
+const { ManualClock, errorCodes, version } = require('./lib/native');
 const { systemMonotonicClock, TenantLease } = require('./lib/tenant-lease');
 const { LeaseKeeper } = require('./lib/keeper');
 const { DirectoryDurableStore, openDurableStore } = require('./lib/durable-store');
@@ -17,15 +14,16 @@ const { EpochCopies } = require('./lib/epoch-copies');
 const { betterSqlite3Snapshot } = require('./lib/host-functions');
 const { TenantRouter } = require('./lib/tenant-router');
 
+/** The stable error codes, in the core's order. */
+const ERROR_CODES = Object.freeze(errorCodes());
+
+// Written in the shape Node reads named exports from (spreads of `require` and plain names),
+// so that index.mjs can re-export them without listing them again. A module that also exports
+// what is internal to this package is picked from by name.
 module.exports = {
-    ...errors,
-    ...ids,
-    MIN_LEASE_TTL_MS,
-    MAX_LEASE_TTL_MS,
-    assertLeaseTtl,
-    SqliteLeaseStore,
-    openLeaseStore,
-    openLeaseStoreAsync,
+    ...require('./lib/errors'),
+    ...require('./lib/ids'),
+    ...require('./lib/lease-store'),
     systemMonotonicClock,
     TenantLease,
     LeaseKeeper,
@@ -34,8 +32,7 @@ module.exports = {
     EpochCopies,
     betterSqlite3Snapshot,
     TenantRouter,
-    ManualClock: native.ManualClock,
-    /** The stable error codes, in the core's order. */
-    ERROR_CODES: Object.freeze(native.errorCodes()),
-    version: native.version,
+    ManualClock,
+    ERROR_CODES,
+    version,
 };

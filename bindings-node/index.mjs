@@ -1,44 +1,4 @@
-// The ES module face of the package; the CommonJS index.js is the one implementation.
-import pkg from './index.js';
-
-export const {
-    TenantStateError,
-    LeaseHeldError,
-    LeaseLostError,
-    FencedError,
-    LeaseStoreUnavailableError,
-    InvalidTenantIdError,
-    DurableStoreUnavailableError,
-    RestoreVerificationError,
-    CopyConflictError,
-    TenantDrainingError,
-    DrainTimeoutError,
-    RouterClosedError,
-    ReplicaAtCapacityError,
-    assertOrganizationId,
-    assertLedgerTenantId,
-    deriveLedgerTenantId,
-    assertPromptCachePartition,
-    derivePromptCachePartition,
-    leaseKeyFor,
-    tenantRootFor,
-    MIN_LEASE_TTL_MS,
-    MAX_LEASE_TTL_MS,
-    assertLeaseTtl,
-    SqliteLeaseStore,
-    openLeaseStore,
-    openLeaseStoreAsync,
-    systemMonotonicClock,
-    TenantLease,
-    LeaseKeeper,
-    DirectoryDurableStore,
-    openDurableStore,
-    EpochCopies,
-    betterSqlite3Snapshot,
-    TenantRouter,
-    ManualClock,
-    ERROR_CODES,
-    version,
-} = pkg;
-
-export default pkg;
+// The ES module face of the package; the CommonJS index.js is the one implementation, and
+// Node finds its named exports in it.
+export * from './index.js';
+export { default } from './index.js';

@@ -20,7 +20,7 @@ import { createRequire } from 'node:module';
 const require = createRequire(import.meta.url);
 const { SqliteLeaseStore, openLeaseStoreAsync } = require('..');
 // Internal: the native handle of a store, which carries the baseline's entry point.
-const { nativeStoreOf } = require('../lib/lease-store');
+const { nativeStoreOf } = require('../lib/store-handles');
 const { settle } = require('../lib/translate');
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);

@@ -8,12 +8,13 @@
  * Calls run on the addon's threads for durable work, never on those that renew leases.
  */
 const native = require('./native');
+const { Handles } = require('./handles');
 const { guard, settle } = require('./translate');
 
 const { NativeDurableStore } = native;
 
 /** The native handle of every store made here; EpochCopies needs it. */
-const handles = new WeakMap();
+const handles = new Handles('store must be a durable store of @gotry/tenant-state (DirectoryDurableStore or openDurableStore)');
 const INTERNAL = Symbol('gotry durable store');
 
 function isDurableStore(value) {
@@ -21,11 +22,7 @@ function isDurableStore(value) {
 }
 
 function nativeDurableStoreOf(store) {
-    const handle = handles.get(store);
-    if (handle === undefined) {
-        throw new TypeError('store must be a durable store of @gotry/tenant-state (DirectoryDurableStore or openDurableStore)');
-    }
-    return handle;
+    return handles.of(store);
 }
 
 /** A durable store backed by the core; made by DirectoryDurableStore and openDurableStore. */

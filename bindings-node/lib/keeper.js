@@ -10,13 +10,15 @@
  * `onEvent` on the event loop; an exception in it never stops the keeper.
  */
 const native = require('./native');
-const { nativeStoreOf } = require('./lease-store');
+const { nativeStoreOf } = require('./store-handles');
 const { systemMonotonicClock, keptLease } = require('./tenant-lease');
-const { guard, settle, translate } = require('./translate');
+const { eventDelivery, finalReport } = require('./events');
+const { guard, settle } = require('./translate');
 
 const { ManualClock, NativeKeeper } = native;
 
 const INTERNAL = Symbol('gotry lease keeper');
+const deliverEvents = eventDelivery('LeaseKeeper', 'keeper', 'GOTRY_KEEPER_ON_EVENT_FAILED');
 
 /**
  * Keepers not yet shut down. Held strongly so that garbage collection cannot stop the
@@ -24,27 +26,6 @@ const INTERNAL = Symbol('gotry lease keeper');
  * its wake-ups never keep the process alive.
  */
 const running = new Set();
-
-/**
- * An onEvent handler that threw (or whose promise rejected) is the host's bug, not the
- * keeper's: it is reported as a process warning (printed to stderr unless the host listens
- * for 'warning') and the keeper carries on. Rethrowing would end the process, and with it the
- * renewals of every other tenant.
- */
-function reportHandlerFailure(error) {
-    warn('a LeaseKeeper onEvent handler failed; the keeper carries on', error);
-}
-
-function warn(message, error) {
-    const warning = new Error(message, { cause: error });
-    warning.name = 'LeaseKeeperWarning';
-    warning.code = 'GOTRY_KEEPER_ON_EVENT_FAILED';
-    process.emitWarning(warning);
-}
-
-function translateFailures(report) {
-    return { ...report, failed: report.failed.map(({ key, error }) => ({ key, error: translate(error) })) };
-}
 
 class LeaseKeeper {
     store;
@@ -156,38 +137,15 @@ class LeaseKeeper {
      */
     shutdown(timeoutMs) {
         return settle(async () => {
-            let report;
-            try {
-                report = await this.#native.shutdown(timeoutMs);
-            } finally {
-                this.#deliver();
-            }
+            const report = await finalReport(() => this.#native.shutdown(timeoutMs), () => this.#deliver());
             running.delete(this);
-            return translateFailures(report);
+            return report;
         });
     }
 
     /** Hands the queued events to onEvent, oldest first; never throws. */
     #deliver() {
-        if (this.#onEvent === null) return;
-        let events;
-        try {
-            events = this.#native.takeEvents();
-        } catch (error) {
-            warn("the LeaseKeeper's events could not be read; the keeper carries on", error);
-            return;
-        }
-        for (const event of events) {
-            if (event.error !== undefined) event.error = translate(event.error);
-            try {
-                const result = this.#onEvent(event);
-                if (result !== null && typeof result === 'object' && typeof result.then === 'function') {
-                    result.then(undefined, reportHandlerFailure);
-                }
-            } catch (error) {
-                reportHandlerFailure(error);
-            }
-        }
+        deliverEvents(this.#native, this.#onEvent);
     }
 }
 

@@ -11,6 +11,7 @@
  * network on the event loop, so each has a promise form that waits on the addon's threads.
  */
 const native = require('./native');
+const { handles, wallReading } = require('./store-handles');
 const { guard, settle, translate } = require('./translate');
 
 const { MIN_LEASE_TTL_MS, MAX_LEASE_TTL_MS, ManualClock, NativeStore } = native;
@@ -20,22 +21,7 @@ function assertLeaseTtl(ttlMs) {
     guard(() => native.assertLeaseTtl(ttlMs));
 }
 
-/** The native handle of every store made here; TenantLease needs it to hold a lease natively. */
-const handles = new WeakMap();
 const INTERNAL = Symbol('gotry native store');
-
-/** The store clock reading a call carries when the store's clock is a JS function. */
-function wallReading(store) {
-    return handles.get(store).hostClock ? store.nowMs() : undefined;
-}
-
-function nativeStoreOf(store) {
-    const handle = handles.get(store);
-    if (handle === undefined) {
-        throw new TypeError('store must be a lease store of @gotry/tenant-state (SqliteLeaseStore or openLeaseStore)');
-    }
-    return handle;
-}
 
 /** A lease store backed by the core; made by SqliteLeaseStore and openLeaseStore. */
 class NativeLeaseStore {
@@ -170,7 +156,4 @@ module.exports = {
     SqliteLeaseStore,
     openLeaseStore,
     openLeaseStoreAsync,
-    // Internal to this package (not re-exported by index.js).
-    nativeStoreOf,
-    wallReading,
 };

@@ -11,7 +11,8 @@
  */
 const { performance } = require('node:perf_hooks');
 const native = require('./native');
-const { nativeStoreOf, wallReading } = require('./lease-store');
+const { nativeStoreOf, wallReading } = require('./store-handles');
+const { Handles } = require('./handles');
 const { guard, settle } = require('./translate');
 
 const { ManualClock } = native;
@@ -22,14 +23,10 @@ const systemMonotonicClock = Object.freeze({ nowMs: () => performance.now() });
 const INTERNAL = Symbol('gotry native lease');
 
 /** The native holder of every TenantLease made here; EpochCopies writes and restores under it. */
-const holders = new WeakMap();
+const holders = new Handles('lease must be a TenantLease of @gotry/tenant-state (TenantLease.acquire or a LeaseKeeper)');
 
 function nativeLeaseOf(lease) {
-    const held = holders.get(lease);
-    if (held === undefined) {
-        throw new TypeError('lease must be a TenantLease of @gotry/tenant-state (TenantLease.acquire or a LeaseKeeper)');
-    }
-    return held;
+    return holders.of(lease);
 }
 
 /** How the core reads a holder's clock: natively when it can, through the JS function otherwise. */

@@ -16,35 +16,21 @@
 const native = require('./native');
 const { nativeDurableStoreOf } = require('./durable-store');
 const { checkOf, snapshotOf } = require('./host-functions');
-const { nativeStoreOf } = require('./lease-store');
+const { nativeStoreOf } = require('./store-handles');
 const { systemMonotonicClock } = require('./tenant-lease');
-const { guard, settle, translate } = require('./translate');
+const { eventDelivery, finalReport } = require('./events');
+const { guard, settle } = require('./translate');
 
 const { ManualClock, NativeRouter } = native;
 
 const INTERNAL = Symbol('gotry tenant router');
+const deliverEvents = eventDelivery('TenantRouter', 'router', 'GOTRY_ROUTER_ON_EVENT_FAILED');
 
 /**
  * Routers not yet closed. Held strongly so that garbage collection cannot stop the renewals
  * of the tenants a router serves; its threads and wake-ups never keep the process alive.
  */
 const running = new Set();
-
-function warn(message, error) {
-    const warning = new Error(message, { cause: error });
-    warning.name = 'TenantRouterWarning';
-    warning.code = 'GOTRY_ROUTER_ON_EVENT_FAILED';
-    process.emitWarning(warning);
-}
-
-/**
- * An onEvent handler that threw (or whose promise rejected) is the host's bug: it is reported
- * as a process warning and the router carries on. Rethrowing would end the process, and with
- * it the service of every other tenant.
- */
-function reportHandlerFailure(error) {
-    warn('a TenantRouter onEvent handler failed; the router carries on', error);
-}
 
 function invalidValue(message) {
     const error = new TypeError(message);
@@ -237,14 +223,9 @@ class TenantRouter {
      */
     close(timeoutMs = this.ttlMs) {
         return settle(async () => {
-            let report;
-            try {
-                report = await this.#native.close(timeoutMs);
-            } finally {
-                this.#deliver();
-            }
+            const report = await finalReport(() => this.#native.close(timeoutMs), () => this.#deliver());
             running.delete(this);
-            return { ...report, failed: report.failed.map(({ key, error }) => ({ key, error: translate(error) })) };
+            return report;
         });
     }
 
@@ -258,25 +239,7 @@ class TenantRouter {
 
     /** Hands the queued events to onEvent, oldest first; never throws. */
     #deliver() {
-        if (this.#onEvent === null) return;
-        let events;
-        try {
-            events = this.#native.takeEvents();
-        } catch (error) {
-            warn("the TenantRouter's events could not be read; the router carries on", error);
-            return;
-        }
-        for (const event of events) {
-            if (event.error !== undefined) event.error = translate(event.error);
-            try {
-                const result = this.#onEvent(event);
-                if (result !== null && typeof result === 'object' && typeof result.then === 'function') {
-                    result.then(undefined, reportHandlerFailure);
-                }
-            } catch (error) {
-                reportHandlerFailure(error);
-            }
-        }
+        deliverEvents(this.#native, this.#onEvent);
     }
 }
 

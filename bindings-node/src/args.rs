@@ -6,6 +6,7 @@
 //! the reference throws `RangeError` or `InvalidTenantIdError`.
 
 use std::mem::MaybeUninit;
+use std::time::Duration;
 
 use gotry_tenant_state::errors::{Error, Result};
 use napi::bindgen_prelude::{FromNapiValue, JsValue, Uint8ArraySlice, Unknown};
@@ -198,6 +199,16 @@ pub fn safe_number(name: &str, value: i64) -> Result<f64> {
 /// `i64::MAX` is past the safe range too, so saturating cannot let a wrong value through.
 pub fn safe_count(name: &str, value: u64) -> Result<f64> {
     safe_number(name, i64::try_from(value).unwrap_or(i64::MAX))
+}
+
+/// A non-negative integer number of milliseconds.
+pub fn millis(name: &str, value: &Unknown<'_>) -> Result<Duration> {
+    let ms = integer(name, value)?;
+    u64::try_from(ms)
+        .map(Duration::from_millis)
+        .map_err(|_| Error::InvalidArgument {
+            message: format!("{name} must not be negative, got {ms}"),
+        })
 }
 
 /// A count the host asks for (how many copies to keep): a safe integer of at least zero.

@@ -21,10 +21,10 @@ use napi_derive::napi;
 use crate::args::{self, safe_count, safe_number};
 use crate::durable::NativeDurableStore;
 use crate::errors::OrThrow;
-use crate::executor::{Lane, Pending};
+use crate::executor::{unless_waiting, Lane, Pending};
 use crate::host::{fold_check, host_snapshot, SnapshotFunction, VerifyFunction};
 use crate::lease::NativeLease;
-use crate::tasks::{CopyIdsTask, CopyListTask, GcTask, Job, RestoreTask, WrittenCopyTask};
+use crate::tasks::{queue, CopyIdsTask, CopyListTask, GcTask, Job, RestoreTask, WrittenCopyTask};
 
 /// A copy's place in the order restores follow: epoch first, then sequence.
 #[napi(object, js_name = "CopyId")]
@@ -33,12 +33,15 @@ pub struct JsCopyId {
     pub seq: f64,
 }
 
+/// A copy's epoch and sequence number as JS numbers, as every value that names a copy has them.
+fn place(epoch: i64, seq: u64) -> Result<(f64, f64)> {
+    Ok((safe_number("epoch", epoch)?, safe_count("seq", seq)?))
+}
+
 impl JsCopyId {
     pub fn from_core(id: CopyId) -> Result<JsCopyId> {
-        Ok(JsCopyId {
-            epoch: safe_number("epoch", id.epoch)?,
-            seq: safe_count("seq", id.seq)?,
-        })
+        let (epoch, seq) = place(id.epoch, id.seq)?;
+        Ok(JsCopyId { epoch, seq })
     }
 
     pub fn all(ids: Vec<CopyId>) -> Result<Vec<JsCopyId>> {
@@ -57,9 +60,10 @@ pub struct JsSkippedCopy {
 
 impl JsSkippedCopy {
     pub fn from_core(skipped: &SkippedCopy) -> Result<JsSkippedCopy> {
+        let (epoch, seq) = place(skipped.epoch, skipped.seq)?;
         Ok(JsSkippedCopy {
-            epoch: safe_number("epoch", skipped.epoch)?,
-            seq: safe_count("seq", skipped.seq)?,
+            epoch,
+            seq,
             reason: skipped.reason.as_str().to_owned(),
         })
     }
@@ -76,9 +80,10 @@ pub struct JsWrittenCopy {
 
 impl JsWrittenCopy {
     pub fn from_core(copy: WrittenCopy) -> Result<JsWrittenCopy> {
+        let (epoch, seq) = place(copy.epoch, copy.seq)?;
         Ok(JsWrittenCopy {
-            epoch: safe_number("epoch", copy.epoch)?,
-            seq: safe_count("seq", copy.seq)?,
+            epoch,
+            seq,
             files: safe_count("files", copy.files as u64)?,
             bytes: safe_count("bytes", copy.bytes)?,
         })
@@ -126,9 +131,10 @@ impl JsCopyListing {
         listings
             .into_iter()
             .map(|copy| {
+                let (epoch, seq) = place(copy.epoch, copy.seq)?;
                 Ok(JsCopyListing {
-                    epoch: safe_number("epoch", copy.epoch)?,
-                    seq: safe_count("seq", copy.seq)?,
+                    epoch,
+                    seq,
                     complete: copy.complete,
                     objects: safe_count("objects", copy.objects as u64)?,
                     bytes: safe_count("bytes", copy.bytes)?,
@@ -189,13 +195,10 @@ impl NativeEpochCopies {
         lease: &NativeLease,
         root: Unknown<'_>,
     ) -> napi::Result<Pending<WrittenCopyTask>> {
-        let (lease, root) = held_and_root(lease, &root).or_throw(&env)?;
         let copies = self.copies.clone();
-        let task = WrittenCopyTask(Job::new(None, move || copies.write_copy(&lease, &root)));
-        Ok(if self.host_snapshot {
-            Pending::on_own_thread(task)
-        } else {
-            Pending::on(&self.lane, task)
+        queue(&env, unless_waiting(self.host_snapshot, &self.lane), || {
+            let (lease, root) = held_and_root(lease, &root)?;
+            Ok(Job::new(None, move || copies.write_copy(&lease, &root)))
         })
     }
 
@@ -217,41 +220,33 @@ impl NativeEpochCopies {
                 .map(|check| check as &dyn Fn(&Path) -> Result<bool>);
             copies.restore(&lease, &root, check)
         }));
-        Ok(if verify.is_some() {
-            Pending::on_own_thread(task)
-        } else {
-            Pending::on(&self.lane, task)
-        })
+        Ok(Pending::new(unless_waiting(verify.is_some(), &self.lane), task))
     }
 
     /// Every copy of `key` in the store, oldest first.
     #[napi(ts_return_type = "Promise<Array<CopyListing>>")]
     pub fn list(&self, env: Env, key: Unknown<'_>) -> napi::Result<Pending<CopyListTask>> {
-        let key = args::string("key", &key).or_throw(&env)?;
         let copies = self.copies.clone();
-        Ok(Pending::on(
-            &self.lane,
-            CopyListTask(Job::new(None, move || copies.list(&key))),
-        ))
+        queue(&env, Some(&self.lane), || {
+            let key = args::string("key", &key)?;
+            Ok(Job::new(None, move || copies.list(&key)))
+        })
     }
 
     #[napi(ts_return_type = "Promise<Array<CopyId>>")]
     pub fn forget_copies(&self, lease: &NativeLease) -> Pending<CopyIdsTask> {
         let (lease, copies) = (lease.holder(), self.copies.clone());
-        Pending::on(
-            &self.lane,
-            CopyIdsTask(Job::new(None, move || copies.forget_copies(&lease))),
-        )
+        let job = Job::new(None, move || copies.forget_copies(&lease));
+        Pending::new(Some(&self.lane), CopyIdsTask(job))
     }
 
     #[napi(ts_return_type = "Promise<GcReport>")]
     pub fn gc(&self, env: Env, lease: &NativeLease, keep: Unknown<'_>) -> napi::Result<Pending<GcTask>> {
-        let keep = args::count("keep", &keep).or_throw(&env)?;
         let (lease, copies) = (lease.holder(), self.copies.clone());
-        Ok(Pending::on(
-            &self.lane,
-            GcTask(Job::new(None, move || copies.gc(&lease, keep))),
-        ))
+        queue(&env, Some(&self.lane), || {
+            let keep = args::count("keep", &keep)?;
+            Ok(Job::new(None, move || copies.gc(&lease, keep)))
+        })
     }
 }
 

@@ -17,7 +17,7 @@ use napi_derive::napi;
 use crate::args::{self, safe_count};
 use crate::errors::OrThrow;
 use crate::executor::{Lane, Pending};
-use crate::tasks::{GetTask, Job, ListObjectsTask, OpenDurableTask, PutTask, UnitTask};
+use crate::tasks::{queue, GetTask, Job, JobTask, ListObjectsTask, OpenDurableTask, PutTask, UnitTask};
 
 /// One listed object.
 #[napi(object, js_name = "ObjectInfo")]
@@ -65,14 +65,13 @@ impl NativeDurableStore {
 /// `s3://bucket/prefix?endpoint=...&region=...`).
 #[napi(ts_return_type = "Promise<NativeDurableStore>")]
 pub fn open_durable_store(env: Env, url: Unknown<'_>) -> napi::Result<Pending<OpenDurableTask>> {
-    let url = args::string("url", &url).or_throw(&env)?;
     // Its own lane: the store it opens gets another one.
-    Ok(Pending::on(
-        &Lane::for_copies(),
-        OpenDurableTask(Job::new(None, move || {
+    queue(&env, Some(&Lane::for_copies()), || {
+        let url = args::string("url", &url)?;
+        Ok(Job::new(None, move || {
             gotry_tenant_state::open_durable_store(&url).map(NativeDurableStore::new)
-        })),
-    ))
+        }))
+    })
 }
 
 #[napi]
@@ -97,45 +96,44 @@ impl NativeDurableStore {
 
     #[napi(ts_return_type = "Promise<'created' | 'alreadyExists'>")]
     pub fn put_new(&self, env: Env, key: Unknown<'_>, bytes: Unknown<'_>) -> napi::Result<Pending<PutTask>> {
-        let prepare = || -> Result<Job<PutOutcome>> {
+        let store = self.store.clone();
+        queue(&env, Some(&self.lane), || {
             let key = args::string("key", &key)?;
             let bytes = args::bytes("bytes", &bytes)?;
-            let store = self.store.clone();
             Ok(Job::new(None, move || store.put_new(&key, &bytes)))
-        };
-        prepare()
-            .map(|job| Pending::on(&self.lane, PutTask(job)))
-            .or_throw(&env)
+        })
     }
 
     #[napi(ts_return_type = "Promise<Buffer | null>")]
     pub fn get(&self, env: Env, key: Unknown<'_>) -> napi::Result<Pending<GetTask>> {
-        let key = args::string("key", &key).or_throw(&env)?;
-        let store = self.store.clone();
-        Ok(Pending::on(
-            &self.lane,
-            GetTask(Job::new(None, move || store.get(&key))),
-        ))
+        self.by_name(&env, "key", &key, |store, key| store.get(key))
     }
 
     #[napi(ts_return_type = "Promise<Array<ObjectInfo>>")]
     pub fn list(&self, env: Env, prefix: Unknown<'_>) -> napi::Result<Pending<ListObjectsTask>> {
-        let prefix = args::string("prefix", &prefix).or_throw(&env)?;
-        let store = self.store.clone();
-        Ok(Pending::on(
-            &self.lane,
-            ListObjectsTask(Job::new(None, move || store.list(&prefix))),
-        ))
+        self.by_name(&env, "prefix", &prefix, |store, prefix| store.list(prefix))
     }
 
     #[napi(ts_return_type = "Promise<void>")]
     pub fn delete(&self, env: Env, key: Unknown<'_>) -> napi::Result<Pending<UnitTask>> {
-        let key = args::string("key", &key).or_throw(&env)?;
+        self.by_name(&env, "key", &key, |store, key| store.delete(key))
+    }
+}
+
+impl NativeDurableStore {
+    /// `get`, `list` and `delete`: one string argument, then the store call on the lane.
+    fn by_name<T: JobTask>(
+        &self,
+        env: &Env,
+        name: &str,
+        value: &Unknown<'_>,
+        call: fn(&dyn DurableStore, &str) -> Result<T::Core>,
+    ) -> napi::Result<Pending<T>> {
         let store = self.store.clone();
-        Ok(Pending::on(
-            &self.lane,
-            UnitTask(Job::new(None, move || store.delete(&key))),
-        ))
+        queue(env, Some(&self.lane), || {
+            let text = args::string(name, value)?;
+            Ok(Job::new(None, move || call(store.as_ref(), &text)))
+        })
     }
 }
 

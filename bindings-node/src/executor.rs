@@ -28,7 +28,7 @@
 //! shared threads could see their leases run out. A call that waits for JavaScript (a restore
 //! with a JS `verify`, a copy through a JS `snapshot`) or for other calls of this addon (a
 //! router's handoff, which waits for the tenant's calls to finish) runs on a thread of its own
-//! ([`Pending::on_own_thread`]): JavaScript may wait for any other call of this addon
+//! ([`Pending::new`] without a lane): JavaScript may wait for any other call of this addon
 //! meanwhile, and those calls may be queued on the shared threads, so it must hold none of
 //! them.
 //!
@@ -279,17 +279,20 @@ pub struct Pending<T: Task + 'static> {
 }
 
 impl<T: Task + 'static> Pending<T> {
-    pub fn on(lane: &Arc<Lane>, task: T) -> Pending<T> {
+    /// On `lane`, or with `None` on a thread of its own: for a call that waits for JavaScript,
+    /// or for other calls of this addon, while it runs.
+    pub fn new(lane: Option<&Arc<Lane>>, task: T) -> Pending<T> {
         Pending {
-            lane: Some(lane.clone()),
+            lane: lane.cloned(),
             task,
         }
     }
+}
 
-    /// For a call that waits for JavaScript, or for other calls of this addon, while it runs.
-    pub fn on_own_thread(task: T) -> Pending<T> {
-        Pending { lane: None, task }
-    }
+/// `lane`, or none when the call may wait for JavaScript or for other calls of this addon: it
+/// must then hold no thread that those may need, and runs on one of its own.
+pub fn unless_waiting(waits: bool, lane: &Arc<Lane>) -> Option<&Arc<Lane>> {
+    (!waits).then_some(lane)
 }
 
 /// Runs `call` on a new thread, or rejects it when no thread can be started.

@@ -15,6 +15,13 @@ fn key_of(key: &Unknown<'_>) -> Result<OrganizationKey> {
     OrganizationKey::new(&args::key_bytes(key)?)
 }
 
+/// An organization id and a ledger tenant id to validate, checked in that order.
+pub fn tenant_ids(organization_id: &Unknown<'_>, ledger_tenant_id: &Unknown<'_>) -> Result<(String, String)> {
+    let organization = args::id_text("organization id", organization_id)?;
+    let tenant = args::id_text("ledger tenant id", ledger_tenant_id)?;
+    Ok((organization, tenant))
+}
+
 /// `t-` + the first 128 bits of HMAC-SHA256(key, issuer 0x00 subject).
 #[napi]
 pub fn derive_ledger_tenant_id(
@@ -91,12 +98,9 @@ pub fn lease_key_for(
     organization_id: Unknown<'_>,
     ledger_tenant_id: Unknown<'_>,
 ) -> napi::Result<String> {
-    let key = || {
-        let organization = args::id_text("organization id", &organization_id)?;
-        let tenant = args::id_text("ledger tenant id", &ledger_tenant_id)?;
-        ids::lease_key_for(&organization, &tenant)
-    };
-    key().or_throw(&env)
+    tenant_ids(&organization_id, &ledger_tenant_id)
+        .and_then(|(organization, tenant)| ids::lease_key_for(&organization, &tenant))
+        .or_throw(&env)
 }
 
 /// `<resolved state root>/orgs/<organization>/tenants/<ledger tenant>`, resolved as
@@ -110,8 +114,7 @@ pub fn tenant_root_for(
 ) -> napi::Result<String> {
     let root = || {
         let state_root = args::string("stateRoot", &state_root)?;
-        let organization = args::id_text("organization id", &organization_id)?;
-        let tenant = args::id_text("ledger tenant id", &ledger_tenant_id)?;
+        let (organization, tenant) = tenant_ids(&organization_id, &ledger_tenant_id)?;
         let root = ids::tenant_root_for(state_root.as_ref(), &organization, &tenant)?;
         root.into_os_string()
             .into_string()

@@ -11,7 +11,6 @@
 //! alive any more.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use gotry_tenant_state::clock::MonotonicClock;
 use gotry_tenant_state::errors::{Error, Result};
@@ -19,18 +18,19 @@ use gotry_tenant_state::keeper::{DEFAULT_MAX_BATCH, DEFAULT_RENEW_FRACTION};
 use gotry_tenant_state::{
     KeeperEvent, KeeperOptions, LeaseKeeper, ShutdownReport, SystemMonotonicClock, TickReport,
 };
-use napi::bindgen_prelude::{Either, Function, JsValue, Null, Object, ToNapiValue, TypeName, Unknown};
-use napi::{sys, Env, ValueType};
+use napi::bindgen_prelude::{Either, Function, Null, Object, Unknown};
+use napi::{Env, ValueType};
 use napi_derive::napi;
 
-use crate::args::{self, safe_number};
+use crate::args;
 use crate::clock::ManualClock;
-use crate::errors::{to_js_error, OrThrow};
+use crate::errors::OrThrow;
 use crate::events::{EventQueue, Forwarder};
 use crate::executor::{Lane, Pending};
 use crate::lease::NativeLease;
+use crate::objects::{key_errors, object_value, set_error, set_number, ObjectValue};
 use crate::store::NativeStore;
-use crate::tasks::{Job, KeeperTickTask, LeaseTask, RemovedTask, ShutdownTask};
+use crate::tasks::{queue, Job, KeeperTickTask, LeaseTask, RemovedTask, ShutdownTask};
 
 /// Keeps many leases of one owner on one store renewed; made by `NativeKeeper.start`.
 #[napi]
@@ -103,28 +103,25 @@ impl NativeKeeper {
     /// Acquires `key` and keeps it renewed; resolves to the kept lease.
     #[napi(ts_return_type = "Promise<NativeLease>")]
     pub fn acquire(&self, env: Env, key: Unknown<'_>) -> napi::Result<Pending<LeaseTask>> {
-        let key = args::text("key", &key).or_throw(&env)?;
         let keeper = Arc::clone(&self.keeper);
         let store_lane = self.store_lane.clone();
-        Ok(Pending::on(
-            &self.lane,
-            LeaseTask(Job::new(None, move || {
-                keeper
-                    .acquire(&key)
-                    .map(|lease| NativeLease::kept(lease, &store_lane))
-            })),
-        ))
+        queue(&env, Some(&self.lane), || {
+            let key = args::text("key", &key)?;
+            Ok(Job::new(None, move || {
+                let lease = keeper.acquire(&key)?;
+                Ok(NativeLease::kept(lease, &store_lane))
+            }))
+        })
     }
 
     /// Stops keeping `key` and releases it; resolves to false when it was not kept.
     #[napi(ts_return_type = "Promise<boolean>")]
     pub fn remove(&self, env: Env, key: Unknown<'_>) -> napi::Result<Pending<RemovedTask>> {
-        let key = args::string("key", &key).or_throw(&env)?;
         let keeper = Arc::clone(&self.keeper);
-        Ok(Pending::on(
-            &self.lane,
-            RemovedTask(Job::new(None, move || keeper.remove(&key))),
-        ))
+        queue(&env, Some(&self.lane), || {
+            let key = args::string("key", &key)?;
+            Ok(Job::new(None, move || keeper.remove(&key)))
+        })
     }
 
     /// The kept lease of `key`, if any.
@@ -149,7 +146,10 @@ impl NativeKeeper {
     #[napi(ts_return_type = "Promise<TickReport>")]
     pub fn tick(&self) -> Pending<KeeperTickTask> {
         let keeper = Arc::clone(&self.keeper);
-        Pending::on(&self.lane, KeeperTickTask(Job::new(None, move || keeper.tick())))
+        Pending::new(
+            Some(&self.lane),
+            KeeperTickTask(Job::new(None, move || keeper.tick())),
+        )
     }
 
     /// Stops renewing and releases every kept lease, starting no release after `timeoutMs`
@@ -157,23 +157,15 @@ impl NativeKeeper {
     #[napi(ts_return_type = "Promise<ShutdownReportValue>")]
     pub fn shutdown(&self, env: Env, timeout_ms: Unknown<'_>) -> napi::Result<Pending<ShutdownTask>> {
         let omitted = timeout_ms.get_type()? == ValueType::Undefined;
-        let timeout = || -> Result<Duration> {
-            if omitted {
-                return Ok(self.keeper.default_shutdown_timeout());
-            }
-            let timeout_ms = args::integer("timeoutMs", &timeout_ms)?;
-            u64::try_from(timeout_ms)
-                .map(Duration::from_millis)
-                .map_err(|_| Error::InvalidArgument {
-                    message: format!("timeoutMs must not be negative, got {timeout_ms}"),
-                })
-        };
-        let timeout = timeout().or_throw(&env)?;
         let keeper = Arc::clone(&self.keeper);
-        Ok(Pending::on(
-            &self.lane,
-            ShutdownTask(Job::new(None, move || Ok(keeper.shutdown(timeout)))),
-        ))
+        queue(&env, Some(&self.lane), || {
+            let timeout = if omitted {
+                keeper.default_shutdown_timeout()
+            } else {
+                args::millis("timeoutMs", &timeout_ms)?
+            };
+            Ok(Job::new(None, move || Ok(keeper.shutdown(timeout))))
+        })
     }
 
     /// The events told since the last call, oldest first.
@@ -208,12 +200,6 @@ fn optional_batch(value: Option<&Unknown<'_>>) -> Result<usize> {
     }
 }
 
-/// Sets `name` to a JS number that must be exact.
-fn set_number(object: &mut Object<'_>, name: &str, value: i64) -> napi::Result<()> {
-    let env = Env::from_raw(object.value().env);
-    object.set(name, safe_number(name, value).or_throw(&env)?)
-}
-
 /// A count as a JS number; exact for any count a process can hold.
 fn count(value: usize) -> f64 {
     value as f64
@@ -223,27 +209,17 @@ fn count(value: usize) -> f64 {
 /// `lost`; `{ kind, error, leases }` for `renew_failed`.
 pub struct EventValue(KeeperEvent);
 
-impl TypeName for EventValue {
-    fn type_name() -> &'static str {
-        "KeeperEventValue"
-    }
+object_value!(EventValue, "KeeperEventValue");
 
-    fn value_type() -> ValueType {
-        ValueType::Object
-    }
-}
-
-impl ToNapiValue for EventValue {
-    unsafe fn to_napi_value(raw_env: sys::napi_env, event: EventValue) -> napi::Result<sys::napi_value> {
-        let env = Env::from_raw(raw_env);
-        let event = event.0;
-        let mut object = Object::new(&env)?;
+impl ObjectValue for EventValue {
+    fn fill(self, env: &Env, object: &mut Object<'_>) -> napi::Result<()> {
+        let event = self.0;
         object.set("kind", event.kind().as_str())?;
         if let Some(key) = event.key() {
             object.set("key", key)?;
         }
         if let Some(epoch) = event.epoch() {
-            set_number(&mut object, "epoch", epoch)?;
+            set_number(env, object, "epoch", epoch)?;
         }
         let (error, leases) = match event {
             KeeperEvent::Lost { error, .. } => (Some(error), None),
@@ -251,13 +227,12 @@ impl ToNapiValue for EventValue {
             _ => (None, None),
         };
         if let Some(error) = error {
-            object.set("error", to_js_error(&env, error))?;
+            set_error(env, object, error)?;
         }
         if let Some(leases) = leases {
             object.set("leases", count(leases))?;
         }
-        // SAFETY: the object was made on this env, on its thread, just above.
-        unsafe { Object::to_napi_value(raw_env, object) }
+        Ok(())
     }
 }
 
@@ -287,39 +262,17 @@ impl From<TickReport> for JsTickReport {
 /// timedOut: [key] }`, each list ordered by key.
 pub struct ShutdownReportValue(pub ShutdownReport);
 
-impl TypeName for ShutdownReportValue {
-    fn type_name() -> &'static str {
-        "ShutdownReportValue"
-    }
+object_value!(ShutdownReportValue, "ShutdownReportValue");
 
-    fn value_type() -> ValueType {
-        ValueType::Object
-    }
-}
-
-impl ToNapiValue for ShutdownReportValue {
-    unsafe fn to_napi_value(
-        raw_env: sys::napi_env,
-        report: ShutdownReportValue,
-    ) -> napi::Result<sys::napi_value> {
-        let env = Env::from_raw(raw_env);
+impl ObjectValue for ShutdownReportValue {
+    fn fill(self, env: &Env, object: &mut Object<'_>) -> napi::Result<()> {
         let ShutdownReport {
             released,
             failed,
             timed_out,
-        } = report.0;
-        let mut failures = Vec::with_capacity(failed.len());
-        for (key, error) in failed {
-            let mut failure = Object::new(&env)?;
-            failure.set("key", key)?;
-            failure.set("error", to_js_error(&env, error))?;
-            failures.push(failure);
-        }
-        let mut object = Object::new(&env)?;
+        } = self.0;
         object.set("released", released)?;
-        object.set("failed", failures)?;
-        object.set("timedOut", timed_out)?;
-        // SAFETY: the object was made on this env, on its thread, just above.
-        unsafe { Object::to_napi_value(raw_env, object) }
+        object.set("failed", key_errors(env, failed)?)?;
+        object.set("timedOut", timed_out)
     }
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use gotry_tenant_state::clock::MonotonicClock;
 use gotry_tenant_state::errors::Result;
-use gotry_tenant_state::{LeaseOptions, LeaseRecord, SystemMonotonicClock, TenantLease};
+use gotry_tenant_state::{LeaseOptions, SystemMonotonicClock, TenantLease};
 use napi::bindgen_prelude::{Function, Unknown};
 use napi::Env;
 use napi_derive::napi;
@@ -18,7 +18,7 @@ use crate::clock::{HostMonotonicClock, ManualClock};
 use crate::errors::OrThrow;
 use crate::executor::{Lane, Pending};
 use crate::store::NativeStore;
-use crate::tasks::{Job, LeaseTask, RecordTask, UnitTask};
+use crate::tasks::{queue, Job, LeaseTask, RecordTask, UnitTask};
 
 /// A held lease; made by `acquireLease`.
 #[napi]
@@ -56,27 +56,26 @@ pub fn acquire_lease(
         (None, Some(function)) => Arc::new(HostMonotonicClock::new(&env, function)?),
         (None, None) => Arc::new(SystemMonotonicClock),
     };
-    let now = store.wall_reading(wall_now_ms.as_ref()).or_throw(&env)?;
     let host_wall_clock = store.host_clock();
     let lane = store.lane.clone();
-    let options = LeaseOptions {
-        key,
-        replica_id,
-        store: store.store.clone(),
-        ttl_ms,
-        margin_ms,
-        clock,
-    };
-    Ok(Pending::on(
-        &store.lane,
-        LeaseTask(Job::new(now, move || {
+    queue(&env, Some(&store.lane), || {
+        let now = store.wall_reading(wall_now_ms.as_ref())?;
+        let options = LeaseOptions {
+            key,
+            replica_id,
+            store: store.store.clone(),
+            ttl_ms,
+            margin_ms,
+            clock,
+        };
+        Ok(Job::new(now, move || {
             TenantLease::acquire(options).map(|lease| NativeLease {
                 lease: Arc::new(lease),
                 lane,
                 host_wall_clock,
             })
-        })),
-    ))
+        }))
+    })
 }
 
 #[napi]
@@ -137,14 +136,11 @@ impl NativeLease {
         env: Env,
         wall_now_ms: Option<Unknown<'_>>,
     ) -> napi::Result<Pending<RecordTask>> {
-        let now = self.wall_reading(wall_now_ms.as_ref()).or_throw(&env)?;
         let lease = self.lease.clone();
-        Ok(Pending::on(
-            &self.lane,
-            RecordTask(Job::new(now, move || -> Result<LeaseRecord> {
-                lease.mark_forgotten()
-            })),
-        ))
+        queue(&env, Some(&self.lane), || {
+            let now = self.wall_reading(wall_now_ms.as_ref())?;
+            Ok(Job::new(now, move || lease.mark_forgotten()))
+        })
     }
 }
 
@@ -175,12 +171,10 @@ impl NativeLease {
         wall_now_ms: Option<Unknown<'_>>,
         step: fn(&TenantLease, gotry_tenant_state::Turn) -> Result<()>,
     ) -> napi::Result<Pending<UnitTask>> {
-        let now = self.wall_reading(wall_now_ms.as_ref()).or_throw(env)?;
-        let turn = self.lease.take_turn();
-        let lease = self.lease.clone();
-        Ok(Pending::on(
-            &self.lane,
-            UnitTask(Job::new(now, move || step(&lease, turn))),
-        ))
+        queue(env, Some(&self.lane), || {
+            let now = self.wall_reading(wall_now_ms.as_ref())?;
+            let (turn, lease) = (self.lease.take_turn(), self.lease.clone());
+            Ok(Job::new(now, move || step(&lease, turn)))
+        })
     }
 }

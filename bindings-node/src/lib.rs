@@ -23,6 +23,7 @@ mod host;
 mod ids;
 mod keeper;
 mod lease;
+mod objects;
 mod router;
 mod store;
 mod tasks;

@@ -18,26 +18,27 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use gotry_tenant_state::clock::MonotonicClock;
 use gotry_tenant_state::errors::{Error, Result};
 use gotry_tenant_state::router::{CloseReport, CopyPolicy, Durability, RouterEvent, RouterOptions};
 use gotry_tenant_state::{RouterCall, SystemMonotonicClock, TenantHandle, TenantRouter, TenantStatus};
-use napi::bindgen_prelude::{Function, Object, ToNapiValue, TypeName, Unknown};
-use napi::{sys, Env, ValueType};
+use napi::bindgen_prelude::{Function, Object, Unknown};
+use napi::Env;
 use napi_derive::napi;
 
 use crate::args::{self, safe_count, safe_number};
 use crate::clock::ManualClock;
 use crate::copies::JsCopyId;
 use crate::durable::NativeDurableStore;
-use crate::errors::{to_js_error, OrThrow};
+use crate::errors::OrThrow;
 use crate::events::{EventQueue, Forwarder};
-use crate::executor::{Lane, Pending};
+use crate::executor::{unless_waiting, Lane, Pending};
 use crate::host::{fold_check, host_snapshot, SnapshotFunction, VerifyFunction};
+use crate::ids::tenant_ids;
+use crate::objects::{key_errors, object_value, set_error, set_number, ObjectValue};
 use crate::store::NativeStore;
-use crate::tasks::{CloseTask, Job, RouterBeginTask, RouterOpenTask, UnitTask};
+use crate::tasks::{queue, CloseTask, Job, RouterBeginTask, RouterOpenTask, UnitTask};
 
 /// Serves many tenants from one replica; made by `NativeRouter.start`.
 #[napi]
@@ -59,14 +60,6 @@ fn invalid(message: impl Into<String>) -> Error {
     Error::InvalidArgument {
         message: message.into(),
     }
-}
-
-/// A non-negative integer number of milliseconds.
-fn millis(name: &str, value: &Unknown<'_>) -> Result<Duration> {
-    let ms = args::integer(name, value)?;
-    u64::try_from(ms)
-        .map(Duration::from_millis)
-        .map_err(|_| invalid(format!("{name} must not be negative, got {ms}")))
 }
 
 #[napi]
@@ -117,7 +110,7 @@ impl NativeRouter {
                 ),
             };
             let interval = match &interval_ms {
-                Some(value) if !args::is_nullish(value)? => millis("intervalMs", value)?,
+                Some(value) if !args::is_nullish(value)? => args::millis("intervalMs", value)?,
                 _ => CopyPolicy::default().interval,
             };
             options.copy_policy = CopyPolicy {
@@ -176,18 +169,13 @@ impl NativeRouter {
         organization_id: Unknown<'_>,
         ledger_tenant_id: Unknown<'_>,
     ) -> napi::Result<Pending<RouterOpenTask>> {
-        let organization = args::id_text("organization id", &organization_id).or_throw(&env)?;
-        let tenant = args::id_text("ledger tenant id", &ledger_tenant_id).or_throw(&env)?;
         let router = self.router.clone();
-        let task = RouterOpenTask(Job::new(None, move || {
-            router
-                .open(&organization, &tenant)
-                .map(|handle| NativeTenantHandle { handle })
-        }));
-        Ok(if self.host_verify {
-            Pending::on_own_thread(task)
-        } else {
-            Pending::on(&self.copies, task)
+        queue(&env, unless_waiting(self.host_verify, &self.copies), || {
+            let (organization, tenant) = tenant_ids(&organization_id, &ledger_tenant_id)?;
+            Ok(Job::new(None, move || {
+                let handle = router.open(&organization, &tenant)?;
+                Ok(NativeTenantHandle { handle })
+            }))
         })
     }
 
@@ -197,15 +185,14 @@ impl NativeRouter {
         let key = args::string("key", &key).or_throw(&env)?;
         let router = self.router.clone();
         // Where the call's finish will run: it may write a copy, maybe through the host.
-        let finish = if !self.strict {
-            Finish::On(self.calls.clone())
-        } else if self.host_snapshot {
-            Finish::OwnThread
+        let finish = if self.strict {
+            unless_waiting(self.host_snapshot, &self.copies)
         } else {
-            Finish::On(self.copies.clone())
+            Some(&self.calls)
         };
-        Ok(Pending::on(
-            &self.calls,
+        let finish = finish.cloned();
+        Ok(Pending::new(
+            Some(&self.calls),
             RouterBeginTask(Job::new(None, move || {
                 router.begin(&key).map(|call| NativeRouterCall {
                     handle: call.handle().clone(),
@@ -225,22 +212,24 @@ impl NativeRouter {
         key: Unknown<'_>,
         timeout_ms: Unknown<'_>,
     ) -> napi::Result<Pending<UnitTask>> {
-        let key = args::string("key", &key).or_throw(&env)?;
-        let timeout = millis("timeoutMs", &timeout_ms).or_throw(&env)?;
         let router = self.router.clone();
-        Ok(Pending::on_own_thread(UnitTask(Job::new(None, move || {
-            router.handoff(&key, timeout)
-        }))))
+        queue(&env, None, || {
+            let key = args::string("key", &key)?;
+            let timeout = args::millis("timeoutMs", &timeout_ms)?;
+            Ok(Job::new(None, move || router.handoff(&key, timeout)))
+        })
     }
 
     /// Hands every tenant off (`timeoutMs` each), then refuses every later open.
     #[napi(ts_return_type = "Promise<CloseReportValue>")]
     pub fn close(&self, env: Env, timeout_ms: Unknown<'_>) -> napi::Result<Pending<CloseTask>> {
-        let timeout = millis("timeoutMs", &timeout_ms).or_throw(&env)?;
         let router = self.router.clone();
-        Ok(Pending::on_own_thread(CloseTask(Job::new(None, move || {
-            Ok(CloseReportValue(router.close(timeout)))
-        }))))
+        queue(&env, None, || {
+            let timeout = args::millis("timeoutMs", &timeout_ms)?;
+            Ok(Job::new(None, move || {
+                Ok(CloseReportValue(router.close(timeout)))
+            }))
+        })
     }
 
     /// Every tenant this replica knows, ordered by key. Synchronous: it only reads counters.
@@ -257,13 +246,6 @@ impl NativeRouter {
     }
 }
 
-/// Where a call's `finish` runs.
-#[derive(Clone)]
-enum Finish {
-    On(Arc<Lane>),
-    OwnThread,
-}
-
 /// A call in flight; made by `begin`, ended by `finish` or `abandon`.
 #[napi]
 pub struct NativeRouterCall {
@@ -271,7 +253,8 @@ pub struct NativeRouterCall {
     /// Taken by `finish` or `abandon`; dropped unfinished (garbage collected), it counts as a
     /// failed call, as `abandon` does.
     call: Option<RouterCall>,
-    finish: Finish,
+    /// Where `finish` runs (`None`: a thread of its own).
+    finish: Option<Arc<Lane>>,
 }
 
 #[napi]
@@ -288,11 +271,10 @@ impl NativeRouterCall {
     /// settles once a copy holds the call (and fails with that copy's error).
     #[napi(ts_return_type = "Promise<void>")]
     pub fn finish(&mut self, env: Env) -> napi::Result<Pending<UnitTask>> {
-        let call = self.take().or_throw(&env)?;
-        let task = UnitTask(Job::new(None, move || call.finish()));
-        Ok(match &self.finish {
-            Finish::On(lane) => Pending::on(lane, task),
-            Finish::OwnThread => Pending::on_own_thread(task),
+        let lane = self.finish.clone();
+        queue(&env, lane.as_ref(), || {
+            let call = self.take()?;
+            Ok(Job::new(None, move || call.finish()))
         })
     }
 
@@ -412,36 +394,22 @@ impl RouterEventValue {
     }
 }
 
-impl TypeName for RouterEventValue {
-    fn type_name() -> &'static str {
-        "RouterEventValue"
-    }
+object_value!(RouterEventValue, "RouterEventValue");
 
-    fn value_type() -> ValueType {
-        ValueType::Object
-    }
-}
-
-impl ToNapiValue for RouterEventValue {
-    unsafe fn to_napi_value(
-        raw_env: sys::napi_env,
-        event: RouterEventValue,
-    ) -> napi::Result<sys::napi_value> {
-        let env = Env::from_raw(raw_env);
-        let (kind, key, epoch, error) = match event {
+impl ObjectValue for RouterEventValue {
+    fn fill(self, env: &Env, object: &mut Object<'_>) -> napi::Result<()> {
+        let (kind, key, epoch, error) = match self {
             RouterEventValue::Lost { key, epoch } => ("lost", key, epoch, None),
             RouterEventValue::Closed { key, epoch } => ("closed", key, epoch, None),
             RouterEventValue::CopyFailed { key, epoch, error } => ("copyFailed", key, epoch, Some(error)),
         };
-        let mut object = Object::new(&env)?;
         object.set("kind", kind)?;
         object.set("key", key)?;
-        object.set("epoch", safe_number("epoch", epoch).or_throw(&env)?)?;
-        if let Some(error) = error {
-            object.set("error", to_js_error(&env, error))?;
+        set_number(env, object, "epoch", epoch)?;
+        match error {
+            Some(error) => set_error(env, object, error),
+            None => Ok(()),
         }
-        // SAFETY: the object was made on this env, on its thread, just above.
-        unsafe { Object::to_napi_value(raw_env, object) }
     }
 }
 
@@ -449,45 +417,23 @@ impl ToNapiValue for RouterEventValue {
 /// [{ key, error }] }`, each list ordered by key.
 pub struct CloseReportValue(pub CloseReport);
 
-impl TypeName for CloseReportValue {
-    fn type_name() -> &'static str {
-        "CloseReportValue"
-    }
+object_value!(CloseReportValue, "CloseReportValue");
 
-    fn value_type() -> ValueType {
-        ValueType::Object
-    }
-}
-
-impl ToNapiValue for CloseReportValue {
-    unsafe fn to_napi_value(
-        raw_env: sys::napi_env,
-        report: CloseReportValue,
-    ) -> napi::Result<sys::napi_value> {
-        let env = Env::from_raw(raw_env);
+impl ObjectValue for CloseReportValue {
+    fn fill(self, env: &Env, object: &mut Object<'_>) -> napi::Result<()> {
         let CloseReport {
             mut handed_off,
             mut timed_out,
             mut failed,
             ..
-        } = report.0;
+        } = self.0;
         // The core lists them in its map's order; hosts get them by key, as a keeper's
         // shutdown report lists its leases.
         handed_off.sort();
         timed_out.sort();
         failed.sort_by(|a, b| a.0.cmp(&b.0));
-        let mut failures = Vec::with_capacity(failed.len());
-        for (key, error) in failed {
-            let mut failure = Object::new(&env)?;
-            failure.set("key", key)?;
-            failure.set("error", to_js_error(&env, error))?;
-            failures.push(failure);
-        }
-        let mut object = Object::new(&env)?;
         object.set("handedOff", handed_off)?;
         object.set("timedOut", timed_out)?;
-        object.set("failed", failures)?;
-        // SAFETY: the object was made on this env, on its thread, just above.
-        unsafe { Object::to_napi_value(raw_env, object) }
+        object.set("failed", key_errors(env, failed)?)
     }
 }

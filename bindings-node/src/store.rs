@@ -9,18 +9,17 @@ use gotry_tenant_state::errors::{Error, Result};
 use gotry_tenant_state::{
     HistoryEntry, LeaseGrant, LeaseRecord, LeaseStore, SqliteLeaseStore, SqliteOptions, WallClock,
 };
-use napi::bindgen_prelude::{
-    Array, AsyncTask, FromNapiValue, JsValue, Object, ToNapiValue, TypeName, Unknown,
-};
-use napi::{sys, Env, ValueType};
+use napi::bindgen_prelude::{Array, AsyncTask, FromNapiValue, JsValue, Object, Unknown};
+use napi::Env;
 use napi_derive::napi;
 
 use crate::args::{self, safe_number};
 use crate::clock::{HostWallClock, ManualClock};
-use crate::errors::{to_js_error, OrThrow};
+use crate::errors::OrThrow;
 use crate::executor::{Lane, Pending};
+use crate::objects::{object_value, set_error, ObjectValue};
 use crate::tasks::{
-    ClockTask, GrantTask, HistoryTask, Job, OpenStoreTask, ReadTask, RecordTask, RenewBatchTask,
+    queue, ClockTask, GrantTask, HistoryTask, Job, OpenStoreTask, ReadTask, RecordTask, RenewBatchTask,
 };
 
 /// The state of one tenant's lease.
@@ -65,32 +64,20 @@ impl JsLeaseGrant {
 /// A refusal is a value, not a rejection, so one lost tenant does not hide the others.
 pub struct RenewAnswer(pub Result<LeaseGrant>);
 
-impl TypeName for RenewAnswer {
-    fn type_name() -> &'static str {
-        "RenewAnswer"
-    }
+object_value!(RenewAnswer, "RenewAnswer");
 
-    fn value_type() -> ValueType {
-        ValueType::Object
-    }
-}
-
-impl ToNapiValue for RenewAnswer {
-    unsafe fn to_napi_value(raw_env: sys::napi_env, answer: RenewAnswer) -> napi::Result<sys::napi_value> {
-        let env = Env::from_raw(raw_env);
-        let mut object = Object::new(&env)?;
-        match answer.0.and_then(|grant| JsLeaseGrant::from_core(&grant)) {
+impl ObjectValue for RenewAnswer {
+    fn fill(self, env: &Env, object: &mut Object<'_>) -> napi::Result<()> {
+        match self.0.and_then(|grant| JsLeaseGrant::from_core(&grant)) {
             Ok(grant) => {
                 object.set("ok", true)?;
-                object.set("grant", grant)?;
+                object.set("grant", grant)
             }
             Err(error) => {
                 object.set("ok", false)?;
-                object.set("error", to_js_error(&env, error))?;
+                set_error(env, object, error)
             }
         }
-        // SAFETY: the object was made on this env, on its thread, just above.
-        unsafe { Object::to_napi_value(raw_env, object) }
     }
 }
 
@@ -167,14 +154,9 @@ impl NativeStore {
     /// Opens the store a URL names (`sqlite:path.db`, ...), on the system clock.
     #[napi(factory)]
     pub fn open_url(env: Env, url: Unknown<'_>) -> napi::Result<NativeStore> {
-        let open = || -> Result<NativeStore> {
-            let url = args::string("url", &url)?;
-            Ok(NativeStore::new(
-                gotry_tenant_state::open_lease_store(&url)?,
-                false,
-            ))
-        };
-        open().or_throw(&env)
+        args::string("url", &url)
+            .and_then(|url| NativeStore::open_url_now(&url))
+            .or_throw(&env)
     }
 
     /// `openUrl` as a promise, on a thread of its own: a MySQL store connects while it opens,
@@ -182,13 +164,10 @@ impl NativeStore {
     /// must not take a thread that other stores' calls need.
     #[napi(ts_return_type = "Promise<NativeStore>")]
     pub fn open_url_async(env: Env, url: Unknown<'_>) -> napi::Result<Pending<OpenStoreTask>> {
-        let url = args::string("url", &url).or_throw(&env)?;
-        Ok(Pending::on_own_thread(OpenStoreTask(Job::new(None, move || {
-            Ok(NativeStore::new(
-                gotry_tenant_state::open_lease_store(&url)?,
-                false,
-            ))
-        }))))
+        queue(&env, None, || {
+            let url = args::string("url", &url)?;
+            Ok(Job::new(None, move || NativeStore::open_url_now(&url)))
+        })
     }
 
     /// Whether every operation needs a store clock reading taken by the caller.
@@ -199,12 +178,11 @@ impl NativeStore {
 
     #[napi(ts_return_type = "Promise<LeaseRecord | null>")]
     pub fn read(&self, env: Env, key: Unknown<'_>) -> napi::Result<Pending<ReadTask>> {
-        let key = args::text("key", &key).or_throw(&env)?;
         let store = self.store.clone();
-        Ok(Pending::on(
-            &self.lane,
-            ReadTask(Job::new(None, move || store.read(&key))),
-        ))
+        queue(&env, Some(&self.lane), || {
+            let key = args::text("key", &key)?;
+            Ok(Job::new(None, move || store.read(&key)))
+        })
     }
 
     #[napi(ts_return_type = "Promise<LeaseGrant>")]
@@ -216,17 +194,14 @@ impl NativeStore {
         ttl_ms: Unknown<'_>,
         wall_now_ms: Option<Unknown<'_>>,
     ) -> napi::Result<Pending<GrantTask>> {
-        let prepare = || -> Result<Job<LeaseGrant>> {
+        queue(&env, Some(&self.lane), || {
             let key = args::text("key", &key)?;
             let owner = args::text("owner", &owner)?;
             let ttl_ms = args::integer("ttlMs", &ttl_ms)?;
             let store = self.store.clone();
             let now = self.wall_reading(wall_now_ms.as_ref())?;
             Ok(Job::new(now, move || store.acquire(&key, &owner, ttl_ms)))
-        };
-        prepare()
-            .map(|job| Pending::on(&self.lane, GrantTask(job)))
-            .or_throw(&env)
+        })
     }
 
     #[napi(ts_return_type = "Promise<LeaseGrant>")]
@@ -239,9 +214,9 @@ impl NativeStore {
         ttl_ms: Unknown<'_>,
         wall_now_ms: Option<Unknown<'_>>,
     ) -> napi::Result<Pending<GrantTask>> {
-        self.renew_job([&key, &owner, &epoch, &ttl_ms], wall_now_ms.as_ref())
-            .map(|job| Pending::on(&self.lane, GrantTask(job)))
-            .or_throw(&env)
+        queue(&env, Some(&self.lane), || {
+            self.renew_job([&key, &owner, &epoch, &ttl_ms], wall_now_ms.as_ref())
+        })
     }
 
     /// Benchmark only (`bench/executor.mjs`), not part of the package's API: `renew` run as
@@ -274,7 +249,7 @@ impl NativeStore {
         leases: Array<'_>,
         wall_now_ms: Option<Unknown<'_>>,
     ) -> napi::Result<Pending<RenewBatchTask>> {
-        let prepare = || -> Result<Job<Vec<Result<LeaseGrant>>>> {
+        queue(&env, Some(&self.lane), || {
             let owner = args::text("owner", &owner)?;
             let ttl_ms = args::integer("ttlMs", &ttl_ms)?;
             let pairs = lease_pairs(&leases)?;
@@ -285,10 +260,7 @@ impl NativeStore {
                     pairs.iter().map(|(key, epoch)| (key.as_str(), *epoch)).collect();
                 store.renew_batch(&owner, ttl_ms, &borrowed)
             }))
-        };
-        prepare()
-            .map(|job| Pending::on(&self.lane, RenewBatchTask(job)))
-            .or_throw(&env)
+        })
     }
 
     #[napi(ts_return_type = "Promise<LeaseRecord>")]
@@ -340,12 +312,11 @@ impl NativeStore {
     /// SQLite, whose lane runs one call at a time, it sees them without awaiting them first.
     #[napi(ts_return_type = "Promise<Array<HistoryEntry>>")]
     pub fn history_async(&self, env: Env, key: Option<Unknown<'_>>) -> napi::Result<Pending<HistoryTask>> {
-        let key = history_key(key.as_ref()).or_throw(&env)?;
         let store = self.store.clone();
-        Ok(Pending::on(
-            &self.lane,
-            HistoryTask(Job::new(None, move || store.history(key.as_deref()))),
-        ))
+        queue(&env, Some(&self.lane), || {
+            let key = history_key(key.as_ref())?;
+            Ok(Job::new(None, move || store.history(key.as_deref())))
+        })
     }
 
     /// The clock the store decides on, read synchronously: the system clock, a manual clock, or
@@ -365,12 +336,11 @@ impl NativeStore {
         env: Env,
         wall_now_ms: Option<Unknown<'_>>,
     ) -> napi::Result<Pending<ClockTask>> {
-        let now = self.wall_reading(wall_now_ms.as_ref()).or_throw(&env)?;
         let store = self.store.clone();
-        Ok(Pending::on(
-            &self.lane,
-            ClockTask(Job::new(now, move || store.now_ms())),
-        ))
+        queue(&env, Some(&self.lane), || {
+            let now = self.wall_reading(wall_now_ms.as_ref())?;
+            Ok(Job::new(now, move || store.now_ms()))
+        })
     }
 
     /// Closes the store; later calls fail with LEASE_STORE_UNAVAILABLE.
@@ -387,6 +357,14 @@ impl NativeStore {
             store,
             host_clock,
         }
+    }
+
+    /// The store a URL names, opened on the calling thread.
+    fn open_url_now(url: &str) -> Result<NativeStore> {
+        Ok(NativeStore::new(
+            gotry_tenant_state::open_lease_store(url)?,
+            false,
+        ))
     }
 
     pub(crate) fn wall_reading(&self, value: Option<&Unknown<'_>>) -> Result<Option<i64>> {
@@ -414,17 +392,14 @@ impl NativeStore {
         wall_now_ms: Option<&Unknown<'_>>,
         operation: fn(&dyn LeaseStore, &str, &str, i64) -> Result<LeaseRecord>,
     ) -> napi::Result<Pending<RecordTask>> {
-        let prepare = || -> Result<Job<LeaseRecord>> {
+        queue(env, Some(&self.lane), || {
             let (key, owner, epoch) = holder_args(key, owner, epoch)?;
             let store = self.store.clone();
             let now = self.wall_reading(wall_now_ms)?;
             Ok(Job::new(now, move || {
                 operation(store.as_ref(), &key, &owner, epoch)
             }))
-        };
-        prepare()
-            .map(|job| Pending::on(&self.lane, RecordTask(job)))
-            .or_throw(env)
+        })
     }
 }
 

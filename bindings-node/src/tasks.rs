@@ -9,6 +9,8 @@ use gotry_tenant_state::{
     CopyId, CopyListing, GcReport, HistoryEntry, LeaseGrant, LeaseRecord, ObjectInfo, PutOutcome,
     RestoreReport, ShutdownReport, TickReport, WrittenCopy,
 };
+use std::sync::Arc;
+
 use napi::bindgen_prelude::{Buffer, Task};
 use napi::Env;
 
@@ -17,6 +19,7 @@ use crate::clock::with_wall_reading;
 use crate::copies::{JsCopyId, JsCopyListing, JsGcReport, JsRestoreReport, JsWrittenCopy};
 use crate::durable::{object_bytes, put_outcome, JsObjectInfo, NativeDurableStore};
 use crate::errors::OrThrow;
+use crate::executor::{Lane, Pending};
 use crate::keeper::{JsTickReport, ShutdownReportValue};
 use crate::lease::NativeLease;
 use crate::router::{CloseReportValue, NativeRouterCall, NativeTenantHandle};
@@ -48,11 +51,37 @@ impl<T> Job<T> {
     }
 }
 
+/// A task that runs one [`Job`].
+pub trait JobTask: Task + Sized + 'static {
+    type Core;
+
+    fn of(job: Job<Self::Core>) -> Self;
+}
+
+/// Checks a call's arguments on the JS thread, where a bad one throws before anything is
+/// queued, and queues the job that `prepare` makes of them on `lane` (`None`: a thread of its
+/// own). The job owns all it uses: it runs after the call has returned.
+pub fn queue<T: JobTask>(
+    env: &Env,
+    lane: Option<&Arc<Lane>>,
+    prepare: impl FnOnce() -> Result<Job<T::Core>>,
+) -> napi::Result<Pending<T>> {
+    prepare().map(|job| Pending::new(lane, T::of(job))).or_throw(env)
+}
+
 /// Declares a task type: `$core` computed off the JS thread, turned into `$js` by `$convert`.
 macro_rules! blocking_task {
     ($(#[$doc:meta])* $name:ident: $core:ty => $js:ty, $convert:expr) => {
         $(#[$doc])*
         pub struct $name(pub Job<$core>);
+
+        impl JobTask for $name {
+            type Core = $core;
+
+            fn of(job: Job<$core>) -> $name {
+                $name(job)
+            }
+        }
 
         impl Task for $name {
             type Output = Result<$core>;

@@ -20,12 +20,11 @@ const { spawnSync } = require('node:child_process');
 const Database = require('better-sqlite3');
 
 const pkg = require('..');
-const { tempDbPath, rejection } = require('./helpers');
+const { tempDbPath, rejection, isA, LEDGER, appendLedger, ledgerOf } = require('./helpers');
 
 const { SqliteLeaseStore, TenantLease, ManualClock, EpochCopies, DirectoryDurableStore, openDurableStore } = pkg;
 
 const ORG = 'acme';
-const LEDGER = path.join('gotry-state', 'gotry-state.db');
 const NOTES = path.join('notes', 'readme.txt');
 const TTL_MS = 1_000;
 const S3_URL = process.env.GOTRY_S3_URL;
@@ -52,32 +51,17 @@ function leases() {
 }
 
 /** A tenant root of one replica: its own state folder, laid out as tenantRootFor says. */
+/** A fresh tenant, held by `a` in a fresh lease store, and copies in a fresh durable store. */
+async function heldTenant() {
+    const { tenant, key } = newTenant();
+    const { store, acquire, expireAll } = leases();
+    const copies = new EpochCopies({ store: directoryStore().store });
+    const a = await acquire(key, 'a');
+    return { tenant, key, store, acquire, expireAll, copies, a };
+}
+
 function tenantRoot(tenant) {
     return pkg.tenantRootFor(tempDir(), ORG, tenant);
-}
-
-/** Appends entries to a root's ledger (created on first use), one connection per write. */
-function appendLedger(root, ...texts) {
-    fs.mkdirSync(path.join(root, 'gotry-state'), { recursive: true });
-    const db = new Database(path.join(root, LEDGER));
-    try {
-        db.pragma('journal_mode = WAL');
-        db.exec('CREATE TABLE IF NOT EXISTS entries (n INTEGER PRIMARY KEY, text TEXT NOT NULL)');
-        const insert = db.prepare('INSERT INTO entries (text) VALUES (?)');
-        for (const text of texts) insert.run(text);
-    } finally {
-        db.close();
-    }
-}
-
-/** A ledger's entries. Read-write, so that closing leaves no -wal or -shm file behind. */
-function ledgerOf(root) {
-    const db = new Database(path.join(root, LEDGER), { fileMustExist: true });
-    try {
-        return db.prepare('SELECT text FROM entries ORDER BY n').all().map(row => row.text);
-    } finally {
-        db.close();
-    }
 }
 
 function writeNotes(root, text) {
@@ -109,15 +93,6 @@ function flipByte(file) {
 function directoryStore() {
     const dir = path.join(tempDir(), 'copies');
     return { dir, store: new DirectoryDurableStore({ path: dir }) };
-}
-
-function isA(cls, code) {
-    return error => {
-        assert.ok(error instanceof cls, `${error && error.name}: ${error && error.message}`);
-        assert.ok(error instanceof pkg.TenantStateError);
-        assert.equal(error.code, code);
-        return true;
-    };
 }
 
 /**
@@ -206,10 +181,7 @@ if (S3_URL) {
 }
 
 test('B crashes before its first copy: C skips A\'s late copy as superseded', async () => {
-    const { tenant, key } = newTenant();
-    const { store, acquire, expireAll } = leases();
-    const copies = new EpochCopies({ store: directoryStore().store });
-    const a = await acquire(key, 'a');
+    const { tenant, key, store, acquire, expireAll, copies, a } = await heldTenant();
     const rootA = tenantRoot(tenant);
     appendLedger(rootA, 'a1');
     await copies.writeCopy(a, rootA);
@@ -269,10 +241,7 @@ test('a flipped byte is skipped as checksum; no copy that verifies is RestoreVer
 });
 
 test('verify: false skips a copy as fold, sees the fetched copy, and may be async', async () => {
-    const { tenant, key } = newTenant();
-    const { store, acquire, expireAll } = leases();
-    const copies = new EpochCopies({ store: directoryStore().store });
-    const a = await acquire(key, 'a');
+    const { tenant, key, store, acquire, expireAll, copies, a } = await heldTenant();
     const rootA = tenantRoot(tenant);
     appendLedger(rootA, 'good');
     await copies.writeCopy(a, rootA);
@@ -310,10 +279,7 @@ test('verify: false skips a copy as fold, sees the fetched copy, and may be asyn
 });
 
 test('a verify that throws or rejects rejects the restore with that very value; a non-boolean is a TypeError', async () => {
-    const { tenant, key } = newTenant();
-    const { store, acquire, expireAll } = leases();
-    const copies = new EpochCopies({ store: directoryStore().store });
-    const a = await acquire(key, 'a');
+    const { tenant, key, store, acquire, expireAll, copies, a } = await heldTenant();
     const rootA = tenantRoot(tenant);
     appendLedger(rootA);
     await copies.writeCopy(a, rootA);
@@ -461,10 +427,7 @@ test('a large restore leaves the event loop free: timers keep firing', async t =
 });
 
 test('gc keeps the newest valid copies; forgetCopies deletes up to the forgotten floor', async () => {
-    const { tenant, key } = newTenant();
-    const { store, acquire, expireAll } = leases();
-    const copies = new EpochCopies({ store: directoryStore().store });
-    const a = await acquire(key, 'a');
+    const { tenant, key, store, acquire, expireAll, copies, a } = await heldTenant();
     const root = tenantRoot(tenant);
     for (const text of ['1', '2', '3']) {
         writeNotes(root, text);

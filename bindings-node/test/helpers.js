@@ -1,9 +1,11 @@
 'use strict';
+const assert = require('node:assert/strict');
 const { spawn } = require('node:child_process');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const readline = require('node:readline');
+const Database = require('better-sqlite3');
 
 /** The temporary folders made here, removed when the process exits (one listener for all). */
 const tempDirs = [];
@@ -59,6 +61,44 @@ function holdWriteLock(file, seconds) {
     return { locked, exited };
 }
 
+/** Where a tenant root keeps the host's SQLite ledger in these tests. */
+const LEDGER = path.join('gotry-state', 'gotry-state.db');
+
+/** Appends entries to a root's ledger (created on first use), one connection per write. */
+function appendLedger(root, ...texts) {
+    fs.mkdirSync(path.join(root, 'gotry-state'), { recursive: true });
+    const db = new Database(path.join(root, LEDGER));
+    try {
+        db.pragma('journal_mode = WAL');
+        db.exec('CREATE TABLE IF NOT EXISTS entries (n INTEGER PRIMARY KEY, text TEXT NOT NULL)');
+        const insert = db.prepare('INSERT INTO entries (text) VALUES (?)');
+        for (const text of texts) insert.run(text);
+    } finally {
+        db.close();
+    }
+}
+
+/** A ledger's entries. Read-write, so that closing leaves no -wal or -shm file behind. */
+function ledgerOf(root) {
+    const db = new Database(path.join(root, LEDGER), { fileMustExist: true });
+    try {
+        return db.prepare('SELECT text FROM entries ORDER BY n').all().map(row => row.text);
+    } finally {
+        db.close();
+    }
+}
+
+/** An `assert.rejects`/`throws` check: the error is a TenantStateError of class `cls` with `code`. */
+function isA(cls, code) {
+    const { TenantStateError } = require('..');
+    return error => {
+        assert.ok(error instanceof cls, `${error && error.name}: ${error && error.message}`);
+        assert.ok(error instanceof TenantStateError);
+        assert.equal(error.code, code);
+        return true;
+    };
+}
+
 const KEY = Buffer.from('0123456789abcdef0123456789abcdef');
 
-module.exports = { tempDbPath, rejection, holdWriteLock, KEY };
+module.exports = { tempDbPath, rejection, isA, holdWriteLock, KEY, LEDGER, appendLedger, ledgerOf };

@@ -16,14 +16,13 @@ const path = require('node:path');
 const Database = require('better-sqlite3');
 
 const pkg = require('..');
-const { tempDbPath, rejection } = require('./helpers');
+const { tempDbPath, rejection, isA, LEDGER, appendLedger, ledgerOf: ledgerEntries } = require('./helpers');
 
 const {
     TenantRouter, SqliteLeaseStore, DirectoryDurableStore, EpochCopies, ManualClock, TenantLease,
 } = pkg;
 
 const ORG = 'acme';
-const LEDGER = path.join('gotry-state', 'gotry-state.db');
 const TTL_MS = 3_000;
 const MARGIN_MS = 500;
 
@@ -67,38 +66,24 @@ function world() {
     return { dir, wall, leaseStore, durableStore, durableDir, start, cleanup };
 }
 
+/** Runs `body` with a fresh world, cleaned up after it whatever it did. */
+async function inWorld(body) {
+    const w = world();
+    try {
+        return await body(w);
+    } finally {
+        await w.cleanup();
+    }
+}
+
 /** Appends to the tenant's ledger, one connection per call. */
 function append(handle, ...texts) {
-    fs.mkdirSync(path.join(handle.root, 'gotry-state'), { recursive: true });
-    const db = new Database(path.join(handle.root, LEDGER));
-    try {
-        db.pragma('journal_mode = WAL');
-        db.exec('CREATE TABLE IF NOT EXISTS entries (n INTEGER PRIMARY KEY, text TEXT NOT NULL)');
-        const insert = db.prepare('INSERT INTO entries (text) VALUES (?)');
-        for (const text of texts) insert.run(text);
-    } finally {
-        db.close();
-    }
+    appendLedger(handle.root, ...texts);
 }
 
+/** A root's ledger entries; none when it has no ledger yet. */
 function ledgerOf(root) {
-    const file = path.join(root, LEDGER);
-    if (!fs.existsSync(file)) return [];
-    const db = new Database(file, { fileMustExist: true });
-    try {
-        return db.prepare('SELECT text FROM entries ORDER BY n').all().map(row => row.text);
-    } finally {
-        db.close();
-    }
-}
-
-function isA(cls, code) {
-    return error => {
-        assert.ok(error instanceof cls, `${error && error.name}: ${error && error.message}`);
-        assert.ok(error instanceof pkg.TenantStateError);
-        assert.equal(error.code, code);
-        return true;
-    };
+    return fs.existsSync(path.join(root, LEDGER)) ? ledgerEntries(root) : [];
 }
 
 /** A promise and the functions that settle it: a call the test holds in flight. */
@@ -119,412 +104,347 @@ async function until(check, what, ms = 5_000) {
 
 const statusOf = (router, key) => router.status().find(status => status.key === key);
 
-test('capacity is refused before the lease, the root or the durable store is touched', async () => {
-    const w = world();
-    try {
-        const { router } = await w.start('replica-1', { capacity: 1 });
-        assert.equal(router.capacity, 1);
-        const first = newTenant();
-        const second = newTenant();
-        await router.open(ORG, first.tenant);
-        const error = await rejection(router.open(ORG, second.tenant));
-        assert.ok(isA(pkg.ReplicaAtCapacityError, 'GOTRY_TENANT_REPLICA_AT_CAPACITY')(error));
-        assert.equal(error.limit, 1);
-        assert.equal(await w.leaseStore.read(second.key), null, 'no lease was acquired');
-        assert.deepEqual(w.leaseStore.history(second.key), []);
-        assert.equal(fs.existsSync(pkg.tenantRootFor(path.join(w.dir, 'replica-1'), ORG, second.tenant)), false);
-        assert.deepEqual(await w.durableStore.list(`orgs/${ORG}/tenants/${second.tenant}/`), []);
-        // Opening a tenant already served is no new tenant.
-        assert.equal((await router.open(ORG, first.tenant)).epoch, 1);
+test('capacity is refused before the lease, the root or the durable store is touched', () => inWorld(async w => {
+    const { router } = await w.start('replica-1', { capacity: 1 });
+    assert.equal(router.capacity, 1);
+    const first = newTenant();
+    const second = newTenant();
+    await router.open(ORG, first.tenant);
+    const error = await rejection(router.open(ORG, second.tenant));
+    assert.ok(isA(pkg.ReplicaAtCapacityError, 'GOTRY_TENANT_REPLICA_AT_CAPACITY')(error));
+    assert.equal(error.limit, 1);
+    assert.equal(await w.leaseStore.read(second.key), null, 'no lease was acquired');
+    assert.deepEqual(w.leaseStore.history(second.key), []);
+    assert.equal(fs.existsSync(pkg.tenantRootFor(path.join(w.dir, 'replica-1'), ORG, second.tenant)), false);
+    assert.deepEqual(await w.durableStore.list(`orgs/${ORG}/tenants/${second.tenant}/`), []);
+    // Opening a tenant already served is no new tenant.
+    assert.equal((await router.open(ORG, first.tenant)).epoch, 1);
 
-        const { router: defaults } = await w.start('replica-2');
-        assert.ok(Number.isSafeInteger(defaults.capacity) && defaults.capacity >= 1, String(defaults.capacity));
-        await assert.rejects(TenantRouter.start({
-            leaseStore: w.leaseStore, durableStore: w.durableStore, stateRoot: w.dir, replicaId: 'r', ttlMs: TTL_MS, marginMs: MARGIN_MS, capacity: 0,
-        }), RangeError);
-    } finally {
-        await w.cleanup();
+    const { router: defaults } = await w.start('replica-2');
+    assert.ok(Number.isSafeInteger(defaults.capacity) && defaults.capacity >= 1, String(defaults.capacity));
+    await assert.rejects(TenantRouter.start({
+        leaseStore: w.leaseStore, durableStore: w.durableStore, stateRoot: w.dir, replicaId: 'r', ttlMs: TTL_MS, marginMs: MARGIN_MS, capacity: 0,
+    }), RangeError);
+}));
+
+test('two replicas on one lease store: the second open is LeaseHeldError naming the owner', () => inWorld(async w => {
+    const { router: one } = await w.start('replica-1');
+    const { router: two } = await w.start('replica-2');
+    const { tenant, key } = newTenant();
+    const handle = await one.open(ORG, tenant);
+    assert.equal(handle.key, key);
+    assert.equal(handle.epoch, 1);
+    assert.equal(handle.restoredFrom, null);
+    assert.equal(handle.root, pkg.tenantRootFor(path.join(w.dir, 'replica-1'), ORG, tenant));
+    handle.assertHeld();
+    assert.equal(handle.isHeld(), true);
+    const error = await rejection(two.open(ORG, tenant));
+    assert.ok(isA(pkg.LeaseHeldError, 'GOTRY_TENANT_LEASE_HELD')(error));
+    assert.equal(error.record.owner, 'replica-1');
+    assert.equal(error.record.epoch, 1);
+    assert.equal(error.record.key, key);
+    assert.deepEqual(two.status(), [], 'the refused replica keeps nothing');
+    // A replica that does not serve a tenant cannot run or hand it off.
+    assert.ok((await rejection(two.run(key, () => 1))) instanceof pkg.LeaseLostError);
+    assert.ok((await rejection(two.handoff(key, 100))) instanceof pkg.LeaseLostError);
+}));
+
+test('a handoff carries the tenant\'s data to the next replica', () => inWorld(async w => {
+    const { router: one, events } = await w.start('replica-1');
+    const { router: two } = await w.start('replica-2');
+    const { tenant, key } = newTenant();
+    await one.open(ORG, tenant);
+    assert.equal(await one.run(key, handle => { append(handle, 'a'); return 'first'; }), 'first');
+    assert.equal(await one.run(key, async handle => { await null; append(handle, 'b'); }), undefined);
+    assert.equal(statusOf(one, key).writesSinceCopy, 2);
+
+    await one.handoff(key, 1_000);
+    assert.deepEqual(one.status(), []);
+    // Told before the handoff's promise settled.
+    assert.deepEqual(events, [{ kind: 'closed', key, epoch: 1 }]);
+    const record = await w.leaseStore.read(key);
+    assert.ok(record.leaseUntilMs <= w.wall.nowMs(), 'released: the next replica may start at once');
+
+    const handle = await two.open(ORG, tenant);
+    assert.equal(handle.epoch, 2);
+    assert.deepEqual(handle.restoredFrom, { epoch: 1, seq: 1 });
+    assert.deepEqual(await two.run(key, h => ledgerOf(h.root)), ['a', 'b']);
+    assert.deepEqual(statusOf(two, key).lastCopy, { epoch: 1, seq: 1 });
+}));
+
+test('a draining tenant refuses new calls and opens; the handoff waits for the running call', () => inWorld(async w => {
+    const { router } = await w.start('replica-1');
+    const { tenant, key } = newTenant();
+    await router.open(ORG, tenant);
+    const held = gate();
+    const running = router.run(key, async handle => { await held.opened; append(handle, 'slow'); return 'slow done'; });
+    await until(() => statusOf(router, key).inFlight === 1, 'the call in flight');
+    const handoff = router.handoff(key, 10_000);
+    await until(() => statusOf(router, key).state === 'draining', 'draining');
+    const refused = await rejection(router.run(key, () => 'never'));
+    assert.ok(isA(pkg.TenantDrainingError, 'GOTRY_TENANT_DRAINING')(refused));
+    assert.ok(isA(pkg.TenantDrainingError, 'GOTRY_TENANT_DRAINING')(await rejection(router.open(ORG, tenant))));
+    assert.ok(isA(pkg.TenantDrainingError, 'GOTRY_TENANT_DRAINING')(await rejection(router.handoff(key, 100))));
+    held.open();
+    assert.equal(await running, 'slow done');
+    await handoff;
+    assert.deepEqual(router.status(), []);
+    const copies = await new EpochCopies(w.durableStore).list(key);
+    assert.deepEqual(copies.map(c => [c.epoch, c.seq, c.complete]), [[1, 1, true]], 'the final copy holds the slow call');
+}));
+
+test('a drain timeout leaves the tenant serving, nothing copied or released', () => inWorld(async w => {
+    const { router, events } = await w.start('replica-1');
+    const { tenant, key } = newTenant();
+    await router.open(ORG, tenant);
+    const held = gate();
+    const running = router.run(key, async () => { await held.opened; return 'late'; });
+    await until(() => statusOf(router, key).inFlight === 1, 'the call in flight');
+    const error = await rejection(router.handoff(key, 50));
+    assert.ok(isA(pkg.DrainTimeoutError, 'GOTRY_TENANT_DRAIN_TIMEOUT')(error));
+    assert.equal(error.inFlight, 1);
+    assert.equal(error.timeoutMs, 50);
+    assert.equal(statusOf(router, key).state, 'serving');
+    assert.equal(await router.run(key, handle => { append(handle, 'meanwhile'); return 'served'; }), 'served');
+    held.open();
+    assert.equal(await running, 'late');
+    assert.equal(statusOf(router, key).inFlight, 0);
+    assert.deepEqual(await w.durableStore.list(`orgs/${ORG}/tenants/${tenant}/epochs/00000000000000000001/00000000000000000001/`), []);
+    assert.equal((await w.leaseStore.read(key)).owner, 'replica-1');
+    assert.ok((await w.leaseStore.read(key)).leaseUntilMs > w.wall.nowMs(), 'still held');
+    assert.deepEqual(events, []);
+}));
+
+test('a call that throws ends unacknowledged and rejects with that very value', () => inWorld(async w => {
+    const { router } = await w.start('replica-1', { copyPolicy: { durability: 'strict' } });
+    const { tenant, key } = newTenant();
+    await router.open(ORG, tenant);
+    const thrown = new Error('the call failed');
+    assert.equal(await rejection(router.run(key, () => { throw thrown; })), thrown);
+    assert.equal(await rejection(router.run(key, async () => { throw thrown; })), thrown);
+    // An error that looks like a native one is still the host's own value.
+    const lookalike = Object.assign(new Error('mine'), { code: 'GOTRY_TENANT_LEASE_HELD' });
+    assert.equal(await rejection(router.run(key, () => Promise.reject(lookalike))), lookalike);
+    const status = statusOf(router, key);
+    assert.equal(status.inFlight, 0);
+    assert.equal(status.writesSinceCopy, 0);
+    assert.equal(status.lastCopy, null, 'a failed call waits for no copy, even in strict durability');
+    assert.ok((await rejection(router.run(key, 'not a function'))) instanceof TypeError);
+    assert.equal(statusOf(router, key).inFlight, 0);
+    // The tenant drains at once: nothing is in flight.
+    await router.handoff(key, 100);
+}));
+
+test('close hands every tenant off, then opens are RouterClosedError', () => inWorld(async w => {
+    const { router, events } = await w.start('replica-1');
+    const a = newTenant();
+    const b = newTenant();
+    await router.open(ORG, a.tenant);
+    await router.open(ORG, b.tenant);
+    await router.run(a.key, handle => append(handle, 'in a'));
+    const report = await router.close(2_000);
+    assert.deepEqual(report, { handedOff: [a.key, b.key].sort(), timedOut: [], failed: [] });
+    assert.deepEqual(events.map(e => [e.kind, e.key]).sort(), [['closed', a.key], ['closed', b.key]].sort());
+    assert.ok(isA(pkg.RouterClosedError, 'GOTRY_TENANT_ROUTER_CLOSED')(await rejection(router.open(ORG, a.tenant))));
+    assert.deepEqual(router.status(), []);
+    for (const { key } of [a, b]) assert.ok((await w.leaseStore.read(key)).leaseUntilMs <= w.wall.nowMs());
+    const { router: next } = await w.start('replica-2');
+    const handle = await next.open(ORG, a.tenant);
+    assert.deepEqual(ledgerOf(handle.root), ['in a']);
+}));
+
+test('strict durability: a call resolves once a copy holds it; a failing store rejects it', () => inWorld(async w => {
+    const { router } = await w.start('replica-1', { copyPolicy: { durability: 'strict' } });
+    const copies = new EpochCopies(w.durableStore);
+    const { tenant, key } = newTenant();
+    await router.open(ORG, tenant);
+    for (const [i, text] of ['one', 'two'].entries()) {
+        await router.run(key, handle => append(handle, text));
+        const listed = await copies.list(key);
+        assert.deepEqual(listed.map(c => [c.seq, c.complete]).at(-1), [i + 1, true], 'the copy is there when run resolves');
+        assert.deepEqual(statusOf(router, key).lastCopy, { epoch: 1, seq: i + 1 });
+        assert.equal(statusOf(router, key).writesSinceCopy, 0);
     }
-});
-
-test('two replicas on one lease store: the second open is LeaseHeldError naming the owner', async () => {
-    const w = world();
+    // The store breaks: the call's effects cannot be acknowledged.
+    const orgs = path.join(w.durableDir, 'orgs');
+    fs.renameSync(orgs, `${orgs}.aside`);
+    fs.writeFileSync(orgs, 'in the way');
     try {
-        const { router: one } = await w.start('replica-1');
-        const { router: two } = await w.start('replica-2');
-        const { tenant, key } = newTenant();
-        const handle = await one.open(ORG, tenant);
-        assert.equal(handle.key, key);
-        assert.equal(handle.epoch, 1);
-        assert.equal(handle.restoredFrom, null);
-        assert.equal(handle.root, pkg.tenantRootFor(path.join(w.dir, 'replica-1'), ORG, tenant));
-        handle.assertHeld();
-        assert.equal(handle.isHeld(), true);
-        const error = await rejection(two.open(ORG, tenant));
-        assert.ok(isA(pkg.LeaseHeldError, 'GOTRY_TENANT_LEASE_HELD')(error));
-        assert.equal(error.record.owner, 'replica-1');
-        assert.equal(error.record.epoch, 1);
-        assert.equal(error.record.key, key);
-        assert.deepEqual(two.status(), [], 'the refused replica keeps nothing');
-        // A replica that does not serve a tenant cannot run or hand it off.
-        assert.ok((await rejection(two.run(key, () => 1))) instanceof pkg.LeaseLostError);
-        assert.ok((await rejection(two.handoff(key, 100))) instanceof pkg.LeaseLostError);
-    } finally {
-        await w.cleanup();
-    }
-});
-
-test('a handoff carries the tenant\'s data to the next replica', async () => {
-    const w = world();
-    try {
-        const { router: one, events } = await w.start('replica-1');
-        const { router: two } = await w.start('replica-2');
-        const { tenant, key } = newTenant();
-        await one.open(ORG, tenant);
-        assert.equal(await one.run(key, handle => { append(handle, 'a'); return 'first'; }), 'first');
-        assert.equal(await one.run(key, async handle => { await null; append(handle, 'b'); }), undefined);
-        assert.equal(statusOf(one, key).writesSinceCopy, 2);
-
-        await one.handoff(key, 1_000);
-        assert.deepEqual(one.status(), []);
-        // Told before the handoff's promise settled.
-        assert.deepEqual(events, [{ kind: 'closed', key, epoch: 1 }]);
-        const record = await w.leaseStore.read(key);
-        assert.ok(record.leaseUntilMs <= w.wall.nowMs(), 'released: the next replica may start at once');
-
-        const handle = await two.open(ORG, tenant);
-        assert.equal(handle.epoch, 2);
-        assert.deepEqual(handle.restoredFrom, { epoch: 1, seq: 1 });
-        assert.deepEqual(await two.run(key, h => ledgerOf(h.root)), ['a', 'b']);
-        assert.deepEqual(statusOf(two, key).lastCopy, { epoch: 1, seq: 1 });
-    } finally {
-        await w.cleanup();
-    }
-});
-
-test('a draining tenant refuses new calls and opens; the handoff waits for the running call', async () => {
-    const w = world();
-    try {
-        const { router } = await w.start('replica-1');
-        const { tenant, key } = newTenant();
-        await router.open(ORG, tenant);
-        const held = gate();
-        const running = router.run(key, async handle => { await held.opened; append(handle, 'slow'); return 'slow done'; });
-        await until(() => statusOf(router, key).inFlight === 1, 'the call in flight');
-        const handoff = router.handoff(key, 10_000);
-        await until(() => statusOf(router, key).state === 'draining', 'draining');
-        const refused = await rejection(router.run(key, () => 'never'));
-        assert.ok(isA(pkg.TenantDrainingError, 'GOTRY_TENANT_DRAINING')(refused));
-        assert.ok(isA(pkg.TenantDrainingError, 'GOTRY_TENANT_DRAINING')(await rejection(router.open(ORG, tenant))));
-        assert.ok(isA(pkg.TenantDrainingError, 'GOTRY_TENANT_DRAINING')(await rejection(router.handoff(key, 100))));
-        held.open();
-        assert.equal(await running, 'slow done');
-        await handoff;
-        assert.deepEqual(router.status(), []);
-        const copies = await new EpochCopies(w.durableStore).list(key);
-        assert.deepEqual(copies.map(c => [c.epoch, c.seq, c.complete]), [[1, 1, true]], 'the final copy holds the slow call');
-    } finally {
-        await w.cleanup();
-    }
-});
-
-test('a drain timeout leaves the tenant serving, nothing copied or released', async () => {
-    const w = world();
-    try {
-        const { router, events } = await w.start('replica-1');
-        const { tenant, key } = newTenant();
-        await router.open(ORG, tenant);
-        const held = gate();
-        const running = router.run(key, async () => { await held.opened; return 'late'; });
-        await until(() => statusOf(router, key).inFlight === 1, 'the call in flight');
-        const error = await rejection(router.handoff(key, 50));
-        assert.ok(isA(pkg.DrainTimeoutError, 'GOTRY_TENANT_DRAIN_TIMEOUT')(error));
-        assert.equal(error.inFlight, 1);
-        assert.equal(error.timeoutMs, 50);
-        assert.equal(statusOf(router, key).state, 'serving');
-        assert.equal(await router.run(key, handle => { append(handle, 'meanwhile'); return 'served'; }), 'served');
-        held.open();
-        assert.equal(await running, 'late');
-        assert.equal(statusOf(router, key).inFlight, 0);
-        assert.deepEqual(await w.durableStore.list(`orgs/${ORG}/tenants/${tenant}/epochs/00000000000000000001/00000000000000000001/`), []);
-        assert.equal((await w.leaseStore.read(key)).owner, 'replica-1');
-        assert.ok((await w.leaseStore.read(key)).leaseUntilMs > w.wall.nowMs(), 'still held');
-        assert.deepEqual(events, []);
-    } finally {
-        await w.cleanup();
-    }
-});
-
-test('a call that throws ends unacknowledged and rejects with that very value', async () => {
-    const w = world();
-    try {
-        const { router } = await w.start('replica-1', { copyPolicy: { durability: 'strict' } });
-        const { tenant, key } = newTenant();
-        await router.open(ORG, tenant);
-        const thrown = new Error('the call failed');
-        assert.equal(await rejection(router.run(key, () => { throw thrown; })), thrown);
-        assert.equal(await rejection(router.run(key, async () => { throw thrown; })), thrown);
-        // An error that looks like a native one is still the host's own value.
-        const lookalike = Object.assign(new Error('mine'), { code: 'GOTRY_TENANT_LEASE_HELD' });
-        assert.equal(await rejection(router.run(key, () => Promise.reject(lookalike))), lookalike);
+        const error = await rejection(router.run(key, handle => { append(handle, 'three'); return 'acknowledged?'; }));
+        assert.ok(isA(pkg.DurableStoreUnavailableError, 'GOTRY_TENANT_DURABLE_STORE_UNAVAILABLE')(error));
+        assert.equal(error.cause.code, 'ENOTDIR');
         const status = statusOf(router, key);
         assert.equal(status.inFlight, 0);
-        assert.equal(status.writesSinceCopy, 0);
-        assert.equal(status.lastCopy, null, 'a failed call waits for no copy, even in strict durability');
-        assert.ok((await rejection(router.run(key, 'not a function'))) instanceof TypeError);
-        assert.equal(statusOf(router, key).inFlight, 0);
-        // The tenant drains at once: nothing is in flight.
-        await router.handoff(key, 100);
+        assert.match(status.lastCopyError, /GOTRY_TENANT_DURABLE_STORE_UNAVAILABLE/);
     } finally {
-        await w.cleanup();
+        fs.rmSync(orgs);
+        fs.renameSync(`${orgs}.aside`, orgs);
     }
-});
+    await router.run(key, handle => append(handle, 'four'));
+    assert.equal(statusOf(router, key).lastCopyError, null);
+    // The next replica sees everything of the acknowledged calls.
+    await router.handoff(key, 1_000);
+    const { router: next } = await w.start('replica-2');
+    const handle = await next.open(ORG, tenant);
+    assert.deepEqual(ledgerOf(handle.root), ['one', 'two', 'three', 'four']);
+}));
 
-test('close hands every tenant off, then opens are RouterClosedError', async () => {
-    const w = world();
+test('async durability copies written tenants in the background, and a failing copy is told as copyFailed', () => inWorld(async w => {
+    const { router, events } = await w.start('replica-1', { copyPolicy: { durability: 'async', intervalMs: 50 } });
+    const { tenant, key } = newTenant();
+    await router.open(ORG, tenant);
+    await router.run(key, handle => append(handle, 'bg'));
+    await until(() => statusOf(router, key).lastCopy !== null, 'a background copy');
+    assert.deepEqual(statusOf(router, key).lastCopy, { epoch: 1, seq: 1 });
+    const orgs = path.join(w.durableDir, 'orgs');
+    fs.renameSync(orgs, `${orgs}.aside`);
+    fs.writeFileSync(orgs, 'in the way');
     try {
-        const { router, events } = await w.start('replica-1');
-        const a = newTenant();
-        const b = newTenant();
-        await router.open(ORG, a.tenant);
-        await router.open(ORG, b.tenant);
-        await router.run(a.key, handle => append(handle, 'in a'));
-        const report = await router.close(2_000);
-        assert.deepEqual(report, { handedOff: [a.key, b.key].sort(), timedOut: [], failed: [] });
-        assert.deepEqual(events.map(e => [e.kind, e.key]).sort(), [['closed', a.key], ['closed', b.key]].sort());
-        assert.ok(isA(pkg.RouterClosedError, 'GOTRY_TENANT_ROUTER_CLOSED')(await rejection(router.open(ORG, a.tenant))));
-        assert.deepEqual(router.status(), []);
-        for (const { key } of [a, b]) assert.ok((await w.leaseStore.read(key)).leaseUntilMs <= w.wall.nowMs());
-        const { router: next } = await w.start('replica-2');
-        const handle = await next.open(ORG, a.tenant);
-        assert.deepEqual(ledgerOf(handle.root), ['in a']);
+        await router.run(key, handle => append(handle, 'bg 2'));
+        await until(() => events.some(e => e.kind === 'copyFailed'), 'copyFailed');
+        const failed = events.find(e => e.kind === 'copyFailed');
+        assert.equal(failed.key, key);
+        assert.equal(failed.epoch, 1);
+        assert.ok(failed.error instanceof pkg.DurableStoreUnavailableError, String(failed.error));
+        assert.ok(statusOf(router, key).writesSinceCopy >= 1);
     } finally {
-        await w.cleanup();
+        fs.rmSync(orgs);
+        fs.renameSync(`${orgs}.aside`, orgs);
     }
-});
+    await until(() => statusOf(router, key).lastCopyError === null, 'a good copy again');
+}));
 
-test('strict durability: a call resolves once a copy holds it; a failing store rejects it', async () => {
-    const w = world();
-    try {
-        const { router } = await w.start('replica-1', { copyPolicy: { durability: 'strict' } });
-        const copies = new EpochCopies(w.durableStore);
-        const { tenant, key } = newTenant();
-        await router.open(ORG, tenant);
-        for (const [i, text] of ['one', 'two'].entries()) {
-            await router.run(key, handle => append(handle, text));
-            const listed = await copies.list(key);
-            assert.deepEqual(listed.map(c => [c.seq, c.complete]).at(-1), [i + 1, true], 'the copy is there when run resolves');
-            assert.deepEqual(statusOf(router, key).lastCopy, { epoch: 1, seq: i + 1 });
-            assert.equal(statusOf(router, key).writesSinceCopy, 0);
+test('a lost lease is told as lost then closed; a call in flight then rejects FENCED even though it resolved', () => inWorld(async w => {
+    const { router, events } = await w.start('replica-1');
+    const idle = newTenant();
+    const busy = newTenant();
+    await router.open(ORG, idle.tenant);
+    const busyHandle = await router.open(ORG, busy.tenant);
+    let lostSeen;
+    const running = router.run(busy.key, async handle => {
+        await until(() => events.some(e => e.kind === 'lost' && e.key === busy.key), 'the lost event', 10_000);
+        lostSeen = handle.isHeld();
+        return 'resolved anyway';
+    });
+    await until(() => statusOf(router, busy.key).inFlight === 1, 'the call in flight');
+    // Both leases run out on the store's clock and another replica takes one: the
+    // keeper's next renewal (a third of the TTL later) is refused.
+    w.wall.advance(TTL_MS + 1);
+    const taker = await TenantLease.acquire({ key: idle.key, replicaId: 'replica-2', store: w.leaseStore, ttlMs: TTL_MS, marginMs: MARGIN_MS });
+    assert.equal(taker.epoch, 2);
+    const error = await rejection(running);
+    assert.ok(isA(pkg.FencedError, 'GOTRY_TENANT_FENCED')(error));
+    assert.equal(error.reason, 'lease_lost');
+    assert.equal(lostSeen, false, 'the gate was closed by the time the host was told');
+    assert.throws(() => busyHandle.assertHeld(), pkg.FencedError);
+    await until(() => events.filter(e => e.kind === 'closed').length === 2, 'both closed');
+    const told = events.map(e => `${e.kind} ${e.key === idle.key ? 'idle' : 'busy'} ${e.epoch}`);
+    assert.deepEqual(told.filter(e => e.endsWith('idle 1')), ['lost idle 1', 'closed idle 1']);
+    assert.deepEqual(told.filter(e => e.endsWith('busy 1')), ['lost busy 1', 'closed busy 1']);
+    assert.deepEqual(router.status(), []);
+    assert.ok((await rejection(router.run(idle.key, () => 1))) instanceof pkg.LeaseLostError);
+}));
+
+test('verify refuses a copy at open: nothing is served and the lease is handed back', () => inWorld(async w => {
+    const { router: one } = await w.start('replica-1');
+    const { tenant, key } = newTenant();
+    await one.open(ORG, tenant);
+    await one.run(key, handle => append(handle, 'bad fold'));
+    await one.handoff(key, 1_000);
+    const seen = [];
+    const { router: two } = await w.start('replica-2', {
+        verify: async dir => { seen.push(ledgerOf(dir)); return false; },
+    });
+    const error = await rejection(two.open(ORG, tenant));
+    assert.ok(isA(pkg.RestoreVerificationError, 'GOTRY_TENANT_RESTORE_INVALID')(error));
+    assert.deepEqual(error.skipped, [{ epoch: 1, seq: 1, reason: 'fold' }]);
+    assert.deepEqual(seen, [['bad fold']]);
+    assert.deepEqual(two.status(), []);
+    assert.ok((await w.leaseStore.read(key)).leaseUntilMs <= w.wall.nowMs(), 'handed back for the next replica');
+    // A verify that throws rejects the open with that value.
+    const thrown = new Error('cannot fold');
+    const { router: three } = await w.start('replica-3', { verify: () => { throw thrown; } });
+    assert.equal(await rejection(three.open(ORG, tenant)), thrown);
+    const { router: four } = await w.start('replica-4', { verify: dir => ledgerOf(dir).length === 1 });
+    assert.deepEqual((await four.open(ORG, tenant)).restoredFrom, { epoch: 1, seq: 1 });
+}));
+
+test('a host connection kept open across calls: the handoff copies it through betterSqlite3Snapshot', () => inWorld(async w => {
+    const open = new Map();
+    const connectionOf = handle => {
+        if (!open.has(handle.key)) {
+            fs.mkdirSync(path.join(handle.root, 'gotry-state'), { recursive: true });
+            const db = new Database(path.join(handle.root, LEDGER));
+            db.pragma('journal_mode = WAL');
+            db.pragma('wal_autocheckpoint = 0');
+            db.exec('CREATE TABLE IF NOT EXISTS entries (n INTEGER PRIMARY KEY, text TEXT NOT NULL)');
+            open.set(handle.key, db);
         }
-        // The store breaks: the call's effects cannot be acknowledged.
-        const orgs = path.join(w.durableDir, 'orgs');
-        fs.renameSync(orgs, `${orgs}.aside`);
-        fs.writeFileSync(orgs, 'in the way');
-        try {
-            const error = await rejection(router.run(key, handle => { append(handle, 'three'); return 'acknowledged?'; }));
-            assert.ok(isA(pkg.DurableStoreUnavailableError, 'GOTRY_TENANT_DURABLE_STORE_UNAVAILABLE')(error));
-            assert.equal(error.cause.code, 'ENOTDIR');
-            const status = statusOf(router, key);
-            assert.equal(status.inFlight, 0);
-            assert.match(status.lastCopyError, /GOTRY_TENANT_DURABLE_STORE_UNAVAILABLE/);
-        } finally {
-            fs.rmSync(orgs);
-            fs.renameSync(`${orgs}.aside`, orgs);
-        }
-        await router.run(key, handle => append(handle, 'four'));
-        assert.equal(statusOf(router, key).lastCopyError, null);
-        // The next replica sees everything of the acknowledged calls.
-        await router.handoff(key, 1_000);
-        const { router: next } = await w.start('replica-2');
-        const handle = await next.open(ORG, tenant);
-        assert.deepEqual(ledgerOf(handle.root), ['one', 'two', 'three', 'four']);
-    } finally {
-        await w.cleanup();
-    }
-});
-
-test('async durability copies written tenants in the background, and a failing copy is told as copyFailed', async () => {
-    const w = world();
-    try {
-        const { router, events } = await w.start('replica-1', { copyPolicy: { durability: 'async', intervalMs: 50 } });
-        const { tenant, key } = newTenant();
-        await router.open(ORG, tenant);
-        await router.run(key, handle => append(handle, 'bg'));
-        await until(() => statusOf(router, key).lastCopy !== null, 'a background copy');
-        assert.deepEqual(statusOf(router, key).lastCopy, { epoch: 1, seq: 1 });
-        const orgs = path.join(w.durableDir, 'orgs');
-        fs.renameSync(orgs, `${orgs}.aside`);
-        fs.writeFileSync(orgs, 'in the way');
-        try {
-            await router.run(key, handle => append(handle, 'bg 2'));
-            await until(() => events.some(e => e.kind === 'copyFailed'), 'copyFailed');
-            const failed = events.find(e => e.kind === 'copyFailed');
-            assert.equal(failed.key, key);
-            assert.equal(failed.epoch, 1);
-            assert.ok(failed.error instanceof pkg.DurableStoreUnavailableError, String(failed.error));
-            assert.ok(statusOf(router, key).writesSinceCopy >= 1);
-        } finally {
-            fs.rmSync(orgs);
-            fs.renameSync(`${orgs}.aside`, orgs);
-        }
-        await until(() => statusOf(router, key).lastCopyError === null, 'a good copy again');
-    } finally {
-        await w.cleanup();
-    }
-});
-
-test('a lost lease is told as lost then closed; a call in flight then rejects FENCED even though it resolved', async () => {
-    const w = world();
-    try {
-        const { router, events } = await w.start('replica-1');
-        const idle = newTenant();
-        const busy = newTenant();
-        await router.open(ORG, idle.tenant);
-        const busyHandle = await router.open(ORG, busy.tenant);
-        let lostSeen;
-        const running = router.run(busy.key, async handle => {
-            await until(() => events.some(e => e.kind === 'lost' && e.key === busy.key), 'the lost event', 10_000);
-            lostSeen = handle.isHeld();
-            return 'resolved anyway';
-        });
-        await until(() => statusOf(router, busy.key).inFlight === 1, 'the call in flight');
-        // Both leases run out on the store's clock and another replica takes one: the
-        // keeper's next renewal (a third of the TTL later) is refused.
-        w.wall.advance(TTL_MS + 1);
-        const taker = await TenantLease.acquire({ key: idle.key, replicaId: 'replica-2', store: w.leaseStore, ttlMs: TTL_MS, marginMs: MARGIN_MS });
-        assert.equal(taker.epoch, 2);
-        const error = await rejection(running);
-        assert.ok(isA(pkg.FencedError, 'GOTRY_TENANT_FENCED')(error));
-        assert.equal(error.reason, 'lease_lost');
-        assert.equal(lostSeen, false, 'the gate was closed by the time the host was told');
-        assert.throws(() => busyHandle.assertHeld(), pkg.FencedError);
-        await until(() => events.filter(e => e.kind === 'closed').length === 2, 'both closed');
-        const told = events.map(e => `${e.kind} ${e.key === idle.key ? 'idle' : 'busy'} ${e.epoch}`);
-        assert.deepEqual(told.filter(e => e.endsWith('idle 1')), ['lost idle 1', 'closed idle 1']);
-        assert.deepEqual(told.filter(e => e.endsWith('busy 1')), ['lost busy 1', 'closed busy 1']);
-        assert.deepEqual(router.status(), []);
-        assert.ok((await rejection(router.run(idle.key, () => 1))) instanceof pkg.LeaseLostError);
-    } finally {
-        await w.cleanup();
-    }
-});
-
-test('verify refuses a copy at open: nothing is served and the lease is handed back', async () => {
-    const w = world();
-    try {
-        const { router: one } = await w.start('replica-1');
-        const { tenant, key } = newTenant();
-        await one.open(ORG, tenant);
-        await one.run(key, handle => append(handle, 'bad fold'));
-        await one.handoff(key, 1_000);
-        const seen = [];
-        const { router: two } = await w.start('replica-2', {
-            verify: async dir => { seen.push(ledgerOf(dir)); return false; },
-        });
-        const error = await rejection(two.open(ORG, tenant));
-        assert.ok(isA(pkg.RestoreVerificationError, 'GOTRY_TENANT_RESTORE_INVALID')(error));
-        assert.deepEqual(error.skipped, [{ epoch: 1, seq: 1, reason: 'fold' }]);
-        assert.deepEqual(seen, [['bad fold']]);
-        assert.deepEqual(two.status(), []);
-        assert.ok((await w.leaseStore.read(key)).leaseUntilMs <= w.wall.nowMs(), 'handed back for the next replica');
-        // A verify that throws rejects the open with that value.
-        const thrown = new Error('cannot fold');
-        const { router: three } = await w.start('replica-3', { verify: () => { throw thrown; } });
-        assert.equal(await rejection(three.open(ORG, tenant)), thrown);
-        const { router: four } = await w.start('replica-4', { verify: dir => ledgerOf(dir).length === 1 });
-        assert.deepEqual((await four.open(ORG, tenant)).restoredFrom, { epoch: 1, seq: 1 });
-    } finally {
-        await w.cleanup();
-    }
-});
-
-test('a host connection kept open across calls: the handoff copies it through betterSqlite3Snapshot', async () => {
-    const w = world();
-    try {
-        const open = new Map();
-        const connectionOf = handle => {
-            if (!open.has(handle.key)) {
-                fs.mkdirSync(path.join(handle.root, 'gotry-state'), { recursive: true });
-                const db = new Database(path.join(handle.root, LEDGER));
-                db.pragma('journal_mode = WAL');
-                db.pragma('wal_autocheckpoint = 0');
-                db.exec('CREATE TABLE IF NOT EXISTS entries (n INTEGER PRIMARY KEY, text TEXT NOT NULL)');
-                open.set(handle.key, db);
+        return open.get(handle.key);
+    };
+    const { router: one } = await w.start('replica-1', {
+        snapshot: pkg.betterSqlite3Snapshot(Database),
+        // The tenant's last call ended: its files may be closed.
+        onEvent: event => {
+            if (event.kind === 'closed') {
+                open.get(event.key)?.close();
+                open.delete(event.key);
             }
-            return open.get(handle.key);
-        };
-        const { router: one } = await w.start('replica-1', {
-            snapshot: pkg.betterSqlite3Snapshot(Database),
-            // The tenant's last call ended: its files may be closed.
-            onEvent: event => {
-                if (event.kind === 'closed') {
-                    open.get(event.key)?.close();
-                    open.delete(event.key);
-                }
-            },
-        });
-        const { tenant, key } = newTenant();
-        await one.open(ORG, tenant);
-        for (const text of ['w1', 'w2', 'w3']) {
-            await one.run(key, handle => { handle.assertHeld(); connectionOf(handle).prepare('INSERT INTO entries (text) VALUES (?)').run(text); });
-        }
-        const wal = path.join(pkg.tenantRootFor(path.join(w.dir, 'replica-1'), ORG, tenant), `${LEDGER}-wal`);
-        assert.ok(fs.statSync(wal).size > 0, 'the rows are in the WAL');
-        await one.handoff(key, 1_000);
-        assert.equal(open.size, 0, 'closed on the closed event, before the handoff settled');
-        const { router: two } = await w.start('replica-2');
-        const handle = await two.open(ORG, tenant);
-        assert.deepEqual(ledgerOf(handle.root), ['w1', 'w2', 'w3']);
-
-        // Without a snapshot the same handoff fails, and the tenant serves on.
-        const { router: three } = await w.start('replica-3');
-        const other = newTenant();
-        const served = await three.open(ORG, other.tenant);
-        const db = connectionOf(served);
-        try {
-            await three.run(other.key, () => db.prepare('INSERT INTO entries (text) VALUES (?)').run('kept'));
-            const error = await rejection(three.handoff(other.key, 1_000));
-            assert.equal(error.code, 'OPEN_IN_PROCESS');
-            assert.equal(statusOf(three, other.key).state, 'serving');
-            assert.deepEqual(db.prepare('SELECT text FROM entries').all().map(r => r.text), ['kept']);
-        } finally {
-            db.close();
-            open.delete(other.key);
-        }
-        await three.handoff(other.key, 1_000);
-    } finally {
-        await w.cleanup();
+        },
+    });
+    const { tenant, key } = newTenant();
+    await one.open(ORG, tenant);
+    for (const text of ['w1', 'w2', 'w3']) {
+        await one.run(key, handle => { handle.assertHeld(); connectionOf(handle).prepare('INSERT INTO entries (text) VALUES (?)').run(text); });
     }
-});
+    const wal = path.join(pkg.tenantRootFor(path.join(w.dir, 'replica-1'), ORG, tenant), `${LEDGER}-wal`);
+    assert.ok(fs.statSync(wal).size > 0, 'the rows are in the WAL');
+    await one.handoff(key, 1_000);
+    assert.equal(open.size, 0, 'closed on the closed event, before the handoff settled');
+    const { router: two } = await w.start('replica-2');
+    const handle = await two.open(ORG, tenant);
+    assert.deepEqual(ledgerOf(handle.root), ['w1', 'w2', 'w3']);
 
-test('options that are not the router\'s are refused', async () => {
-    const w = world();
+    // Without a snapshot the same handoff fails, and the tenant serves on.
+    const { router: three } = await w.start('replica-3');
+    const other = newTenant();
+    const served = await three.open(ORG, other.tenant);
+    const db = connectionOf(served);
     try {
-        const base = { leaseStore: w.leaseStore, durableStore: w.durableStore, stateRoot: w.dir, replicaId: 'r', ttlMs: TTL_MS, marginMs: MARGIN_MS };
-        await assert.rejects(TenantRouter.start(), TypeError);
-        await assert.rejects(TenantRouter.start({ ...base, leaseStore: {} }), TypeError);
-        await assert.rejects(TenantRouter.start({ ...base, durableStore: {} }), TypeError);
-        await assert.rejects(TenantRouter.start({ ...base, stateRoot: 1 }), { code: 'ERR_INVALID_ARG_TYPE' });
-        await assert.rejects(TenantRouter.start({ ...base, copyPolicy: { durability: 'eventually' } }), { code: 'ERR_INVALID_ARG_VALUE' });
-        await assert.rejects(TenantRouter.start({ ...base, copyPolicy: { intervalMs: -1 } }), RangeError);
-        await assert.rejects(TenantRouter.start({ ...base, ttlMs: 50 }), RangeError);
-        await assert.rejects(TenantRouter.start({ ...base, verify: 'yes' }), TypeError);
-        await assert.rejects(TenantRouter.start({ ...base, snapshot: 1 }), TypeError);
-        await assert.rejects(TenantRouter.start({ ...base, clock: { nowMs: () => 1 } }), TypeError);
-        const jsClock = new SqliteLeaseStore({ path: tempDbPath(), nowMs: () => Date.now() });
-        await assert.rejects(TenantRouter.start({ ...base, leaseStore: jsClock }), TypeError);
-        jsClock.close();
-        assert.throws(() => new TenantRouter(), TypeError);
-        const { router } = await w.start('replica-1');
-        assert.ok((await rejection(router.open(ORG, 'not-a-tenant'))) instanceof pkg.InvalidTenantIdError);
-        assert.ok((await rejection(router.open('Bad Org', newTenant().tenant))) instanceof pkg.InvalidTenantIdError);
-        assert.ok((await rejection(router.handoff('k', -1))) instanceof RangeError);
-        assert.ok((await rejection(router.close(1.5))) instanceof RangeError);
+        await three.run(other.key, () => db.prepare('INSERT INTO entries (text) VALUES (?)').run('kept'));
+        const error = await rejection(three.handoff(other.key, 1_000));
+        assert.equal(error.code, 'OPEN_IN_PROCESS');
+        assert.equal(statusOf(three, other.key).state, 'serving');
+        assert.deepEqual(db.prepare('SELECT text FROM entries').all().map(r => r.text), ['kept']);
     } finally {
-        await w.cleanup();
+        db.close();
+        open.delete(other.key);
     }
-});
+    await three.handoff(other.key, 1_000);
+}));
+
+test('options that are not the router\'s are refused', () => inWorld(async w => {
+    const base = { leaseStore: w.leaseStore, durableStore: w.durableStore, stateRoot: w.dir, replicaId: 'r', ttlMs: TTL_MS, marginMs: MARGIN_MS };
+    await assert.rejects(TenantRouter.start(), TypeError);
+    await assert.rejects(TenantRouter.start({ ...base, leaseStore: {} }), TypeError);
+    await assert.rejects(TenantRouter.start({ ...base, durableStore: {} }), TypeError);
+    await assert.rejects(TenantRouter.start({ ...base, stateRoot: 1 }), { code: 'ERR_INVALID_ARG_TYPE' });
+    await assert.rejects(TenantRouter.start({ ...base, copyPolicy: { durability: 'eventually' } }), { code: 'ERR_INVALID_ARG_VALUE' });
+    await assert.rejects(TenantRouter.start({ ...base, copyPolicy: { intervalMs: -1 } }), RangeError);
+    await assert.rejects(TenantRouter.start({ ...base, ttlMs: 50 }), RangeError);
+    await assert.rejects(TenantRouter.start({ ...base, verify: 'yes' }), TypeError);
+    await assert.rejects(TenantRouter.start({ ...base, snapshot: 1 }), TypeError);
+    await assert.rejects(TenantRouter.start({ ...base, clock: { nowMs: () => 1 } }), TypeError);
+    const jsClock = new SqliteLeaseStore({ path: tempDbPath(), nowMs: () => Date.now() });
+    await assert.rejects(TenantRouter.start({ ...base, leaseStore: jsClock }), TypeError);
+    jsClock.close();
+    assert.throws(() => new TenantRouter(), TypeError);
+    const { router } = await w.start('replica-1');
+    assert.ok((await rejection(router.open(ORG, 'not-a-tenant'))) instanceof pkg.InvalidTenantIdError);
+    assert.ok((await rejection(router.open('Bad Org', newTenant().tenant))) instanceof pkg.InvalidTenantIdError);
+    assert.ok((await rejection(router.handoff('k', -1))) instanceof RangeError);
+    assert.ok((await rejection(router.close(1.5))) instanceof RangeError);
+}));
 
 test('the router never keeps the process alive', async () => {
     const { spawnSync } = require('node:child_process');
