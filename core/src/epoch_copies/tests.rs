@@ -642,8 +642,11 @@ fn gc_keeps_the_newest_valid_copies() {
 /// Commits until its stdin closes, printing each commit's number once it is durable. Each
 /// transaction writes a row and a page-sized blob, so torn images show.
 const LEDGER_WRITER: &str = r#"
-import sqlite3, sys, threading
+import sqlite3, sys, threading, time
 db = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=5)
+mode = sys.argv[2]
+if mode == "rollback":
+    db.execute("PRAGMA journal_mode = DELETE")
 done = threading.Event()
 threading.Thread(target=lambda: (sys.stdin.read(), done.set()), daemon=True).start()
 db.execute("CREATE TABLE IF NOT EXISTS pad (b BLOB)")
@@ -654,6 +657,9 @@ while not done.is_set():
     db.execute("INSERT INTO entries (text) VALUES (?)", (str(n),))
     db.execute("INSERT INTO pad VALUES (randomblob(3000))")
     db.execute("COMMIT")
+    if mode == "truncating":
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        time.sleep(0.002)
     print(n, flush=True)
 "#;
 
@@ -663,13 +669,22 @@ enum Writer {
     /// A thread of this process, on this library's SQLite: the host holds the ledger open,
     /// so the copy reads it through the host's snapshot (here the same library's backup).
     Thread,
-    /// Another process (Python's `sqlite3`): the copy reads it through its own SQLite.
-    Process,
+    /// Another process (Python's `sqlite3`): the copy reads it through its own SQLite, in
+    /// the journal mode named: `wal`; `truncating`, WAL emptied after every commit and left
+    /// empty a moment, so that copies often begin with no WAL frames and read the file whole
+    /// while frames are added; or `rollback`.
+    Process(&'static str),
 }
 
 #[test]
 fn a_copy_of_a_ledger_being_written_is_a_committed_state() {
-    for writer in [Writer::Thread, Writer::Process] {
+    let writers = [
+        Writer::Thread,
+        Writer::Process("wal"),
+        Writer::Process("truncating"),
+        Writer::Process("rollback"),
+    ];
+    for writer in writers {
         for (backend, world) in worlds() {
             copies_of_a_ledger_being_written(&world, &format!("{backend}, {writer:?}"), writer);
         }
@@ -712,11 +727,12 @@ fn copies_of_a_ledger_being_written(world: &World, case: &str, writer: Writer) {
                 }),
             )
         }
-        Writer::Process => {
+        Writer::Process(mode) => {
             let mut child = std::process::Command::new("python3")
                 .arg("-c")
                 .arg(LEDGER_WRITER)
                 .arg(&ledger)
+                .arg(mode)
                 .stdin(std::process::Stdio::piped())
                 .stdout(std::process::Stdio::piped())
                 .spawn()
@@ -759,7 +775,10 @@ fn copies_of_a_ledger_being_written(world: &World, case: &str, writer: Writer) {
             "{case}"
         );
     }
-    let into = world.dir.path().join(format!("latest-{writer:?}"));
+    let into = world.dir.path().join(format!(
+        "latest-{}",
+        case.replace(|c: char| !c.is_ascii_alphanumeric(), "-")
+    ));
     copies.restore_latest(&key(), 0, None, &into, None).unwrap();
     let db = rusqlite::Connection::open(into.join("gotry-state/gotry-state.db")).unwrap();
     let (count, max): (i64, i64) = db
