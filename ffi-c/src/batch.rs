@@ -4,7 +4,7 @@ use std::ffi::c_char;
 
 use gotry_core::{Error, LeaseGrant};
 
-use crate::boundary::{free_handle, handle, into_handle, text_in, Failure, Out};
+use crate::boundary::{free_handle, handle, into_handle, read_into, text_in, Failure, Out};
 use crate::error::GotryError;
 use crate::records::{GotryRecordView, OwnedRecord};
 use crate::status::GotryStatus;
@@ -135,12 +135,7 @@ pub unsafe extern "C" fn gotry_renew_batch_len(
     batch: *const GotryRenewBatch,
     out_len: *mut usize,
 ) -> GotryStatus {
-    ffi_boundary!(std::ptr::null_mut(), {
-        let batch = unsafe { handle("batch", batch)? };
-        let out_len = unsafe { Out::new("out_len", out_len)? };
-        out_len.write(batch.0.len());
-        Ok(())
-    })
+    unsafe { read_into("batch", batch, "out_len", out_len, |batch| Ok(batch.0.len())) }
 }
 
 /// Writes the answer for lease `index`: `GOTRY_STATUS_OK` when it was renewed, otherwise the
@@ -157,15 +152,14 @@ pub unsafe extern "C" fn gotry_renew_batch_status(
     index: usize,
     out_status: *mut GotryStatus,
 ) -> GotryStatus {
-    ffi_boundary!(std::ptr::null_mut(), {
-        let batch = unsafe { handle("batch", batch)? };
-        let out_status = unsafe { Out::new("out_status", out_status)? };
-        out_status.write(match answer(batch, index)? {
-            Answer::Granted { .. } => GotryStatus::Ok,
-            Answer::Refused(error) => error.status(),
-        });
-        Ok(())
-    })
+    unsafe {
+        read_into("batch", batch, "out_status", out_status, |batch| {
+            Ok(match answer(batch, index)? {
+                Answer::Granted { .. } => GotryStatus::Ok,
+                Answer::Refused(error) => error.status(),
+            })
+        })
+    }
 }
 
 /// Reads the grant of lease `index`: the record after the renewal (strings borrowed from
@@ -233,8 +227,5 @@ pub unsafe extern "C" fn gotry_renew_batch_error(
 /// `batch` must be NULL or a `GotryRenewBatch` not yet freed, used by no other thread.
 #[no_mangle]
 pub unsafe extern "C" fn gotry_renew_batch_free(batch: *mut GotryRenewBatch) {
-    let _ = ffi_boundary!(std::ptr::null_mut(), {
-        unsafe { free_handle(batch) };
-        Ok(())
-    });
+    unsafe { free_handle(batch) }
 }

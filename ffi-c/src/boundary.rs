@@ -188,15 +188,40 @@ pub(crate) fn into_handle<T>(value: T) -> *mut T {
     Box::into_raw(Box::new(value))
 }
 
-/// Frees an object handed out by [`into_handle`]; NULL does nothing.
+/// The body of every `_free`: frees an object handed out by [`into_handle`]; NULL does
+/// nothing. A panic in its drop stops here, since a `_free` returns nothing to report it with.
 ///
 /// # Safety
 /// When not NULL, `ptr` must come from [`into_handle`] for this `T` and not be used again.
 pub(crate) unsafe fn free_handle<T>(ptr: *mut T) {
-    if !ptr.is_null() {
-        // SAFETY: the caller's promise above.
-        drop(unsafe { Box::from_raw(ptr) });
-    }
+    let _ = ffi_boundary!(std::ptr::null_mut(), {
+        if !ptr.is_null() {
+            // SAFETY: the caller's promise above.
+            drop(unsafe { Box::from_raw(ptr) });
+        }
+        Ok(())
+    });
+}
+
+/// The body of every accessor: the handle, then the out-parameter (NULLs are refused in
+/// parameter order), then what `read` finds in the handle, written only when it finds it.
+/// Accessors take no `out_error`: all they can say is in the status.
+///
+/// # Safety
+/// As [`handle`] for `ptr` and [`Out::new`] for `out`.
+pub(crate) unsafe fn read_into<H, T>(
+    name: &'static str,
+    ptr: *const H,
+    out_name: &'static str,
+    out: *mut T,
+    read: impl FnOnce(&H) -> Result<T, Failure>,
+) -> GotryStatus {
+    ffi_boundary!(std::ptr::null_mut(), {
+        let value = unsafe { handle(name, ptr)? };
+        let out = unsafe { Out::new(out_name, out)? };
+        out.write(read(value)?);
+        Ok(())
+    })
 }
 
 /// A caller's character buffer.

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use gotry_core::ManualClock;
 
-use crate::boundary::{free_handle, handle, into_handle, Out};
+use crate::boundary::{free_handle, handle, into_handle, read_into, Out};
 use crate::error::GotryError;
 use crate::status::GotryStatus;
 
@@ -86,12 +86,11 @@ pub unsafe extern "C" fn gotry_manual_clock_get(
     clock: *const GotryManualClock,
     out_now_ms: *mut i64,
 ) -> GotryStatus {
-    ffi_boundary!(std::ptr::null_mut(), {
-        let clock = unsafe { handle("clock", clock)? };
-        let out_now_ms = unsafe { Out::new("out_now_ms", out_now_ms)? };
-        out_now_ms.write(clock.clock.get());
-        Ok(())
-    })
+    unsafe {
+        read_into("clock", clock, "out_now_ms", out_now_ms, |clock| {
+            Ok(clock.clock.get())
+        })
+    }
 }
 
 /// Frees the caller's reference to a clock; NULL does nothing. Stores and leases that were
@@ -101,8 +100,5 @@ pub unsafe extern "C" fn gotry_manual_clock_get(
 /// `clock` must be NULL or a `GotryManualClock` not yet freed, used by no other thread.
 #[no_mangle]
 pub unsafe extern "C" fn gotry_manual_clock_free(clock: *mut GotryManualClock) {
-    let _ = ffi_boundary!(std::ptr::null_mut(), {
-        unsafe { free_handle(clock) };
-        Ok(())
-    });
+    unsafe { free_handle(clock) }
 }

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use gotry_core::{CopyId, CopyListing, EpochCopies, RestoreReport, SkippedCopy};
 
-use crate::boundary::{free_handle, handle, into_handle, text_in, Failure, Out};
+use crate::boundary::{free_handle, handle, into_handle, read_into, text_in, Failure, Out};
 use crate::durable::GotryDurableStore;
 use crate::error::GotryError;
 use crate::host::{host_snapshot, GotrySnapshotFn};
@@ -133,14 +133,13 @@ pub unsafe extern "C" fn gotry_epoch_copies_new(
     store: *const GotryDurableStore,
     out_copies: *mut *mut GotryEpochCopies,
 ) -> GotryStatus {
-    ffi_boundary!(std::ptr::null_mut(), {
-        let store = unsafe { handle("store", store)? };
-        let out_copies = unsafe { Out::new("out_copies", out_copies)? };
-        out_copies.write(into_handle(GotryEpochCopies(EpochCopies::new(
-            store.store.clone(),
-        ))));
-        Ok(())
-    })
+    unsafe {
+        read_into("store", store, "out_copies", out_copies, |store| {
+            Ok(into_handle(GotryEpochCopies(EpochCopies::new(
+                store.store.clone(),
+            ))))
+        })
+    }
 }
 
 /// Creates the copies of tenant roots in `store`, as `gotry_epoch_copies_new` does, for a host
@@ -181,10 +180,7 @@ pub unsafe extern "C" fn gotry_epoch_copies_new_with_snapshot(
 /// `copies` must be NULL or a `GotryEpochCopies` not yet freed, used by no other thread.
 #[no_mangle]
 pub unsafe extern "C" fn gotry_epoch_copies_free(copies: *mut GotryEpochCopies) {
-    let _ = ffi_boundary!(std::ptr::null_mut(), {
-        unsafe { free_handle(copies) };
-        Ok(())
-    });
+    unsafe { free_handle(copies) }
 }
 
 /// Writes a complete copy of the tenant root at `root` (the ledger
@@ -318,21 +314,20 @@ pub unsafe extern "C" fn gotry_restore_report_view(
     report: *const GotryRestoreReport,
     out_view: *mut GotryRestoreView,
 ) -> GotryStatus {
-    ffi_boundary!(std::ptr::null_mut(), {
-        let report = unsafe { handle("report", report)? };
-        let out_view = unsafe { Out::new("out_view", out_view)? };
-        let report = &report.0;
-        out_view.write(GotryRestoreView {
-            restored: report.restored.is_some(),
-            copy: report
-                .restored
-                .map_or(GotryCopyId { epoch: 0, seq: 0 }, GotryCopyId::from),
-            files: report.files,
-            bytes: report.bytes,
-            skipped_len: report.skipped.len(),
-        });
-        Ok(())
-    })
+    unsafe {
+        read_into("report", report, "out_view", out_view, |report| {
+            let report = &report.0;
+            Ok(GotryRestoreView {
+                restored: report.restored.is_some(),
+                copy: report
+                    .restored
+                    .map_or(GotryCopyId { epoch: 0, seq: 0 }, GotryCopyId::from),
+                files: report.files,
+                bytes: report.bytes,
+                skipped_len: report.skipped.len(),
+            })
+        })
+    }
 }
 
 /// Reads skipped copy `index` of a restore (newest first).
@@ -348,12 +343,11 @@ pub unsafe extern "C" fn gotry_restore_report_skipped(
     index: usize,
     out_skipped: *mut GotrySkippedCopy,
 ) -> GotryStatus {
-    ffi_boundary!(std::ptr::null_mut(), {
-        let report = unsafe { handle("report", report)? };
-        let out_skipped = unsafe { Out::new("out_skipped", out_skipped)? };
-        out_skipped.write(element(&report.0.skipped, index)?.into());
-        Ok(())
-    })
+    unsafe {
+        read_into("report", report, "out_skipped", out_skipped, |report| {
+            Ok(element(&report.0.skipped, index)?.into())
+        })
+    }
 }
 
 /// Frees a restore report; NULL does nothing.
@@ -362,10 +356,7 @@ pub unsafe extern "C" fn gotry_restore_report_skipped(
 /// `report` must be NULL or a `GotryRestoreReport` not yet freed, used by no other thread.
 #[no_mangle]
 pub unsafe extern "C" fn gotry_restore_report_free(report: *mut GotryRestoreReport) {
-    let _ = ffi_boundary!(std::ptr::null_mut(), {
-        unsafe { free_handle(report) };
-        Ok(())
-    });
+    unsafe { free_handle(report) }
 }
 
 /// The copies of `gotry_epoch_copies_list`, oldest first. Immutable: any number of threads
@@ -410,12 +401,7 @@ pub unsafe extern "C" fn gotry_epoch_copies_list(
 /// `list` must be NULL or a live `GotryCopyList`; `out_len` must be NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn gotry_copy_list_len(list: *const GotryCopyList, out_len: *mut usize) -> GotryStatus {
-    ffi_boundary!(std::ptr::null_mut(), {
-        let list = unsafe { handle("list", list)? };
-        let out_len = unsafe { Out::new("out_len", out_len)? };
-        out_len.write(list.0.len());
-        Ok(())
-    })
+    unsafe { read_into("list", list, "out_len", out_len, |list| Ok(list.0.len())) }
 }
 
 /// Reads copy `index` of a list.
@@ -431,19 +417,18 @@ pub unsafe extern "C" fn gotry_copy_list_get(
     index: usize,
     out_listing: *mut GotryCopyListing,
 ) -> GotryStatus {
-    ffi_boundary!(std::ptr::null_mut(), {
-        let list = unsafe { handle("list", list)? };
-        let out_listing = unsafe { Out::new("out_listing", out_listing)? };
-        let listing = element(&list.0, index)?;
-        out_listing.write(GotryCopyListing {
-            epoch: listing.epoch,
-            seq: listing.seq,
-            complete: listing.complete,
-            objects: listing.objects,
-            bytes: listing.bytes,
-        });
-        Ok(())
-    })
+    unsafe {
+        read_into("list", list, "out_listing", out_listing, |list| {
+            let listing = element(&list.0, index)?;
+            Ok(GotryCopyListing {
+                epoch: listing.epoch,
+                seq: listing.seq,
+                complete: listing.complete,
+                objects: listing.objects,
+                bytes: listing.bytes,
+            })
+        })
+    }
 }
 
 /// Frees a copy list; NULL does nothing.
@@ -452,10 +437,7 @@ pub unsafe extern "C" fn gotry_copy_list_get(
 /// `list` must be NULL or a `GotryCopyList` not yet freed, used by no other thread.
 #[no_mangle]
 pub unsafe extern "C" fn gotry_copy_list_free(list: *mut GotryCopyList) {
-    let _ = ffi_boundary!(std::ptr::null_mut(), {
-        unsafe { free_handle(list) };
-        Ok(())
-    });
+    unsafe { free_handle(list) }
 }
 
 /// Copy ids returned by `gotry_epoch_copies_forget_copies` and `gotry_epoch_copies_gc`, in
@@ -540,12 +522,7 @@ pub unsafe extern "C" fn gotry_copy_id_list_len(
     list: *const GotryCopyIdList,
     out_len: *mut usize,
 ) -> GotryStatus {
-    ffi_boundary!(std::ptr::null_mut(), {
-        let list = unsafe { handle("list", list)? };
-        let out_len = unsafe { Out::new("out_len", out_len)? };
-        out_len.write(list.0.len());
-        Ok(())
-    })
+    unsafe { read_into("list", list, "out_len", out_len, |list| Ok(list.0.len())) }
 }
 
 /// Reads id `index` of a list.
@@ -561,12 +538,11 @@ pub unsafe extern "C" fn gotry_copy_id_list_get(
     index: usize,
     out_id: *mut GotryCopyId,
 ) -> GotryStatus {
-    ffi_boundary!(std::ptr::null_mut(), {
-        let list = unsafe { handle("list", list)? };
-        let out_id = unsafe { Out::new("out_id", out_id)? };
-        out_id.write((*element(&list.0, index)?).into());
-        Ok(())
-    })
+    unsafe {
+        read_into("list", list, "out_id", out_id, |list| {
+            Ok((*element(&list.0, index)?).into())
+        })
+    }
 }
 
 /// Frees a copy id list; NULL does nothing.
@@ -575,8 +551,5 @@ pub unsafe extern "C" fn gotry_copy_id_list_get(
 /// `list` must be NULL or a `GotryCopyIdList` not yet freed, used by no other thread.
 #[no_mangle]
 pub unsafe extern "C" fn gotry_copy_id_list_free(list: *mut GotryCopyIdList) {
-    let _ = ffi_boundary!(std::ptr::null_mut(), {
-        unsafe { free_handle(list) };
-        Ok(())
-    });
+    unsafe { free_handle(list) }
 }

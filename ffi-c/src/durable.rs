@@ -82,8 +82,5 @@ pub unsafe extern "C" fn gotry_durable_store_open_url(
 /// `store` must be NULL or a `GotryDurableStore` not yet freed, used by no other thread.
 #[no_mangle]
 pub unsafe extern "C" fn gotry_durable_store_free(store: *mut GotryDurableStore) {
-    let _ = ffi_boundary!(std::ptr::null_mut(), {
-        unsafe { free_handle(store) };
-        Ok(())
-    });
+    unsafe { free_handle(store) }
 }

@@ -4,10 +4,10 @@ use std::ffi::c_char;
 
 use gotry_core::Error;
 
-use crate::boundary::{free_handle, handle, Failure, Out};
+use crate::boundary::{free_handle, handle, read_into, Failure};
 use crate::copies::GotrySkippedCopy;
 use crate::host::host_code;
-use crate::records::{element, GotryRecordView, OwnedRecord, Text};
+use crate::records::{element, lend_into, GotryRecordView, OwnedRecord, Text};
 use crate::status::{GotryFenceReason, GotryStatus};
 
 /// The fields some codes carry besides their message.
@@ -138,6 +138,11 @@ impl GotryError {
     }
 }
 
+/// An error lent to C inside a struct it reads (an event, a report's entry): NULL for none.
+pub(crate) fn lent(error: Option<&GotryError>) -> *const GotryError {
+    error.map_or(std::ptr::null(), |error| error)
+}
+
 fn no_value(what: &'static str) -> Failure {
     Failure::NoValue(what)
 }
@@ -172,12 +177,7 @@ pub unsafe extern "C" fn gotry_error_code(
     error: *const GotryError,
     out_code: *mut *const c_char,
 ) -> GotryStatus {
-    ffi_boundary!(std::ptr::null_mut(), {
-        let error = unsafe { handle("error", error)? };
-        let out_code = unsafe { Out::new("out_code", out_code)? };
-        out_code.write(error.code.ptr());
-        Ok(())
-    })
+    unsafe { read_into("error", error, "out_code", out_code, |error| Ok(error.code.ptr())) }
 }
 
 /// The message for people, borrowed from `error`: NUL-terminated, though `*out_len` is the
@@ -193,13 +193,11 @@ pub unsafe extern "C" fn gotry_error_message(
     out_message: *mut *const c_char,
     out_len: *mut usize,
 ) -> GotryStatus {
-    ffi_boundary!(std::ptr::null_mut(), {
-        let error = unsafe { handle("error", error)? };
-        let out_message = unsafe { Out::new("out_message", out_message)? };
-        let out_len = unsafe { Out::new("out_len", out_len)? };
-        error.message.lend(out_message, out_len);
-        Ok(())
-    })
+    unsafe {
+        lend_into("error", error, "out_message", out_message, out_len, |error| {
+            Ok(&error.message)
+        })
+    }
 }
 
 /// The record of the holder that refused an acquire (`GOTRY_STATUS_LEASE_HELD`), so a router
@@ -215,15 +213,14 @@ pub unsafe extern "C" fn gotry_error_record(
     error: *const GotryError,
     out_view: *mut GotryRecordView,
 ) -> GotryStatus {
-    ffi_boundary!(std::ptr::null_mut(), {
-        let error = unsafe { handle("error", error)? };
-        let out_view = unsafe { Out::new("out_view", out_view)? };
-        match &error.detail {
-            Detail::LeaseHeld(record) => out_view.write(record.view()),
-            _ => return Err(no_value("only a LEASE_HELD error carries a record")),
-        }
-        Ok(())
-    })
+    unsafe {
+        read_into("error", error, "out_view", out_view, |error| {
+            match &error.detail {
+                Detail::LeaseHeld(record) => Ok(record.view()),
+                _ => Err(no_value("only a LEASE_HELD error carries a record")),
+            }
+        })
+    }
 }
 
 /// Why the write gate was closed (`GOTRY_STATUS_FENCED`).
@@ -238,15 +235,14 @@ pub unsafe extern "C" fn gotry_error_fence_reason(
     error: *const GotryError,
     out_reason: *mut GotryFenceReason,
 ) -> GotryStatus {
-    ffi_boundary!(std::ptr::null_mut(), {
-        let error = unsafe { handle("error", error)? };
-        let out_reason = unsafe { Out::new("out_reason", out_reason)? };
-        match &error.detail {
-            Detail::Fenced { reason, .. } => out_reason.write(*reason),
-            _ => return Err(no_value("only a FENCED error carries a reason")),
-        }
-        Ok(())
-    })
+    unsafe {
+        read_into("error", error, "out_reason", out_reason, |error| {
+            match &error.detail {
+                Detail::Fenced { reason, .. } => Ok(*reason),
+                _ => Err(no_value("only a FENCED error carries a reason")),
+            }
+        })
+    }
 }
 
 /// The tenant key an error is about (`GOTRY_STATUS_FENCED`, `GOTRY_STATUS_DRAINING`,
@@ -263,22 +259,23 @@ pub unsafe extern "C" fn gotry_error_key(
     out_key: *mut *const c_char,
     out_len: *mut usize,
 ) -> GotryStatus {
-    ffi_boundary!(std::ptr::null_mut(), {
-        let error = unsafe { handle("error", error)? };
-        let out_key = unsafe { Out::new("out_key", out_key)? };
-        let out_len = unsafe { Out::new("out_len", out_len)? };
-        match &error.detail {
-            Detail::Fenced { key, .. } | Detail::Draining { key } | Detail::DrainTimeout { key, .. } => {
-                key.lend(out_key, out_len)
-            }
-            _ => {
-                return Err(no_value(
+    unsafe {
+        lend_into(
+            "error",
+            error,
+            "out_key",
+            out_key,
+            out_len,
+            |error| match &error.detail {
+                Detail::Fenced { key, .. } | Detail::Draining { key } | Detail::DrainTimeout { key, .. } => {
+                    Ok(key)
+                }
+                _ => Err(no_value(
                     "only FENCED, DRAINING and DRAIN_TIMEOUT errors carry a key",
-                ))
-            }
-        }
-        Ok(())
-    })
+                )),
+            },
+        )
+    }
 }
 
 /// The epoch whose write gate was closed (`GOTRY_STATUS_FENCED`).
@@ -290,15 +287,14 @@ pub unsafe extern "C" fn gotry_error_key(
 /// `error` must be NULL or a live `GotryError`; `out_epoch` must be NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn gotry_error_epoch(error: *const GotryError, out_epoch: *mut i64) -> GotryStatus {
-    ffi_boundary!(std::ptr::null_mut(), {
-        let error = unsafe { handle("error", error)? };
-        let out_epoch = unsafe { Out::new("out_epoch", out_epoch)? };
-        match &error.detail {
-            Detail::Fenced { epoch, .. } => out_epoch.write(*epoch),
-            _ => return Err(no_value("only a FENCED error carries an epoch")),
-        }
-        Ok(())
-    })
+    unsafe {
+        read_into("error", error, "out_epoch", out_epoch, |error| {
+            match &error.detail {
+                Detail::Fenced { epoch, .. } => Ok(*epoch),
+                _ => Err(no_value("only a FENCED error carries an epoch")),
+            }
+        })
+    }
 }
 
 /// How many calls were still running when a drain gave up (`GOTRY_STATUS_DRAIN_TIMEOUT`).
@@ -313,15 +309,18 @@ pub unsafe extern "C" fn gotry_error_in_flight(
     error: *const GotryError,
     out_in_flight: *mut u64,
 ) -> GotryStatus {
-    ffi_boundary!(std::ptr::null_mut(), {
-        let error = unsafe { handle("error", error)? };
-        let out_in_flight = unsafe { Out::new("out_in_flight", out_in_flight)? };
-        match &error.detail {
-            Detail::DrainTimeout { in_flight, .. } => out_in_flight.write(*in_flight),
-            _ => return Err(no_value("only a DRAIN_TIMEOUT error carries a count in flight")),
-        }
-        Ok(())
-    })
+    unsafe {
+        read_into(
+            "error",
+            error,
+            "out_in_flight",
+            out_in_flight,
+            |error| match &error.detail {
+                Detail::DrainTimeout { in_flight, .. } => Ok(*in_flight),
+                _ => Err(no_value("only a DRAIN_TIMEOUT error carries a count in flight")),
+            },
+        )
+    }
 }
 
 /// How long a drain waited before it gave up, in milliseconds (`GOTRY_STATUS_DRAIN_TIMEOUT`).
@@ -336,15 +335,18 @@ pub unsafe extern "C" fn gotry_error_timeout_ms(
     error: *const GotryError,
     out_timeout_ms: *mut u64,
 ) -> GotryStatus {
-    ffi_boundary!(std::ptr::null_mut(), {
-        let error = unsafe { handle("error", error)? };
-        let out_timeout_ms = unsafe { Out::new("out_timeout_ms", out_timeout_ms)? };
-        match &error.detail {
-            Detail::DrainTimeout { timeout_ms, .. } => out_timeout_ms.write(*timeout_ms),
-            _ => return Err(no_value("only a DRAIN_TIMEOUT error carries a timeout")),
-        }
-        Ok(())
-    })
+    unsafe {
+        read_into(
+            "error",
+            error,
+            "out_timeout_ms",
+            out_timeout_ms,
+            |error| match &error.detail {
+                Detail::DrainTimeout { timeout_ms, .. } => Ok(*timeout_ms),
+                _ => Err(no_value("only a DRAIN_TIMEOUT error carries a timeout")),
+            },
+        )
+    }
 }
 
 /// The configured number of tenants this replica serves (`GOTRY_STATUS_REPLICA_AT_CAPACITY`).
@@ -356,15 +358,14 @@ pub unsafe extern "C" fn gotry_error_timeout_ms(
 /// `error` must be NULL or a live `GotryError`; `out_limit` must be NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn gotry_error_limit(error: *const GotryError, out_limit: *mut u64) -> GotryStatus {
-    ffi_boundary!(std::ptr::null_mut(), {
-        let error = unsafe { handle("error", error)? };
-        let out_limit = unsafe { Out::new("out_limit", out_limit)? };
-        match &error.detail {
-            Detail::ReplicaAtCapacity { limit } => out_limit.write(*limit),
-            _ => return Err(no_value("only a REPLICA_AT_CAPACITY error carries a limit")),
-        }
-        Ok(())
-    })
+    unsafe {
+        read_into("error", error, "out_limit", out_limit, |error| {
+            match &error.detail {
+                Detail::ReplicaAtCapacity { limit } => Ok(*limit),
+                _ => Err(no_value("only a REPLICA_AT_CAPACITY error carries a limit")),
+            }
+        })
+    }
 }
 
 /// How many durable copies a failed restore skipped (`GOTRY_STATUS_RESTORE_INVALID`); read
@@ -380,12 +381,11 @@ pub unsafe extern "C" fn gotry_error_skipped_count(
     error: *const GotryError,
     out_count: *mut usize,
 ) -> GotryStatus {
-    ffi_boundary!(std::ptr::null_mut(), {
-        let error = unsafe { handle("error", error)? };
-        let out_count = unsafe { Out::new("out_count", out_count)? };
-        out_count.write(skipped(error)?.len());
-        Ok(())
-    })
+    unsafe {
+        read_into("error", error, "out_count", out_count, |error| {
+            Ok(skipped(error)?.len())
+        })
+    }
 }
 
 /// Reads skipped copy `index` of a failed restore (newest first): its epoch, sequence
@@ -403,12 +403,11 @@ pub unsafe extern "C" fn gotry_error_skipped(
     index: usize,
     out_skipped: *mut GotrySkippedCopy,
 ) -> GotryStatus {
-    ffi_boundary!(std::ptr::null_mut(), {
-        let error = unsafe { handle("error", error)? };
-        let out_skipped = unsafe { Out::new("out_skipped", out_skipped)? };
-        out_skipped.write(*element(skipped(error)?, index)?);
-        Ok(())
-    })
+    unsafe {
+        read_into("error", error, "out_skipped", out_skipped, |error| {
+            Ok(*element(skipped(error)?, index)?)
+        })
+    }
 }
 
 fn skipped(error: &GotryError) -> Result<&[GotrySkippedCopy], Failure> {
@@ -433,19 +432,16 @@ pub unsafe extern "C" fn gotry_error_backend_code(
     error: *const GotryError,
     out_code: *mut *const c_char,
 ) -> GotryStatus {
-    ffi_boundary!(std::ptr::null_mut(), {
-        let error = unsafe { handle("error", error)? };
-        let out_code = unsafe { Out::new("out_code", out_code)? };
-        match &error.detail {
-            Detail::DurableStoreUnavailable { backend_code } => out_code.write(backend_code.ptr()),
-            _ => {
-                return Err(no_value(
+    unsafe {
+        read_into("error", error, "out_code", out_code, |error| {
+            match &error.detail {
+                Detail::DurableStoreUnavailable { backend_code } => Ok(backend_code.ptr()),
+                _ => Err(no_value(
                     "only a DURABLE_STORE_UNAVAILABLE error carries a backend code",
-                ))
+                )),
             }
-        }
-        Ok(())
-    })
+        })
+    }
 }
 
 /// The buffer size a call needed, NUL included (`GOTRY_STATUS_BUFFER_TOO_SMALL`): call again
@@ -461,15 +457,12 @@ pub unsafe extern "C" fn gotry_error_buffer_len(
     error: *const GotryError,
     out_len: *mut usize,
 ) -> GotryStatus {
-    ffi_boundary!(std::ptr::null_mut(), {
-        let error = unsafe { handle("error", error)? };
-        let out_len = unsafe { Out::new("out_len", out_len)? };
-        match &error.detail {
-            Detail::BufferTooSmall { needed } => out_len.write(*needed),
-            _ => return Err(no_value("only a BUFFER_TOO_SMALL error carries a buffer size")),
-        }
-        Ok(())
-    })
+    unsafe {
+        read_into("error", error, "out_len", out_len, |error| match &error.detail {
+            Detail::BufferTooSmall { needed } => Ok(*needed),
+            _ => Err(no_value("only a BUFFER_TOO_SMALL error carries a buffer size")),
+        })
+    }
 }
 
 /// The value a host's callback returned when it failed (`GOTRY_STATUS_HOST_CALLBACK_FAILED`
@@ -483,19 +476,16 @@ pub unsafe extern "C" fn gotry_error_buffer_len(
 /// `error` must be NULL or a live `GotryError`; `out_code` must be NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn gotry_error_host_code(error: *const GotryError, out_code: *mut i32) -> GotryStatus {
-    ffi_boundary!(std::ptr::null_mut(), {
-        let error = unsafe { handle("error", error)? };
-        let out_code = unsafe { Out::new("out_code", out_code)? };
-        match &error.detail {
-            Detail::Host { code } => out_code.write(*code),
-            _ => {
-                return Err(no_value(
+    unsafe {
+        read_into("error", error, "out_code", out_code, |error| {
+            match &error.detail {
+                Detail::Host { code } => Ok(*code),
+                _ => Err(no_value(
                     "only a host callback's failure carries its return value",
-                ))
+                )),
             }
-        }
-        Ok(())
-    })
+        })
+    }
 }
 
 /// Frees an error; NULL does nothing. Strings and views read from it become dangling.
@@ -504,10 +494,7 @@ pub unsafe extern "C" fn gotry_error_host_code(error: *const GotryError, out_cod
 /// `error` must be NULL or a `GotryError` not yet freed, used by no other thread.
 #[no_mangle]
 pub unsafe extern "C" fn gotry_error_free(error: *mut GotryError) {
-    let _ = ffi_boundary!(std::ptr::null_mut(), {
-        unsafe { free_handle(error) };
-        Ok(())
-    });
+    unsafe { free_handle(error) }
 }
 
 #[cfg(test)]

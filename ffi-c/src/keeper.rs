@@ -10,12 +10,12 @@ use gotry_core::{
     SystemMonotonicClock,
 };
 
-use crate::boundary::{free_handle, handle, into_handle, optional_handle, text_in, Failure, Out};
+use crate::boundary::{free_handle, handle, into_handle, optional_handle, read_into, text_in, Failure, Out};
 use crate::clock::GotryManualClock;
-use crate::error::GotryError;
+use crate::error::{lent, GotryError};
 use crate::lease::GotryLease;
 use crate::records::Text;
-use crate::status::{name_or_null, static_cstr, GotryStatus};
+use crate::status::{table_name, GotryStatus};
 use crate::store::GotryStore;
 
 /// What a keeper reports without being asked.
@@ -50,15 +50,11 @@ const EVENT_KINDS: [(GotryKeeperEventKind, KeeperEventKind); 4] = [
 #[no_mangle]
 pub extern "C" fn gotry_keeper_event_kind_name(kind: c_int) -> *const c_char {
     static NAMES: OnceLock<Vec<CString>> = OnceLock::new();
-    name_or_null(
-        || match EVENT_KINDS.iter().position(|(ours, _)| *ours as c_int == kind) {
-            Some(index) => static_cstr(
-                &NAMES,
-                || EVENT_KINDS.iter().map(|(_, k)| k.as_str().to_owned()).collect(),
-                index,
-            ),
-            None => std::ptr::null(),
-        },
+    table_name(
+        &NAMES,
+        &EVENT_KINDS,
+        |ours| ours as c_int == kind,
+        KeeperEventKind::as_str,
     )
 }
 
@@ -165,9 +161,7 @@ impl Callback {
             key: key.as_ref().map_or(std::ptr::null(), Text::ptr),
             key_len: key.as_ref().map_or(0, Text::len),
             epoch: event.epoch().unwrap_or(0),
-            error: error
-                .as_ref()
-                .map_or(std::ptr::null(), |e| e as *const GotryError),
+            error: lent(error.as_ref()),
             leases,
         };
         // SAFETY: the host gave this function for this purpose; `view` and what it lends
@@ -330,12 +324,7 @@ pub unsafe extern "C" fn gotry_keeper_remove(
 /// `keeper` must be NULL or a live `GotryKeeper`; `out_len` must be NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn gotry_keeper_len(keeper: *const GotryKeeper, out_len: *mut usize) -> GotryStatus {
-    ffi_boundary!(std::ptr::null_mut(), {
-        let keeper = unsafe { handle("keeper", keeper)? };
-        let out_len = unsafe { Out::new("out_len", out_len)? };
-        out_len.write(keeper.0.len());
-        Ok(())
-    })
+    unsafe { read_into("keeper", keeper, "out_len", out_len, |keeper| Ok(keeper.0.len())) }
 }
 
 /// What one round did.
@@ -459,13 +448,12 @@ pub unsafe extern "C" fn gotry_keeper_shutdown(
     timeout_ms: u64,
     out_report: *mut *mut GotryShutdownReport,
 ) -> GotryStatus {
-    ffi_boundary!(std::ptr::null_mut(), {
-        let keeper = unsafe { handle("keeper", keeper)? };
-        let out_report = unsafe { Out::new("out_report", out_report)? };
-        let report = keeper.0.shutdown(Duration::from_millis(timeout_ms));
-        out_report.write(into_handle(GotryShutdownReport::new(report)));
-        Ok(())
-    })
+    unsafe {
+        read_into("keeper", keeper, "out_report", out_report, |keeper| {
+            let report = keeper.0.shutdown(Duration::from_millis(timeout_ms));
+            Ok(into_handle(GotryShutdownReport::new(report)))
+        })
+    }
 }
 
 /// Counts the entries of a shutdown report.
@@ -479,12 +467,7 @@ pub unsafe extern "C" fn gotry_shutdown_report_len(
     report: *const GotryShutdownReport,
     out_len: *mut usize,
 ) -> GotryStatus {
-    ffi_boundary!(std::ptr::null_mut(), {
-        let report = unsafe { handle("report", report)? };
-        let out_len = unsafe { Out::new("out_len", out_len)? };
-        out_len.write(report.0.len());
-        Ok(())
-    })
+    unsafe { read_into("report", report, "out_len", out_len, |report| Ok(report.0.len())) }
 }
 
 /// Reads entry `index` of a shutdown report; its key and error are borrowed from `report`.
@@ -500,25 +483,22 @@ pub unsafe extern "C" fn gotry_shutdown_report_get(
     index: usize,
     out_entry: *mut GotryShutdownEntry,
 ) -> GotryStatus {
-    ffi_boundary!(std::ptr::null_mut(), {
-        let report = unsafe { handle("report", report)? };
-        let out_entry = unsafe { Out::new("out_entry", out_entry)? };
-        let (key, outcome, error) = report.0.get(index).ok_or_else(|| {
-            Failure::invalid(format!(
-                "index {index} is out of range for a report of {}",
-                report.0.len()
-            ))
-        })?;
-        out_entry.write(GotryShutdownEntry {
-            key: key.ptr(),
-            key_len: key.len(),
-            outcome: *outcome,
-            error: error
-                .as_ref()
-                .map_or(std::ptr::null(), |e| e as *const GotryError),
-        });
-        Ok(())
-    })
+    unsafe {
+        read_into("report", report, "out_entry", out_entry, |report| {
+            let (key, outcome, error) = report.0.get(index).ok_or_else(|| {
+                Failure::invalid(format!(
+                    "index {index} is out of range for a report of {}",
+                    report.0.len()
+                ))
+            })?;
+            Ok(GotryShutdownEntry {
+                key: key.ptr(),
+                key_len: key.len(),
+                outcome: *outcome,
+                error: lent(error.as_ref()),
+            })
+        })
+    }
 }
 
 /// Frees a shutdown report and the errors it lent; NULL does nothing.
@@ -527,10 +507,7 @@ pub unsafe extern "C" fn gotry_shutdown_report_get(
 /// `report` must be NULL or a `GotryShutdownReport` not yet freed, used by no other thread.
 #[no_mangle]
 pub unsafe extern "C" fn gotry_shutdown_report_free(report: *mut GotryShutdownReport) {
-    let _ = ffi_boundary!(std::ptr::null_mut(), {
-        unsafe { free_handle(report) };
-        Ok(())
-    });
+    unsafe { free_handle(report) }
 }
 
 /// Stops the keeper without waiting for the store and frees it; NULL does nothing. A batch
@@ -544,8 +521,5 @@ pub unsafe extern "C" fn gotry_shutdown_report_free(report: *mut GotryShutdownRe
 /// by the call its own callback runs in.
 #[no_mangle]
 pub unsafe extern "C" fn gotry_keeper_free(keeper: *mut GotryKeeper) {
-    let _ = ffi_boundary!(std::ptr::null_mut(), {
-        unsafe { free_handle(keeper) };
-        Ok(())
-    });
+    unsafe { free_handle(keeper) }
 }

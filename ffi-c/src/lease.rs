@@ -5,10 +5,10 @@ use std::sync::Arc;
 
 use gotry_core::{LeaseOptions, MonotonicClock, SystemMonotonicClock, TenantLease};
 
-use crate::boundary::{free_handle, handle, into_handle, optional_handle, text_in, Out};
+use crate::boundary::{free_handle, handle, into_handle, optional_handle, read_into, text_in, Out};
 use crate::clock::GotryManualClock;
 use crate::error::GotryError;
-use crate::records::{GotryRecord, Text};
+use crate::records::{lend_into, GotryRecord, Text};
 use crate::status::GotryStatus;
 use crate::store::GotryStore;
 
@@ -115,12 +115,11 @@ pub unsafe extern "C" fn gotry_lease_assert_held(
 /// `lease` must be NULL or a live `GotryLease`; `out_held` must be NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn gotry_lease_is_held(lease: *const GotryLease, out_held: *mut bool) -> GotryStatus {
-    ffi_boundary!(std::ptr::null_mut(), {
-        let lease = unsafe { handle("lease", lease)? };
-        let out_held = unsafe { Out::new("out_held", out_held)? };
-        out_held.write(lease.lease.is_held());
-        Ok(())
-    })
+    unsafe {
+        read_into("lease", lease, "out_held", out_held, |lease| {
+            Ok(lease.lease.is_held())
+        })
+    }
 }
 
 /// Writes the milliseconds left until the local fence (fractional with the system clock);
@@ -217,12 +216,11 @@ pub unsafe extern "C" fn gotry_lease_mark_forgotten(
 /// `lease` must be NULL or a live `GotryLease`; `out_epoch` must be NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn gotry_lease_epoch(lease: *const GotryLease, out_epoch: *mut i64) -> GotryStatus {
-    ffi_boundary!(std::ptr::null_mut(), {
-        let lease = unsafe { handle("lease", lease)? };
-        let out_epoch = unsafe { Out::new("out_epoch", out_epoch)? };
-        out_epoch.write(lease.lease.epoch());
-        Ok(())
-    })
+    unsafe {
+        read_into("lease", lease, "out_epoch", out_epoch, |lease| {
+            Ok(lease.lease.epoch())
+        })
+    }
 }
 
 /// Writes the forgotten floor at acquire time: durable copies up to this epoch are dead.
@@ -237,12 +235,11 @@ pub unsafe extern "C" fn gotry_lease_forgotten_at_epoch(
     lease: *const GotryLease,
     out_epoch: *mut i64,
 ) -> GotryStatus {
-    ffi_boundary!(std::ptr::null_mut(), {
-        let lease = unsafe { handle("lease", lease)? };
-        let out_epoch = unsafe { Out::new("out_epoch", out_epoch)? };
-        out_epoch.write(lease.lease.forgotten_at_epoch());
-        Ok(())
-    })
+    unsafe {
+        read_into("lease", lease, "out_epoch", out_epoch, |lease| {
+            Ok(lease.lease.forgotten_at_epoch())
+        })
+    }
 }
 
 /// Lends the lease's key (NUL-terminated, borrowed from `lease`; `*out_len` is the authority).
@@ -257,13 +254,16 @@ pub unsafe extern "C" fn gotry_lease_key(
     out_key: *mut *const c_char,
     out_len: *mut usize,
 ) -> GotryStatus {
-    ffi_boundary!(std::ptr::null_mut(), {
-        let lease = unsafe { handle("lease", lease)? };
-        let out_key = unsafe { Out::new("out_key", out_key)? };
-        let out_len = unsafe { Out::new("out_len", out_len)? };
-        lease.key.lend(out_key, out_len);
-        Ok(())
-    })
+    unsafe {
+        lend_into(
+            "lease",
+            lease,
+            "out_key",
+            out_key,
+            out_len,
+            |lease| Ok(&lease.key),
+        )
+    }
 }
 
 /// Lends the holder's replica id (NUL-terminated, borrowed from `lease`; `*out_len` is the
@@ -279,13 +279,16 @@ pub unsafe extern "C" fn gotry_lease_replica_id(
     out_replica_id: *mut *const c_char,
     out_len: *mut usize,
 ) -> GotryStatus {
-    ffi_boundary!(std::ptr::null_mut(), {
-        let lease = unsafe { handle("lease", lease)? };
-        let out_replica_id = unsafe { Out::new("out_replica_id", out_replica_id)? };
-        let out_len = unsafe { Out::new("out_len", out_len)? };
-        lease.replica_id.lend(out_replica_id, out_len);
-        Ok(())
-    })
+    unsafe {
+        lend_into(
+            "lease",
+            lease,
+            "out_replica_id",
+            out_replica_id,
+            out_len,
+            |lease| Ok(&lease.replica_id),
+        )
+    }
 }
 
 /// Frees a lease without telling the store; NULL does nothing. Call `gotry_lease_release`
@@ -295,8 +298,5 @@ pub unsafe extern "C" fn gotry_lease_replica_id(
 /// `lease` must be NULL or a `GotryLease` not yet freed, used by no other thread.
 #[no_mangle]
 pub unsafe extern "C" fn gotry_lease_free(lease: *mut GotryLease) {
-    let _ = ffi_boundary!(std::ptr::null_mut(), {
-        unsafe { free_handle(lease) };
-        Ok(())
-    });
+    unsafe { free_handle(lease) }
 }

@@ -4,7 +4,7 @@ use std::ffi::c_char;
 
 use gotry_core::{HistoryEntry, LeaseRecord};
 
-use crate::boundary::{free_handle, handle, Failure, Out};
+use crate::boundary::{free_handle, handle, read_into, Failure, Out};
 use crate::status::{GotryLeaseOp, GotryStatus};
 
 /// Text owned by this library and lent to C: NUL-terminated for convenience, with its
@@ -38,12 +38,30 @@ impl Text {
     pub(crate) fn as_str(&self) -> &str {
         std::str::from_utf8(&self.0[..self.len()]).expect("built from a str")
     }
+}
 
-    /// Writes the borrowed pointer and length to two out-parameters.
-    pub(crate) fn lend(&self, out_ptr: Out<*const c_char>, out_len: Out<usize>) {
-        out_ptr.write(self.ptr());
-        out_len.write(self.len());
-    }
+/// The body of every accessor that lends a text: as [`read_into`], with the text's pointer
+/// and its length as two out-parameters.
+///
+/// # Safety
+/// As [`read_into`], for both out-parameters.
+pub(crate) unsafe fn lend_into<H>(
+    name: &'static str,
+    ptr: *const H,
+    out_name: &'static str,
+    out: *mut *const c_char,
+    out_len: *mut usize,
+    text: impl FnOnce(&H) -> Result<&Text, Failure>,
+) -> GotryStatus {
+    ffi_boundary!(std::ptr::null_mut(), {
+        let value = unsafe { handle(name, ptr)? };
+        let out = unsafe { Out::new(out_name, out)? };
+        let out_len = unsafe { Out::new("out_len", out_len)? };
+        let text = text(value)?;
+        out.write(text.ptr());
+        out_len.write(text.len());
+        Ok(())
+    })
 }
 
 /// A lease record as C reads it. The strings are borrowed from the object the view was
@@ -127,12 +145,11 @@ pub unsafe extern "C" fn gotry_record_view(
     record: *const GotryRecord,
     out_view: *mut GotryRecordView,
 ) -> GotryStatus {
-    ffi_boundary!(std::ptr::null_mut(), {
-        let record = unsafe { handle("record", record)? };
-        let out_view = unsafe { Out::new("out_view", out_view)? };
-        out_view.write(record.0.view());
-        Ok(())
-    })
+    unsafe {
+        read_into("record", record, "out_view", out_view, |record| {
+            Ok(record.0.view())
+        })
+    }
 }
 
 /// Frees a record; NULL does nothing. Views taken from it become dangling.
@@ -141,10 +158,7 @@ pub unsafe extern "C" fn gotry_record_view(
 /// `record` must be NULL or a `GotryRecord` not yet freed, used by no other thread.
 #[no_mangle]
 pub unsafe extern "C" fn gotry_record_free(record: *mut GotryRecord) {
-    let _ = ffi_boundary!(std::ptr::null_mut(), {
-        unsafe { free_handle(record) };
-        Ok(())
-    });
+    unsafe { free_handle(record) }
 }
 
 /// The records of `gotry_store_list`, ordered by key. Immutable: any number of threads may
@@ -169,12 +183,7 @@ pub unsafe extern "C" fn gotry_record_list_len(
     list: *const GotryRecordList,
     out_len: *mut usize,
 ) -> GotryStatus {
-    ffi_boundary!(std::ptr::null_mut(), {
-        let list = unsafe { handle("list", list)? };
-        let out_len = unsafe { Out::new("out_len", out_len)? };
-        out_len.write(list.0.len());
-        Ok(())
-    })
+    unsafe { read_into("list", list, "out_len", out_len, |list| Ok(list.0.len())) }
 }
 
 /// Reads record `index` of a list; its strings are borrowed from `list`.
@@ -190,12 +199,11 @@ pub unsafe extern "C" fn gotry_record_list_get(
     index: usize,
     out_view: *mut GotryRecordView,
 ) -> GotryStatus {
-    ffi_boundary!(std::ptr::null_mut(), {
-        let list = unsafe { handle("list", list)? };
-        let out_view = unsafe { Out::new("out_view", out_view)? };
-        out_view.write(element(&list.0, index)?.view());
-        Ok(())
-    })
+    unsafe {
+        read_into("list", list, "out_view", out_view, |list| {
+            Ok(element(&list.0, index)?.view())
+        })
+    }
 }
 
 /// Frees a record list; NULL does nothing. Views taken from it become dangling.
@@ -204,10 +212,7 @@ pub unsafe extern "C" fn gotry_record_list_get(
 /// `list` must be NULL or a `GotryRecordList` not yet freed, used by no other thread.
 #[no_mangle]
 pub unsafe extern "C" fn gotry_record_list_free(list: *mut GotryRecordList) {
-    let _ = ffi_boundary!(std::ptr::null_mut(), {
-        unsafe { free_handle(list) };
-        Ok(())
-    });
+    unsafe { free_handle(list) }
 }
 
 pub(crate) fn element<T>(items: &[T], index: usize) -> Result<&T, Failure> {
@@ -279,12 +284,11 @@ impl GotryHistory {
 /// `history` must be NULL or a live `GotryHistory`; `out_len` must be NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn gotry_history_len(history: *const GotryHistory, out_len: *mut usize) -> GotryStatus {
-    ffi_boundary!(std::ptr::null_mut(), {
-        let history = unsafe { handle("history", history)? };
-        let out_len = unsafe { Out::new("out_len", out_len)? };
-        out_len.write(history.0.len());
-        Ok(())
-    })
+    unsafe {
+        read_into("history", history, "out_len", out_len, |history| {
+            Ok(history.0.len())
+        })
+    }
 }
 
 /// Reads entry `index` of a history; its strings are borrowed from `history`.
@@ -300,21 +304,20 @@ pub unsafe extern "C" fn gotry_history_get(
     index: usize,
     out_entry: *mut GotryHistoryEntry,
 ) -> GotryStatus {
-    ffi_boundary!(std::ptr::null_mut(), {
-        let history = unsafe { handle("history", history)? };
-        let out_entry = unsafe { Out::new("out_entry", out_entry)? };
-        let entry = element(&history.0, index)?;
-        out_entry.write(GotryHistoryEntry {
-            key: entry.key.ptr(),
-            key_len: entry.key.len(),
-            op: entry.op,
-            owner: entry.owner.ptr(),
-            owner_len: entry.owner.len(),
-            epoch: entry.epoch,
-            at_ms: entry.at_ms,
-        });
-        Ok(())
-    })
+    unsafe {
+        read_into("history", history, "out_entry", out_entry, |history| {
+            let entry = element(&history.0, index)?;
+            Ok(GotryHistoryEntry {
+                key: entry.key.ptr(),
+                key_len: entry.key.len(),
+                op: entry.op,
+                owner: entry.owner.ptr(),
+                owner_len: entry.owner.len(),
+                epoch: entry.epoch,
+                at_ms: entry.at_ms,
+            })
+        })
+    }
 }
 
 /// Frees a history; NULL does nothing. Entries read from it become dangling.
@@ -323,8 +326,5 @@ pub unsafe extern "C" fn gotry_history_get(
 /// `history` must be NULL or a `GotryHistory` not yet freed, used by no other thread.
 #[no_mangle]
 pub unsafe extern "C" fn gotry_history_free(history: *mut GotryHistory) {
-    let _ = ffi_boundary!(std::ptr::null_mut(), {
-        unsafe { free_handle(history) };
-        Ok(())
-    });
+    unsafe { free_handle(history) }
 }

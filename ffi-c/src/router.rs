@@ -12,16 +12,18 @@ use gotry_core::{
     TenantHandle, TenantRouter, TenantState, TenantStatus,
 };
 
-use crate::boundary::{bytes_in, free_handle, handle, into_handle, optional_handle, text_in, Failure, Out};
+use crate::boundary::{
+    bytes_in, free_handle, handle, into_handle, optional_handle, read_into, text_in, Failure, Out,
+};
 use crate::clock::GotryManualClock;
 use crate::copies::{GotryCopyId, GotryFoldCheckFn};
 use crate::durable::GotryDurableStore;
-use crate::error::GotryError;
+use crate::error::{lent, GotryError};
 use crate::host::{host_snapshot, nul_terminated, CallbackGate, GotrySnapshotFn, UserData};
 use crate::keeper::GotryShutdownReport;
 use crate::lease::GotryLease;
 use crate::records::{element, Text};
-use crate::status::{name_or_null, static_cstr, GotryStatus};
+use crate::status::{c_value, table_name, GotryStatus};
 use crate::store::GotryStore;
 
 /// When a router's acknowledgements wait for a durable copy.
@@ -133,16 +135,7 @@ const EVENT_KINDS: [(GotryRouterEventKind, &str); 3] = [
 #[no_mangle]
 pub extern "C" fn gotry_router_event_kind_name(kind: c_int) -> *const c_char {
     static NAMES: OnceLock<Vec<CString>> = OnceLock::new();
-    name_or_null(
-        || match EVENT_KINDS.iter().position(|(ours, _)| *ours as c_int == kind) {
-            Some(index) => static_cstr(
-                &NAMES,
-                || EVENT_KINDS.iter().map(|(_, name)| (*name).to_owned()).collect(),
-                index,
-            ),
-            None => std::ptr::null(),
-        },
-    )
+    table_name(&NAMES, &EVENT_KINDS, |ours| ours as c_int == kind, |name| name)
 }
 
 /// One event, lent to the callback for the duration of the call only: copy what you keep.
@@ -208,9 +201,7 @@ impl EventSink {
             key: key.ptr(),
             key_len: key.len(),
             epoch,
-            error: error
-                .as_ref()
-                .map_or(std::ptr::null(), |e| e as *const GotryError),
+            error: lent(error.as_ref()),
         };
         // SAFETY: the host gave this function for this purpose; `view` and what it lends
         // live until the call returns.
@@ -385,12 +376,11 @@ pub unsafe extern "C" fn gotry_router_capacity(
     router: *const GotryRouter,
     out_capacity: *mut usize,
 ) -> GotryStatus {
-    ffi_boundary!(std::ptr::null_mut(), {
-        let router = unsafe { handle("router", router)? };
-        let out_capacity = unsafe { Out::new("out_capacity", out_capacity)? };
-        out_capacity.write(router.router.capacity());
-        Ok(())
-    })
+    unsafe {
+        read_into("router", router, "out_capacity", out_capacity, |router| {
+            Ok(router.router.capacity())
+        })
+    }
 }
 
 /// A tenant served by a router: its key, the folder of its files and the lease whose gate
@@ -492,21 +482,20 @@ pub unsafe extern "C" fn gotry_tenant_handle_view(
     handle: *const GotryTenantHandle,
     out_view: *mut GotryTenantView,
 ) -> GotryStatus {
-    ffi_boundary!(std::ptr::null_mut(), {
-        let tenant = unsafe { self::handle("handle", handle)? };
-        let out_view = unsafe { Out::new("out_view", out_view)? };
-        let restored = tenant.handle.restored_from;
-        out_view.write(GotryTenantView {
-            key: tenant.key.ptr(),
-            key_len: tenant.key.len(),
-            root: tenant.root.ptr(),
-            root_len: tenant.root.len(),
-            epoch: tenant.handle.epoch(),
-            restored: restored.is_some(),
-            restored_from: restored.map_or(GotryCopyId { epoch: 0, seq: 0 }, GotryCopyId::from),
-        });
-        Ok(())
-    })
+    unsafe {
+        read_into("handle", handle, "out_view", out_view, |tenant| {
+            let restored = tenant.handle.restored_from;
+            Ok(GotryTenantView {
+                key: tenant.key.ptr(),
+                key_len: tenant.key.len(),
+                root: tenant.root.ptr(),
+                root_len: tenant.root.len(),
+                epoch: tenant.handle.epoch(),
+                restored: restored.is_some(),
+                restored_from: restored.map_or(GotryCopyId { epoch: 0, seq: 0 }, GotryCopyId::from),
+            })
+        })
+    }
 }
 
 /// Writes a new handle on the tenant's lease into `*out_lease` (free it with
@@ -523,12 +512,11 @@ pub unsafe extern "C" fn gotry_tenant_handle_lease(
     handle: *const GotryTenantHandle,
     out_lease: *mut *mut GotryLease,
 ) -> GotryStatus {
-    ffi_boundary!(std::ptr::null_mut(), {
-        let tenant = unsafe { self::handle("handle", handle)? };
-        let out_lease = unsafe { Out::new("out_lease", out_lease)? };
-        out_lease.write(into_handle(GotryLease::new(tenant.handle.lease.clone())));
-        Ok(())
-    })
+    unsafe {
+        read_into("handle", handle, "out_lease", out_lease, |tenant| {
+            Ok(into_handle(GotryLease::new(tenant.handle.lease.clone())))
+        })
+    }
 }
 
 /// Frees a tenant handle; NULL does nothing. The tenant goes on being served, and views taken
@@ -538,10 +526,7 @@ pub unsafe extern "C" fn gotry_tenant_handle_lease(
 /// `handle` must be NULL or a `GotryTenantHandle` not yet freed, used by no other thread.
 #[no_mangle]
 pub unsafe extern "C" fn gotry_tenant_handle_free(handle: *mut GotryTenantHandle) {
-    let _ = ffi_boundary!(std::ptr::null_mut(), {
-        unsafe { free_handle(handle) };
-        Ok(())
-    });
+    unsafe { free_handle(handle) }
 }
 
 /// A call of a served tenant in flight: a handoff waits for it. End it exactly once, with
@@ -598,12 +583,7 @@ pub unsafe extern "C" fn gotry_router_call_handle(
     call: *const GotryRouterCall,
     out_handle: *mut *const GotryTenantHandle,
 ) -> GotryStatus {
-    ffi_boundary!(std::ptr::null_mut(), {
-        let call = unsafe { handle("call", call)? };
-        let out_handle = unsafe { Out::new("out_handle", out_handle)? };
-        out_handle.write(&call.handle);
-        Ok(())
-    })
+    unsafe { read_into("call", call, "out_handle", out_handle, |call| Ok(&call.handle)) }
 }
 
 /// Ends a call that succeeded, and frees `call` whatever the outcome (never use it again).
@@ -645,10 +625,7 @@ pub unsafe extern "C" fn gotry_router_call_finish(
 /// `call` must be NULL or a `GotryRouterCall` not yet ended, used by no other thread.
 #[no_mangle]
 pub unsafe extern "C" fn gotry_router_call_free(call: *mut GotryRouterCall) {
-    let _ = ffi_boundary!(std::ptr::null_mut(), {
-        unsafe { free_handle(call) };
-        Ok(())
-    });
+    unsafe { free_handle(call) }
 }
 
 /// Hands the tenant `key` off: new calls get `GOTRY_STATUS_DRAINING` while the running ones
@@ -775,13 +752,12 @@ pub unsafe extern "C" fn gotry_router_close(
     timeout_ms: u64,
     out_report: *mut *mut GotryCloseReport,
 ) -> GotryStatus {
-    ffi_boundary!(std::ptr::null_mut(), {
-        let router = unsafe { handle("router", router)? };
-        let out_report = unsafe { Out::new("out_report", out_report)? };
-        let report = router.router.close(Duration::from_millis(timeout_ms));
-        out_report.write(into_handle(GotryCloseReport::new(report)));
-        Ok(())
-    })
+    unsafe {
+        read_into("router", router, "out_report", out_report, |router| {
+            let report = router.router.close(Duration::from_millis(timeout_ms));
+            Ok(into_handle(GotryCloseReport::new(report)))
+        })
+    }
 }
 
 /// Counts the tenants of a close report.
@@ -795,12 +771,11 @@ pub unsafe extern "C" fn gotry_close_report_len(
     report: *const GotryCloseReport,
     out_len: *mut usize,
 ) -> GotryStatus {
-    ffi_boundary!(std::ptr::null_mut(), {
-        let report = unsafe { handle("report", report)? };
-        let out_len = unsafe { Out::new("out_len", out_len)? };
-        out_len.write(report.entries.len());
-        Ok(())
-    })
+    unsafe {
+        read_into("report", report, "out_len", out_len, |report| {
+            Ok(report.entries.len())
+        })
+    }
 }
 
 /// Reads tenant `index` of a close report; its key and error are borrowed from `report`.
@@ -816,20 +791,17 @@ pub unsafe extern "C" fn gotry_close_report_get(
     index: usize,
     out_entry: *mut GotryCloseEntry,
 ) -> GotryStatus {
-    ffi_boundary!(std::ptr::null_mut(), {
-        let report = unsafe { handle("report", report)? };
-        let out_entry = unsafe { Out::new("out_entry", out_entry)? };
-        let (key, outcome, error) = element(&report.entries, index)?;
-        out_entry.write(GotryCloseEntry {
-            key: key.ptr(),
-            key_len: key.len(),
-            outcome: *outcome,
-            error: error
-                .as_ref()
-                .map_or(std::ptr::null(), |e| e as *const GotryError),
-        });
-        Ok(())
-    })
+    unsafe {
+        read_into("report", report, "out_entry", out_entry, |report| {
+            let (key, outcome, error) = element(&report.entries, index)?;
+            Ok(GotryCloseEntry {
+                key: key.ptr(),
+                key_len: key.len(),
+                outcome: *outcome,
+                error: lent(error.as_ref()),
+            })
+        })
+    }
 }
 
 /// Lends the keeper's shutdown report of a close into `*out_keeper`: what became of each
@@ -846,12 +818,11 @@ pub unsafe extern "C" fn gotry_close_report_keeper(
     report: *const GotryCloseReport,
     out_keeper: *mut *const GotryShutdownReport,
 ) -> GotryStatus {
-    ffi_boundary!(std::ptr::null_mut(), {
-        let report = unsafe { handle("report", report)? };
-        let out_keeper = unsafe { Out::new("out_keeper", out_keeper)? };
-        out_keeper.write(&report.keeper);
-        Ok(())
-    })
+    unsafe {
+        read_into("report", report, "out_keeper", out_keeper, |report| {
+            Ok(&report.keeper)
+        })
+    }
 }
 
 /// Frees a close report and what it lent; NULL does nothing.
@@ -860,10 +831,7 @@ pub unsafe extern "C" fn gotry_close_report_keeper(
 /// `report` must be NULL or a `GotryCloseReport` not yet freed, used by no other thread.
 #[no_mangle]
 pub unsafe extern "C" fn gotry_close_report_free(report: *mut GotryCloseReport) {
-    let _ = ffi_boundary!(std::ptr::null_mut(), {
-        unsafe { free_handle(report) };
-        Ok(())
-    });
+    unsafe { free_handle(report) }
 }
 
 /// Where a tenant is in its life on a router.
@@ -892,15 +860,11 @@ const TENANT_STATES: [(GotryTenantState, TenantState); 4] = [
 #[no_mangle]
 pub extern "C" fn gotry_tenant_state_name(state: c_int) -> *const c_char {
     static NAMES: OnceLock<Vec<CString>> = OnceLock::new();
-    name_or_null(
-        || match TENANT_STATES.iter().position(|(ours, _)| *ours as c_int == state) {
-            Some(index) => static_cstr(
-                &NAMES,
-                || TENANT_STATES.iter().map(|(_, s)| s.as_str().to_owned()).collect(),
-                index,
-            ),
-            None => std::ptr::null(),
-        },
+    table_name(
+        &NAMES,
+        &TENANT_STATES,
+        |ours| ours as c_int == state,
+        TenantState::as_str,
     )
 }
 
@@ -956,22 +920,21 @@ pub unsafe extern "C" fn gotry_router_status(
     router: *const GotryRouter,
     out_list: *mut *mut GotryTenantStatusList,
 ) -> GotryStatus {
-    ffi_boundary!(std::ptr::null_mut(), {
-        let router = unsafe { handle("router", router)? };
-        let out_list = unsafe { Out::new("out_list", out_list)? };
-        let all = router
-            .router
-            .status()
-            .into_iter()
-            .map(|status| OwnedStatus {
-                key: Text::new(&status.key),
-                last_copy_error: status.last_copy_error.as_deref().map(Text::new),
-                status,
-            })
-            .collect();
-        out_list.write(into_handle(GotryTenantStatusList(all)));
-        Ok(())
-    })
+    unsafe {
+        read_into("router", router, "out_list", out_list, |router| {
+            let all = router
+                .router
+                .status()
+                .into_iter()
+                .map(|status| OwnedStatus {
+                    key: Text::new(&status.key),
+                    last_copy_error: status.last_copy_error.as_deref().map(Text::new),
+                    status,
+                })
+                .collect();
+            Ok(into_handle(GotryTenantStatusList(all)))
+        })
+    }
 }
 
 /// Counts the tenants of a status list.
@@ -985,12 +948,7 @@ pub unsafe extern "C" fn gotry_tenant_status_list_len(
     list: *const GotryTenantStatusList,
     out_len: *mut usize,
 ) -> GotryStatus {
-    ffi_boundary!(std::ptr::null_mut(), {
-        let list = unsafe { handle("list", list)? };
-        let out_len = unsafe { Out::new("out_len", out_len)? };
-        out_len.write(list.0.len());
-        Ok(())
-    })
+    unsafe { read_into("list", list, "out_len", out_len, |list| Ok(list.0.len())) }
 }
 
 /// Reads tenant `index` of a status list; its strings are borrowed from `list`.
@@ -1006,33 +964,29 @@ pub unsafe extern "C" fn gotry_tenant_status_list_get(
     index: usize,
     out_view: *mut GotryTenantStatusView,
 ) -> GotryStatus {
-    ffi_boundary!(std::ptr::null_mut(), {
-        let list = unsafe { handle("list", list)? };
-        let out_view = unsafe { Out::new("out_view", out_view)? };
-        let owned = element(&list.0, index)?;
-        let status = &owned.status;
-        let state = TENANT_STATES
-            .iter()
-            .find(|(_, s)| *s == status.state)
-            .map(|(ours, _)| *ours)
-            .ok_or_else(|| Failure::Panic(format!("tenant state {:?} has no C value", status.state)))?;
-        out_view.write(GotryTenantStatusView {
-            key: owned.key.ptr(),
-            key_len: owned.key.len(),
-            state,
-            epoch: status.epoch,
-            in_flight: status.in_flight,
-            has_last_copy: status.last_copy.is_some(),
-            last_copy: status
-                .last_copy
-                .map_or(GotryCopyId { epoch: 0, seq: 0 }, GotryCopyId::from),
-            writes_since_copy: status.writes_since_copy,
-            lag_ms: status.lag_ms,
-            last_copy_error: owned.last_copy_error.as_ref().map_or(std::ptr::null(), Text::ptr),
-            last_copy_error_len: owned.last_copy_error.as_ref().map_or(0, Text::len),
-        });
-        Ok(())
-    })
+    unsafe {
+        read_into("list", list, "out_view", out_view, |list| {
+            let owned = element(&list.0, index)?;
+            let status = &owned.status;
+            let state = c_value(&TENANT_STATES, status.state)
+                .ok_or_else(|| Failure::Panic(format!("tenant state {:?} has no C value", status.state)))?;
+            Ok(GotryTenantStatusView {
+                key: owned.key.ptr(),
+                key_len: owned.key.len(),
+                state,
+                epoch: status.epoch,
+                in_flight: status.in_flight,
+                has_last_copy: status.last_copy.is_some(),
+                last_copy: status
+                    .last_copy
+                    .map_or(GotryCopyId { epoch: 0, seq: 0 }, GotryCopyId::from),
+                writes_since_copy: status.writes_since_copy,
+                lag_ms: status.lag_ms,
+                last_copy_error: owned.last_copy_error.as_ref().map_or(std::ptr::null(), Text::ptr),
+                last_copy_error_len: owned.last_copy_error.as_ref().map_or(0, Text::len),
+            })
+        })
+    }
 }
 
 /// Frees a status list; NULL does nothing. Views read from it become dangling.
@@ -1041,10 +995,7 @@ pub unsafe extern "C" fn gotry_tenant_status_list_get(
 /// `list` must be NULL or a `GotryTenantStatusList` not yet freed, used by no other thread.
 #[no_mangle]
 pub unsafe extern "C" fn gotry_tenant_status_list_free(list: *mut GotryTenantStatusList) {
-    let _ = ffi_boundary!(std::ptr::null_mut(), {
-        unsafe { free_handle(list) };
-        Ok(())
-    });
+    unsafe { free_handle(list) }
 }
 
 /// Stops the router without handing anything off and frees it; NULL does nothing. Waits for
@@ -1060,10 +1011,7 @@ pub unsafe extern "C" fn gotry_tenant_status_list_free(list: *mut GotryTenantSta
 /// the call one of its callbacks runs in.
 #[no_mangle]
 pub unsafe extern "C" fn gotry_router_free(router: *mut GotryRouter) {
-    let _ = ffi_boundary!(std::ptr::null_mut(), {
-        unsafe { free_handle(router) };
-        Ok(())
-    });
+    unsafe { free_handle(router) }
 }
 
 #[cfg(test)]

@@ -220,6 +220,30 @@ pub(crate) fn static_cstr(
     names[index].as_ptr()
 }
 
+/// The C value that a table of (C value, core value) pairs gives the core value `core`.
+pub(crate) fn c_value<C: Copy, K: PartialEq>(table: &[(C, K)], core: K) -> Option<C> {
+    table.iter().find(|(_, k)| *k == core).map(|(ours, _)| *ours)
+}
+
+/// The body of every enum's `_name` function: the name that a table of (C value, core value)
+/// pairs gives the C value for which `is` holds, made once into `names`; NULL for a value
+/// that is not in the table.
+pub(crate) fn table_name<C: Copy, K: Copy>(
+    names: &'static OnceLock<Vec<CString>>,
+    table: &[(C, K)],
+    is: impl Fn(C) -> bool,
+    name: fn(K) -> &'static str,
+) -> *const c_char {
+    name_or_null(|| match table.iter().position(|(ours, _)| is(*ours)) {
+        Some(index) => static_cstr(
+            names,
+            || table.iter().map(|(_, core)| name(*core).to_owned()).collect(),
+            index,
+        ),
+        None => std::ptr::null(),
+    })
+}
+
 /// Runs a name lookup inside the panic boundary; NULL when it found nothing or failed.
 pub(crate) fn name_or_null(lookup: impl FnOnce() -> *const c_char) -> *const c_char {
     let mut name = std::ptr::null();
@@ -282,11 +306,7 @@ const FENCE_REASONS: [(GotryFenceReason, FenceReason); 3] = [
 
 impl From<FenceReason> for GotryFenceReason {
     fn from(reason: FenceReason) -> GotryFenceReason {
-        FENCE_REASONS
-            .iter()
-            .find(|(_, r)| *r == reason)
-            .map(|(ours, _)| *ours)
-            .expect("every fence reason has a C value")
+        c_value(&FENCE_REASONS, reason).expect("every fence reason has a C value")
     }
 }
 
@@ -295,19 +315,12 @@ impl From<FenceReason> for GotryFenceReason {
 #[no_mangle]
 pub extern "C" fn gotry_fence_reason_name(reason: c_int) -> *const c_char {
     static NAMES: OnceLock<Vec<CString>> = OnceLock::new();
-    name_or_null(|| {
-        match FENCE_REASONS
-            .iter()
-            .position(|(ours, _)| *ours as c_int == reason)
-        {
-            Some(index) => static_cstr(
-                &NAMES,
-                || FENCE_REASONS.iter().map(|(_, r)| r.as_str().to_owned()).collect(),
-                index,
-            ),
-            None => std::ptr::null(),
-        }
-    })
+    table_name(
+        &NAMES,
+        &FENCE_REASONS,
+        |ours| ours as c_int == reason,
+        FenceReason::as_str,
+    )
 }
 
 /// Why a restore passed over a durable copy.
@@ -340,11 +353,7 @@ const SKIP_REASONS: [(GotrySkipReason, SkipReason); 6] = [
 
 impl From<SkipReason> for GotrySkipReason {
     fn from(reason: SkipReason) -> GotrySkipReason {
-        SKIP_REASONS
-            .iter()
-            .find(|(_, r)| *r == reason)
-            .map(|(ours, _)| *ours)
-            .expect("every skip reason has a C value")
+        c_value(&SKIP_REASONS, reason).expect("every skip reason has a C value")
     }
 }
 
@@ -354,15 +363,11 @@ impl From<SkipReason> for GotrySkipReason {
 #[no_mangle]
 pub extern "C" fn gotry_skip_reason_name(reason: c_int) -> *const c_char {
     static NAMES: OnceLock<Vec<CString>> = OnceLock::new();
-    name_or_null(
-        || match SKIP_REASONS.iter().position(|(ours, _)| *ours as c_int == reason) {
-            Some(index) => static_cstr(
-                &NAMES,
-                || SKIP_REASONS.iter().map(|(_, r)| r.as_str().to_owned()).collect(),
-                index,
-            ),
-            None => std::ptr::null(),
-        },
+    table_name(
+        &NAMES,
+        &SKIP_REASONS,
+        |ours| ours as c_int == reason,
+        SkipReason::as_str,
     )
 }
 
@@ -389,11 +394,7 @@ const LEASE_OPS: [(GotryLeaseOp, LeaseOp); 4] = [
 
 impl From<LeaseOp> for GotryLeaseOp {
     fn from(op: LeaseOp) -> GotryLeaseOp {
-        LEASE_OPS
-            .iter()
-            .find(|(_, o)| *o == op)
-            .map(|(ours, _)| *ours)
-            .expect("every operation has a C value")
+        c_value(&LEASE_OPS, op).expect("every operation has a C value")
     }
 }
 
@@ -402,16 +403,7 @@ impl From<LeaseOp> for GotryLeaseOp {
 #[no_mangle]
 pub extern "C" fn gotry_lease_op_name(op: c_int) -> *const c_char {
     static NAMES: OnceLock<Vec<CString>> = OnceLock::new();
-    name_or_null(
-        || match LEASE_OPS.iter().position(|(ours, _)| *ours as c_int == op) {
-            Some(index) => static_cstr(
-                &NAMES,
-                || LEASE_OPS.iter().map(|(_, o)| o.as_str().to_owned()).collect(),
-                index,
-            ),
-            None => std::ptr::null(),
-        },
-    )
+    table_name(&NAMES, &LEASE_OPS, |ours| ours as c_int == op, LeaseOp::as_str)
 }
 
 #[cfg(test)]

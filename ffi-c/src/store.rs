@@ -128,10 +128,7 @@ pub unsafe extern "C" fn gotry_store_close(
 /// `store` must be NULL or a `GotryStore` not yet freed, used by no other thread.
 #[no_mangle]
 pub unsafe extern "C" fn gotry_store_free(store: *mut GotryStore) {
-    let _ = ffi_boundary!(std::ptr::null_mut(), {
-        unsafe { free_handle(store) };
-        Ok(())
-    });
+    unsafe { free_handle(store) }
 }
 
 /// Reads the store's clock, as its decisions see it, in milliseconds since the Unix epoch.
