@@ -13,16 +13,16 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
-#include "gotry_tenant_state.h"
+/* This file proves each failure's error whole (status, code and a message), with STATUS,
+ * ERROR_IS and FAILS of its own that test_common.h leaves in place. */
+#define STATUS(call, want) check_status_at((call), (want), NULL, #call, __FILE__, __LINE__)
+#define FAILS(call, want, code) check_failure((call), &err, (want), (code), #call, __LINE__)
+#define ERROR_IS(want, code) check_failure((want), &err, (want), (code), "the error held", __LINE__)
+
+#include "test_common.h"
 
 #include <limits.h>
 #include <pthread.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #ifdef __cplusplus
 #include <memory>
@@ -31,37 +31,6 @@
 #else
 #define LANGUAGE "C"
 #endif
-
-static int checks;
-static int failures;
-
-static void check(int ok, const char *what, int line) {
-    checks++;
-    if (!ok) {
-        failures++;
-        fprintf(stderr, "api_test.c:%d: check failed: %s\n", line, what);
-    }
-}
-#define CHECK(cond) check((cond) ? 1 : 0, #cond, __LINE__)
-
-static const char *status_name(int status) {
-    const char *name = gotry_status_name(status);
-    return name ? name : "(not a status)";
-}
-
-static void check_status(GotryStatus got, GotryStatus want, const char *call, int line) {
-    checks++;
-    if (got != want) {
-        failures++;
-        fprintf(stderr, "api_test.c:%d: %s\n    returned %s, expected %s\n", line, call, status_name(got),
-                status_name(want));
-    }
-}
-/* The call must return exactly this status. */
-#define STATUS(call, want) check_status((call), (want), #call, __LINE__)
-
-/* A string literal as pointer + length: S("a\0b") is 3 bytes. */
-#define S(literal) (literal), (sizeof(literal) - 1)
 
 /* True when a lent string is exactly `want`, NUL-terminated just after its length. */
 static int lent_equals(const char *text, size_t len, const char *want, size_t want_len) {
@@ -75,7 +44,7 @@ static int lent_equals(const char *text, size_t len, const char *want, size_t wa
  */
 static void check_failure(GotryStatus got, GotryError **err, GotryStatus want, const char *code,
                           const char *call, int line) {
-    check_status(got, want, call, line);
+    check_status_at(got, want, NULL, call, __FILE__, line);
     checks++;
     if (*err == NULL) {
         failures++;
@@ -97,13 +66,7 @@ static void check_failure(GotryStatus got, GotryError **err, GotryStatus want, c
     gotry_error_free(*err);
     *err = NULL;
 }
-/* The call (which must pass &err as its out_error) fails with `want` and `code`. */
-#define FAILS(call, want, code) check_failure((call), &err, (want), (code), #call, __LINE__)
-#define FAILS_NULL(call) FAILS(call, GOTRY_STATUS_NULL_ARGUMENT, "GOTRY_STATUS_NULL_ARGUMENT")
-#define FAILS_RANGE(call) FAILS(call, GOTRY_STATUS_INVALID_ARGUMENT, "ERR_OUT_OF_RANGE")
 #define FAILS_ID(call) FAILS(call, GOTRY_STATUS_ID_INVALID, "GOTRY_TENANT_ID_INVALID")
-/* The error held in `err` (after a STATUS check that kept it) is `want` with `code`; frees it. */
-#define ERROR_IS(want, code) check_failure((want), &err, (want), (code), "the error held", __LINE__)
 
 static const uint8_t *const KEY = (const uint8_t *)"0123456789abcdef0123456789abcdef";
 /* Computed independently with Python's hmac module (see core/src/ids.rs). */
@@ -660,14 +623,14 @@ static void check_fenced(GotryStatus got, GotryError **err, GotryFenceReason wan
     int64_t got_epoch = 0;
     const char *key = NULL;
     size_t key_len = 0;
-    check_status(got, GOTRY_STATUS_FENCED, "fenced call", line);
-    check(*err != NULL && gotry_error_fence_reason(*err, &reason) == GOTRY_STATUS_OK && reason == want,
-          "fence reason", line);
-    check(*err != NULL && gotry_error_epoch(*err, &got_epoch) == GOTRY_STATUS_OK && got_epoch == epoch,
-          "fenced epoch", line);
-    check(*err != NULL && gotry_error_key(*err, &key, &key_len) == GOTRY_STATUS_OK &&
-              lent_equals(key, key_len, want_key, strlen(want_key)),
-          "fenced key", line);
+    check_status_at(got, GOTRY_STATUS_FENCED, NULL, "fenced call", __FILE__, line);
+    check_at(*err != NULL && gotry_error_fence_reason(*err, &reason) == GOTRY_STATUS_OK && reason == want,
+             "fence reason", __FILE__, line);
+    check_at(*err != NULL && gotry_error_epoch(*err, &got_epoch) == GOTRY_STATUS_OK && got_epoch == epoch,
+             "fenced epoch", __FILE__, line);
+    check_at(*err != NULL && gotry_error_key(*err, &key, &key_len) == GOTRY_STATUS_OK &&
+                 lent_equals(key, key_len, want_key, strlen(want_key)),
+             "fenced key", __FILE__, line);
     check_failure(GOTRY_STATUS_FENCED, err, GOTRY_STATUS_FENCED, "GOTRY_TENANT_FENCED", "fenced error", line);
 }
 #define FENCED(call, reason, key, epoch) check_fenced((call), &err, (reason), (key), (epoch), __LINE__)
@@ -845,19 +808,19 @@ static int events_of(const Recorder *recorder, int from, GotryKeeperEventKind ki
 static void check_shutdown(GotryShutdownReport *report, const char *const *keys, int count,
                            GotryShutdownOutcome outcome, GotryStatus error, int line) {
     size_t len = 0;
-    check(gotry_shutdown_report_len(report, &len) == GOTRY_STATUS_OK && len == (size_t)count,
-          "shutdown report length", line);
+    check_at(gotry_shutdown_report_len(report, &len) == GOTRY_STATUS_OK && len == (size_t)count,
+             "shutdown report length", __FILE__, line);
     for (int i = 0; i < count && (size_t)i < len; i++) {
         GotryShutdownEntry entry;
-        check(gotry_shutdown_report_get(report, (size_t)i, &entry) == GOTRY_STATUS_OK &&
-                  lent_equals(entry.key, entry.key_len, keys[i], strlen(keys[i])) && entry.outcome == outcome &&
-                  (error == GOTRY_STATUS_OK ? entry.error == NULL
-                                            : entry.error != NULL && gotry_error_status(entry.error) == error),
-              "shutdown report entry", line);
+        check_at(gotry_shutdown_report_get(report, (size_t)i, &entry) == GOTRY_STATUS_OK &&
+                     lent_equals(entry.key, entry.key_len, keys[i], strlen(keys[i])) && entry.outcome == outcome &&
+                     (error == GOTRY_STATUS_OK ? entry.error == NULL
+                                               : entry.error != NULL && gotry_error_status(entry.error) == error),
+                 "shutdown report entry", __FILE__, line);
     }
     GotryShutdownEntry entry;
-    check(gotry_shutdown_report_get(report, len, &entry) == GOTRY_STATUS_INVALID_ARGUMENT,
-          "shutdown report index past the end", line);
+    check_at(gotry_shutdown_report_get(report, len, &entry) == GOTRY_STATUS_INVALID_ARGUMENT,
+             "shutdown report index past the end", __FILE__, line);
     gotry_shutdown_report_free(report);
 }
 

@@ -25,96 +25,12 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
-#include "gotry_tenant_state.h"
+#include "test_common.h"
 
-#include <errno.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
-
-static int checks;
-static int failures;
-
-static void check(int ok, const char *what, int line) {
-    checks++;
-    if (!ok) {
-        failures++;
-        fprintf(stderr, "copies_test.c:%d: check failed: %s\n", line, what);
-    }
-}
-#define CHECK(cond) check((cond) ? 1 : 0, #cond, __LINE__)
-
-static const char *status_name(int status) {
-    const char *name = gotry_status_name(status);
-    return name ? name : "(not a status)";
-}
-
-/* Prints the error's message too: the first thing wanted when a copy call fails. */
-static void check_status(GotryStatus got, GotryStatus want, GotryError **err, const char *call, int line) {
-    checks++;
-    if (got != want) {
-        failures++;
-        fprintf(stderr, "copies_test.c:%d: %s\n    returned %s, expected %s\n", line, call, status_name(got),
-                status_name(want));
-        const char *message = NULL;
-        size_t len = 0;
-        if (err != NULL && *err != NULL && gotry_error_message(*err, &message, &len) == GOTRY_STATUS_OK)
-            fprintf(stderr, "    message: %.*s\n", (int)len, message);
-    }
-}
-/* The call must return exactly this status (an error it left in `err` is kept for the caller). */
-#define STATUS(call, want) check_status((call), (want), &err, #call, __LINE__)
-
-#define S(literal) (literal), (sizeof(literal) - 1)
-
-/* The error held in `err` has status `want` and code `code`; frees it and clears `err`. */
-static void check_error(GotryError **err, GotryStatus want, const char *code, int line) {
-    checks++;
-    const char *got_code = NULL;
-    if (*err == NULL || gotry_error_status(*err) != want || gotry_error_code(*err, &got_code) != GOTRY_STATUS_OK ||
-        strcmp(got_code, code) != 0) {
-        failures++;
-        fprintf(stderr, "copies_test.c:%d: the error is %s with code %s, expected %s\n", line,
-                *err ? status_name(gotry_error_status(*err)) : "(none)", got_code ? got_code : "(none)", code);
-    }
-    gotry_error_free(*err);
-    *err = NULL;
-}
-#define ERROR_IS(want, code) check_error(&err, (want), (code), __LINE__)
-#define FAILS(call, want, code)                                                                                \
-    do {                                                                                                       \
-        STATUS(call, want);                                                                                    \
-        ERROR_IS(want, code);                                                                                  \
-    } while (0)
-#define FAILS_NULL(call) FAILS(call, GOTRY_STATUS_NULL_ARGUMENT, "GOTRY_STATUS_NULL_ARGUMENT")
-#define FAILS_RANGE(call) FAILS(call, GOTRY_STATUS_INVALID_ARGUMENT, "ERR_OUT_OF_RANGE")
-
-static const uint8_t *const KEY = (const uint8_t *)"0123456789abcdef0123456789abcdef";
-static const char ORG[] = "acme";
 static const int64_t TTL_MS = 1000;
 static const int64_t MARGIN_MS = 100;
 
 /* ---- files ---- */
-
-static int make_dirs(const char *path) {
-    char partial[4096];
-    size_t len = strlen(path);
-    if (len >= sizeof partial) return -1;
-    memcpy(partial, path, len + 1);
-    for (size_t i = 1; i <= len; i++) {
-        if (partial[i] == '/' || partial[i] == '\0') {
-            char saved = partial[i];
-            partial[i] = '\0';
-            if (mkdir(partial, 0755) != 0 && errno != EEXIST) return -1;
-            partial[i] = saved;
-        }
-    }
-    return 0;
-}
 
 static int write_text(const char *path, const char *text) {
     FILE *file = fopen(path, "w");
@@ -228,32 +144,14 @@ static bool fold_check(void *user_data, const char *root, size_t root_len) {
 
 /* ---- one tenant's names ---- */
 
-typedef struct {
-    char tenant[GOTRY_LEDGER_TENANT_ID_BUFFER_LEN];
-    char key[GOTRY_LEASE_KEY_BUFFER_LEN];
-} Tenant;
-
 /* A tenant no earlier run used: an S3 bucket keeps what earlier runs wrote. */
 static Tenant fresh_tenant(const char *label) {
-    Tenant tenant;
     char subject[256];
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
     snprintf(subject, sizeof subject, "copies-test/%s/%ld/%lld.%09ld", label, (long)getpid(),
              (long long)now.tv_sec, now.tv_nsec);
-    memset(&tenant, 0, sizeof tenant);
-    CHECK(gotry_derive_ledger_tenant_id(KEY, 32, S("https://idp.example"), subject, strlen(subject), tenant.tenant,
-                                        sizeof tenant.tenant, NULL) == GOTRY_STATUS_OK);
-    CHECK(gotry_lease_key_for(S(ORG), tenant.tenant, strlen(tenant.tenant), tenant.key, sizeof tenant.key, NULL) ==
-          GOTRY_STATUS_OK);
-    return tenant;
-}
-
-static void tenant_root(const char *state_root, const Tenant *tenant, char *out, size_t capacity) {
-    size_t len = 0;
-    out[0] = '\0';
-    CHECK(gotry_tenant_root_for(state_root, strlen(state_root), S(ORG), tenant->tenant, strlen(tenant->tenant), out,
-                                capacity, &len, NULL) == GOTRY_STATUS_OK);
+    return tenant_named(subject);
 }
 
 /* Where the directory backend keeps object `name` of copy (epoch, seq). */
@@ -340,9 +238,9 @@ static GotryWrittenCopy write_copy(Holder *holder, GotryStatus want, int line) {
     GotryError *err = NULL;
     GotryWrittenCopy written;
     memset(&written, 0, sizeof written);
-    check_status(gotry_epoch_copies_write_copy(holder->copies, holder->lease, holder->root, strlen(holder->root),
-                                               &written, &err),
-                 want, &err, "gotry_epoch_copies_write_copy", line);
+    check_status_at(gotry_epoch_copies_write_copy(holder->copies, holder->lease, holder->root,
+                                                  strlen(holder->root), &written, &err),
+                    want, &err, "gotry_epoch_copies_write_copy", __FILE__, line);
     gotry_error_free(err);
     return written;
 }
@@ -351,9 +249,9 @@ static GotryWrittenCopy write_copy(Holder *holder, GotryStatus want, int line) {
 static GotryRestoreReport *restore(Holder *holder, FoldCheck *fold, int line) {
     GotryError *err = NULL;
     GotryRestoreReport *report = NULL;
-    check_status(gotry_epoch_copies_restore(holder->copies, holder->lease, holder->root, strlen(holder->root),
-                                            fold ? fold_check : NULL, fold, &report, &err),
-                 GOTRY_STATUS_OK, &err, "gotry_epoch_copies_restore", line);
+    check_status_at(gotry_epoch_copies_restore(holder->copies, holder->lease, holder->root, strlen(holder->root),
+                                               fold ? fold_check : NULL, fold, &report, &err),
+                    GOTRY_STATUS_OK, &err, "gotry_epoch_copies_restore", __FILE__, line);
     gotry_error_free(err);
     return report;
 }
