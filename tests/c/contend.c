@@ -17,6 +17,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include "gotry_tenant_state.h"
+#include "splitmix.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -26,15 +27,6 @@
 
 #define KEYS 4
 #define LEASE_MARGIN_MS 20
-
-static uint64_t rng_state;
-static uint64_t next_u64(void) {
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-static int chance(int percent) { return (int)(next_u64() % 100) < percent; }
 
 static FILE *acks;
 static const char *owner;

@@ -13,6 +13,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include "gotry_tenant_state.h"
+#include "splitmix.h"
 
 #include <inttypes.h>
 #include <stdint.h>
@@ -20,18 +21,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static uint64_t rng_state;
-
-/* splitmix64: small, fast, and the same sequence for the same seed everywhere. */
-static uint64_t next_u64(void) {
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-static size_t below(size_t n) { return n == 0 ? 0 : (size_t)(next_u64() % n); }
-static int chance(int percent) { return (int)below(100) < percent; }
 
 static uint64_t calls;
 static uint64_t mismatches;
