@@ -1,4 +1,6 @@
-"""Shared fixtures: a store on a fresh file whose clock moves only when a test says so."""
+"""Shared fixtures: a store on a fresh file whose clock moves only when a test says so, and
+the helpers of the tests that run threads: waiting for a condition, catching what reaches
+``sys.unraisablehook``."""
 
 from __future__ import annotations
 
@@ -6,9 +8,10 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -100,3 +103,29 @@ class Ticker:
     def __exit__(self, *_: object) -> None:
         self._stop.set()
         self._thread.join()
+
+
+def wait_for(what: str, done: Callable[[], bool], seconds: float = 15.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not done():
+        assert time.monotonic() < deadline, f"gave up waiting for {what}"
+        time.sleep(0.005)
+
+
+class Unraisable:
+    """``sys.unraisablehook`` for a test: what reached it, as (type, message), from any thread."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.seen: list[tuple[type[BaseException] | None, str]] = []
+
+    def __call__(self, arguments: Any) -> None:
+        with self.lock:
+            self.seen.append((arguments.exc_type, str(arguments.exc_value)))
+
+
+@pytest.fixture
+def unraisable(monkeypatch: pytest.MonkeyPatch) -> Unraisable:
+    caught = Unraisable()
+    monkeypatch.setattr(sys, "unraisablehook", caught)
+    return caught

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 import gotry_tenant_state as gts
-from conftest import Ticker, write_lock_held
+from conftest import Ticker, Unraisable, wait_for, write_lock_held
 
 ORG = "acme"
 TTL_MS = 3_000
@@ -34,13 +34,6 @@ HERE = Path(__file__).resolve().parent
 
 def new_tenant() -> str:
     return "t-" + secrets.token_hex(16)
-
-
-def wait_for(what: str, done: Callable[[], bool], seconds: float = 15.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not done():
-        assert time.monotonic() < deadline, f"gave up waiting for {what}"
-        time.sleep(0.005)
 
 
 class Events:
@@ -632,16 +625,7 @@ def test_a_lost_tenant_with_a_call_running_is_fenced_and_closed_after_it(site: S
     assert router.status() == []
 
 
-def test_an_exception_in_on_event_goes_to_the_unraisable_hook(site: Site, monkeypatch: pytest.MonkeyPatch) -> None:
-    unraisable: list[tuple[type[BaseException] | None, str]] = []
-    hook_lock = threading.Lock()
-
-    def hook(arguments: Any) -> None:
-        with hook_lock:
-            unraisable.append((arguments.exc_type, str(arguments.exc_value)))
-
-    monkeypatch.setattr(sys, "unraisablehook", hook)
-
+def test_an_exception_in_on_event_goes_to_the_unraisable_hook(site: Site, unraisable: Unraisable) -> None:
     def fail(event: gts.RouterEvent) -> None:
         raise ValueError(f"handler bug on {event.kind} {event.key}")
 
@@ -656,17 +640,17 @@ def test_an_exception_in_on_event_goes_to_the_unraisable_hook(site: Site, monkey
     other_key = router.open(ORG, other).key
     site.leases.release(other_key, "replica-a", 1)
     site.leases.acquire(other_key, "thief", 600_000)
-    wait_for("three reports", lambda: len(unraisable) >= 3)
-    with hook_lock:
-        assert unraisable[0] == (ValueError, f"handler bug on closed {key}")
-        assert (ValueError, f"handler bug on lost {other_key}") in unraisable
+    wait_for("three reports", lambda: len(unraisable.seen) >= 3)
+    with unraisable.lock:
+        assert unraisable.seen[0] == (ValueError, f"handler bug on closed {key}")
+        assert (ValueError, f"handler bug on lost {other_key}") in unraisable.seen
     # The router carries on.
     third = router.open(ORG, new_tenant())
     assert router.run(third.key, append("still serving")) == "still serving"
     # Closed while the hook is still ours: its handoff is told (and fails) too.
     assert router.close().handed_off == [third.key]
-    with hook_lock:
-        assert unraisable[-1] == (ValueError, f"handler bug on closed {third.key}")
+    with unraisable.lock:
+        assert unraisable.seen[-1] == (ValueError, f"handler bug on closed {third.key}")
 
 
 def test_a_router_whose_callback_refers_back_to_it_is_collected(site: Site) -> None:
