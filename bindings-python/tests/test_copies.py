@@ -19,11 +19,10 @@ from pathlib import Path
 import pytest
 
 import gotry_tenant_state as gts
-from conftest import START_MS, Ticker
+from conftest import LEDGER, START_MS, Ticker
 
 ORG = "acme"
 TTL_MS = 10_000
-LEDGER = Path("gotry-state") / "gotry-state.db"
 NOTE = Path("notes") / "last.txt"
 
 

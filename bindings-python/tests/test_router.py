@@ -23,12 +23,11 @@ from typing import Any
 import pytest
 
 import gotry_tenant_state as gts
-from conftest import Ticker, Unraisable, wait_for, write_lock_held
+from conftest import LEDGER, Ticker, Unraisable, append_entry, wait_for, write_lock_held
 
 ORG = "acme"
 TTL_MS = 3_000
 MARGIN_MS = 500
-LEDGER = Path("gotry-state") / "gotry-state.db"
 HERE = Path(__file__).resolve().parent
 
 
@@ -92,11 +91,7 @@ def append(text: str) -> Callable[[gts.TenantHandle], str]:
 
     def call(handle: gts.TenantHandle) -> str:
         handle.lease.assert_held()
-        ledger = Path(handle.root) / LEDGER
-        ledger.parent.mkdir(parents=True, exist_ok=True)
-        with closing(sqlite3.connect(ledger)) as db, db:
-            db.execute("CREATE TABLE IF NOT EXISTS entries (text TEXT NOT NULL)")
-            db.execute("INSERT INTO entries (text) VALUES (?)", (text,))
+        append_entry(handle.root, text)
         return text
 
     return call
