@@ -28,7 +28,7 @@
 //! callback runs afterwards.
 
 use std::mem::ManuallyDrop;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::Arc;
 
 use gotry_tenant_state::keeper::{DEFAULT_MAX_BATCH, DEFAULT_RENEW_FRACTION};
 use gotry_tenant_state::{
@@ -40,24 +40,19 @@ use pyo3::types::{PyString, PyTuple};
 use pyo3::PyTraverseError;
 
 use crate::args::{count, integer, milliseconds, real, store_text};
-use crate::callbacks::HostCallable;
+use crate::callbacks::{HostCallable, Live};
 use crate::clocks::monotonic_clock;
 use crate::errors::{exception_object, exit_failures, CoreError};
 use crate::lease::PyTenantLease;
 use crate::store::PyLeaseStore;
 
-/// Every lock here guards plain values that each critical section leaves consistent.
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// The keepers that the exit hook shuts down; dead entries are pruned as new ones come.
-static LIVE: Mutex<Vec<Weak<LeaseKeeper>>> = Mutex::new(Vec::new());
+/// The keepers that the exit hook shuts down.
+static LIVE: Live<LeaseKeeper> = Live::new();
 
 /// Shuts down every keeper still alive; registered with `atexit` when the module loads.
 #[pyfunction]
 pub fn _shutdown_keepers_at_exit(py: Python<'_>) {
-    let alive: Vec<Arc<LeaseKeeper>> = lock(&LIVE).drain(..).filter_map(|kept| kept.upgrade()).collect();
+    let alive = LIVE.take();
     py.detach(move || {
         for kept in alive {
             // Nobody is left to read the report: a lease not released runs out at its TTL.
@@ -144,11 +139,7 @@ impl PyLeaseKeeper {
         }
         .map_err(CoreError)?;
         let kept = Arc::new(keeper);
-        {
-            let mut live = lock(&LIVE);
-            live.retain(|other| other.strong_count() > 0);
-            live.push(Arc::downgrade(&kept));
-        }
+        LIVE.add(&kept);
         Ok(PyLeaseKeeper {
             kept: ManuallyDrop::new(kept),
             callback,

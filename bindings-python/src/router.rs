@@ -28,7 +28,7 @@
 
 use std::mem::ManuallyDrop;
 use std::path::Path;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
 use gotry_tenant_state::router::{RouterEventHandler, SharedFoldCheck};
@@ -43,17 +43,13 @@ use pyo3::types::{PyList, PyString, PyTuple};
 use pyo3::PyTraverseError;
 
 use crate::args::{count, id_text, integer, milliseconds, one_of, path_arg, store_text};
-use crate::callbacks::HostCallable;
+use crate::callbacks::{HostCallable, Live};
 use crate::copies::{fold_check, host_snapshot, PyCopyId, SNAPSHOT_SHAPE, VERIFY_SHAPE};
 use crate::durable::PyDurableStore;
 use crate::errors::{exception_object, exit_failures, CoreError};
 use crate::keeper::PyShutdownReport;
 use crate::lease::PyTenantLease;
 use crate::store::PyLeaseStore;
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
 
 /// A router and what Python asks about it that the core does not repeat.
 struct Routed {
@@ -73,13 +69,13 @@ impl Routed {
     }
 }
 
-/// The routers that the exit hook closes; dead entries are pruned as new ones come.
-static LIVE: Mutex<Vec<Weak<Routed>>> = Mutex::new(Vec::new());
+/// The routers that the exit hook closes.
+static LIVE: Live<Routed> = Live::new();
 
 /// Closes every router still alive; registered with `atexit` when the module loads.
 #[pyfunction]
 pub fn _close_routers_at_exit(py: Python<'_>) {
-    let alive: Vec<Arc<Routed>> = lock(&LIVE).drain(..).filter_map(|r| r.upgrade()).collect();
+    let alive = LIVE.take();
     py.detach(move || {
         for routed in alive {
             // Nobody is left to read the report: a lease not released runs out at its TTL.
@@ -235,11 +231,7 @@ impl PyTenantRouter {
             ttl_ms,
             margin_ms,
         });
-        {
-            let mut live = lock(&LIVE);
-            live.retain(|other| other.strong_count() > 0);
-            live.push(Arc::downgrade(&routed));
-        }
+        LIVE.add(&routed);
         Ok(PyTenantRouter {
             routed: ManuallyDrop::new(routed),
             hooks,
