@@ -36,7 +36,7 @@ use gotry_tenant_state::{
 };
 use pyo3::gc::PyVisit;
 use pyo3::prelude::*;
-use pyo3::types::{PyString, PyTuple};
+use pyo3::types::PyTuple;
 use pyo3::PyTraverseError;
 
 use crate::args::{count, integer, milliseconds, real, store_text};
@@ -45,6 +45,7 @@ use crate::clocks::monotonic_clock;
 use crate::errors::{exception_object, exit_failures, CoreError};
 use crate::lease::PyTenantLease;
 use crate::store::PyLeaseStore;
+use crate::values::{or_none, quoted};
 
 /// The keepers that the exit hook shuts down.
 static LIVE: Live<LeaseKeeper> = Live::new();
@@ -240,7 +241,7 @@ impl PyLeaseKeeper {
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         Ok(format!(
             "LeaseKeeper(replica_id={}, ttl_ms={}, margin_ms={}, leases={})",
-            PyString::new(py, self.kept.replica_id()).repr()?,
+            quoted(py, self.kept.replica_id())?,
             self.kept.ttl_ms(),
             self.kept.margin_ms(),
             self.kept.len()
@@ -327,17 +328,11 @@ impl PyKeeperEvent {
     }
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-        let key = match &self.key {
-            Some(key) => PyString::new(py, key).repr()?.to_string(),
-            None => "None".to_owned(),
-        };
-        let error = match &self.error {
-            Some(error) => error.bind(py).repr()?.to_string(),
-            None => "None".to_owned(),
-        };
-        let epoch = self
-            .epoch
-            .map_or_else(|| "None".to_owned(), |epoch| epoch.to_string());
+        let key = or_none(self.key.as_deref(), |key| quoted(py, key))?;
+        let error = or_none(self.error.as_ref(), |error| {
+            Ok(error.bind(py).repr()?.to_string())
+        })?;
+        let epoch = or_none(self.epoch, |epoch| Ok(epoch.to_string()))?;
         let leases = self
             .leases
             .map_or_else(String::new, |leases| format!(", leases={leases}"));

@@ -44,12 +44,13 @@ use pyo3::PyTraverseError;
 
 use crate::args::{count, id_text, integer, milliseconds, one_of, path_arg, store_text};
 use crate::callbacks::{HostCallable, Live};
-use crate::copies::{fold_check, host_snapshot, PyCopyId, SNAPSHOT_SHAPE, VERIFY_SHAPE};
+use crate::copies::{copy_id_repr, fold_check, host_snapshot, PyCopyId, SNAPSHOT_SHAPE, VERIFY_SHAPE};
 use crate::durable::PyDurableStore;
 use crate::errors::{exception_object, exit_failures, CoreError};
 use crate::keeper::PyShutdownReport;
 use crate::lease::PyTenantLease;
 use crate::store::PyLeaseStore;
+use crate::values::{or_none, quoted};
 
 /// A router and what Python asks about it that the core does not repeat.
 struct Routed {
@@ -372,7 +373,7 @@ impl PyTenantRouter {
         let routed = &self.routed;
         Ok(format!(
             "TenantRouter(replica_id={}, ttl_ms={}, margin_ms={}, capacity={})",
-            PyString::new(py, &routed.replica_id).repr()?,
+            quoted(py, &routed.replica_id)?,
             routed.ttl_ms,
             routed.margin_ms,
             routed.router.capacity()
@@ -441,15 +442,12 @@ impl PyTenantHandle {
     }
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-        let restored = self.0.restored_from.map_or_else(
-            || "None".to_owned(),
-            |id| format!("CopyId(epoch={}, seq={})", id.epoch, id.seq),
-        );
         Ok(format!(
-            "TenantHandle(key={}, root={}, epoch={}, restored_from={restored})",
-            PyString::new(py, &self.0.key).repr()?,
+            "TenantHandle(key={}, root={}, epoch={}, restored_from={})",
+            quoted(py, &self.0.key)?,
             self.root().into_pyobject(py)?.repr()?,
-            self.0.epoch()
+            self.0.epoch(),
+            copy_id_repr(self.0.restored_from)
         ))
     }
 }
@@ -509,18 +507,12 @@ impl PyTenantStatus {
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         let s = &self.0;
-        let last_copy = s.last_copy.map_or_else(
-            || "None".to_owned(),
-            |id| format!("CopyId(epoch={}, seq={})", id.epoch, id.seq),
-        );
-        let error = match &s.last_copy_error {
-            Some(error) => PyString::new(py, error).repr()?.to_string(),
-            None => "None".to_owned(),
-        };
+        let last_copy = copy_id_repr(s.last_copy);
+        let error = or_none(s.last_copy_error.as_deref(), |error| quoted(py, error))?;
         Ok(format!(
             "TenantStatus(key={}, state='{}', epoch={}, in_flight={}, last_copy={last_copy}, \
              writes_since_copy={}, lag_ms={}, last_copy_error={error})",
-            PyString::new(py, &s.key).repr()?,
+            quoted(py, &s.key)?,
             s.state.as_str(),
             s.epoch,
             s.in_flight,
@@ -580,14 +572,13 @@ impl PyRouterEvent {
     }
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-        let error = match &self.error {
-            Some(error) => error.bind(py).repr()?.to_string(),
-            None => "None".to_owned(),
-        };
+        let error = or_none(self.error.as_ref(), |error| {
+            Ok(error.bind(py).repr()?.to_string())
+        })?;
         Ok(format!(
             "RouterEvent(kind='{}', key={}, epoch={}, error={error})",
             self.kind,
-            PyString::new(py, &self.key).repr()?,
+            quoted(py, &self.key)?,
             self.epoch
         ))
     }
