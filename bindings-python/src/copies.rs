@@ -497,16 +497,13 @@ impl PyEpochCopies {
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
-        match &self.snapshot {
-            Some(snapshot) => snapshot.traverse(&visit),
-            None => Ok(()),
-        }
+        self.snapshot
+            .iter()
+            .try_for_each(|snapshot| snapshot.traverse(&visit))
     }
 
     fn __clear__(&self) {
-        if let Some(snapshot) = &self.snapshot {
-            snapshot.clear();
-        }
+        self.snapshot.iter().for_each(|snapshot| snapshot.clear());
     }
 }
 

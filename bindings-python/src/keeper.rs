@@ -249,17 +249,14 @@ impl PyLeaseKeeper {
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
-        match &self.callback {
-            Some(callback) => callback.traverse(&visit),
-            None => Ok(()),
-        }
+        self.callback
+            .iter()
+            .try_for_each(|callback| callback.traverse(&visit))
     }
 
     fn __clear__(&self) {
         // The keeper is garbage: nobody is left to tell its events to.
-        if let Some(callback) = &self.callback {
-            callback.clear();
-        }
+        self.callback.iter().for_each(|callback| callback.clear());
     }
 }
 

@@ -381,17 +381,12 @@ impl PyTenantRouter {
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
-        for hook in self.hooks.each() {
-            hook.traverse(&visit)?;
-        }
-        Ok(())
+        self.hooks.each().try_for_each(|hook| hook.traverse(&visit))
     }
 
     fn __clear__(&self) {
         // The router is garbage: nobody is left to tell, and nothing to check with.
-        for hook in self.hooks.each() {
-            hook.clear();
-        }
+        self.hooks.each().for_each(|hook| hook.clear());
     }
 }
 
