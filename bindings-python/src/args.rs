@@ -35,7 +35,7 @@ impl NotText {
     }
 }
 
-fn type_name(value: &Bound<'_, PyAny>) -> String {
+pub fn type_name(value: &Bound<'_, PyAny>) -> String {
     value
         .get_type()
         .name()
@@ -89,50 +89,64 @@ pub fn path_arg(name: &str, value: &Bound<'_, PyAny>) -> PyResult<PathBuf> {
     Ok(PathBuf::from(text))
 }
 
-/// An integer argument (TTL, margin, epoch, clock reading): a Python `int` that fits in 64
-/// bits. `True` and `1.0` are refused rather than read as 1; an int beyond 64 bits is
-/// refused rather than wrapped or clamped.
-pub fn integer(name: &str, value: &Bound<'_, PyAny>) -> Result<i64, CoreError> {
-    if value.is_instance_of::<PyBool>() || !value.is_instance_of::<PyInt>() {
+/// Whether `value` is an integer here, for arguments and a host clock's readings alike:
+/// Python counts a `bool` as an `int`, but `True` is no TTL.
+pub fn is_int(value: &Bound<'_, PyAny>) -> bool {
+    !value.is_instance_of::<PyBool>() && value.is_instance_of::<PyInt>()
+}
+
+/// Whether `value` is a real number here: an `int` or a `float` (still not a `bool`).
+pub fn is_real(value: &Bound<'_, PyAny>) -> bool {
+    is_int(value) || value.is_instance_of::<PyFloat>()
+}
+
+/// The refusals every number argument shares: of the wrong type (`accepted` false), naming
+/// what was `expected`, and of a value that `T` cannot hold.
+fn number<'py, T: FromPyObjectOwned<'py>>(
+    name: &str,
+    value: &Bound<'py, PyAny>,
+    accepted: bool,
+    expected: &str,
+) -> Result<T, CoreError> {
+    if !accepted {
         return Err(invalid(format!(
-            "{name} must be an int, got {}",
+            "{name} must be {expected}, got {}",
             type_name(value)
         )));
     }
     value
-        .extract::<i64>()
+        .extract::<T>()
         .map_err(|_| invalid(format!("{name} is out of range, got {value}")))
+}
+
+/// An integer argument (TTL, margin, epoch, clock reading): a Python `int` that fits in 64
+/// bits. `True` and `1.0` are refused rather than read as 1; an int beyond 64 bits is
+/// refused rather than wrapped or clamped.
+pub fn integer(name: &str, value: &Bound<'_, PyAny>) -> Result<i64, CoreError> {
+    number(name, value, is_int(value), "an int")
+}
+
+/// An `integer` that is not negative, in the unsigned type that holds it.
+fn non_negative<T: TryFrom<i64>>(name: &str, value: &Bound<'_, PyAny>) -> Result<T, CoreError> {
+    let n = integer(name, value)?;
+    T::try_from(n).map_err(|_| invalid(format!("{name} must not be negative, got {n}")))
 }
 
 /// A duration in whole milliseconds (a timeout): an `integer` that is not negative.
 pub fn milliseconds(name: &str, value: &Bound<'_, PyAny>) -> Result<Duration, CoreError> {
-    let ms = integer(name, value)?;
-    u64::try_from(ms)
-        .map(Duration::from_millis)
-        .map_err(|_| invalid(format!("{name} must not be negative, got {ms}")))
+    non_negative(name, value).map(Duration::from_millis)
 }
 
 /// A count of things (a batch size): an `integer` that is not negative. Whether zero makes
 /// sense is the core's call.
 pub fn count(name: &str, value: &Bound<'_, PyAny>) -> Result<usize, CoreError> {
-    let n = integer(name, value)?;
-    usize::try_from(n).map_err(|_| invalid(format!("{name} must not be negative, got {n}")))
+    non_negative(name, value)
 }
 
 /// A real number (a fraction): an `int` or a `float`, not a `bool`. NaN and the infinities
 /// pass through to the core, whose range check refuses them by name.
 pub fn real(name: &str, value: &Bound<'_, PyAny>) -> Result<f64, CoreError> {
-    let numeric = !value.is_instance_of::<PyBool>()
-        && (value.is_instance_of::<PyInt>() || value.is_instance_of::<PyFloat>());
-    if !numeric {
-        return Err(invalid(format!(
-            "{name} must be a float, got {}",
-            type_name(value)
-        )));
-    }
-    value
-        .extract::<f64>()
-        .map_err(|_| invalid(format!("{name} is out of range, got {value}")))
+    number(name, value, is_real(value), "a float")
 }
 
 /// One of a fixed set of words (a mode): a `str` equal to one of `choices`, returned as the

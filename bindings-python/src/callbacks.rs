@@ -16,7 +16,7 @@
 //! (`__traverse__`) and empties when the collector breaks a cycle through it (`__clear__`):
 //! a callback that refers back to its router or copies is collected like any other cycle.
 
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
 use pyo3::exceptions::{PyRuntimeError, PyTypeError};
 use pyo3::gc::PyVisit;
@@ -32,7 +32,7 @@ pub struct HostCallable {
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    // Only ever held with the GIL, for a clone or a swap: never poisoned in a way that matters.
+    // Only ever held with the GIL, for a clone, a swap or a push: never poisoned in a way that matters.
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
@@ -108,5 +108,30 @@ impl HostCallable {
         // Released after the lock: dropping it may run Python code that calls back here.
         let callable = lock(&self.slot).take();
         drop(callable);
+    }
+}
+
+/// The keepers or routers still alive, whose threads call Python, for the `atexit` hook that
+/// stops them before the interpreter finalizes (see `keeper`). Held weakly, so that the list
+/// keeps nothing alive; dead entries are pruned as new ones come.
+pub struct Live<T>(Mutex<Vec<Weak<T>>>);
+
+impl<T> Live<T> {
+    pub const fn new() -> Live<T> {
+        Live(Mutex::new(Vec::new()))
+    }
+
+    pub fn add(&self, alive: &Arc<T>) {
+        let mut live = lock(&self.0);
+        live.retain(|other| other.strong_count() > 0);
+        live.push(Arc::downgrade(alive));
+    }
+
+    /// Every one still alive, taken off the list.
+    pub fn take(&self) -> Vec<Arc<T>> {
+        lock(&self.0)
+            .drain(..)
+            .filter_map(|live| live.upgrade())
+            .collect()
     }
 }

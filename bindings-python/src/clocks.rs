@@ -11,9 +11,8 @@ use gotry_tenant_state::{ManualClock, MonotonicClock, SystemMonotonicClock, Syst
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyFloat, PyInt};
 
-use crate::args::integer;
+use crate::args::{integer, is_int, is_real, type_name};
 use crate::errors::{call_host, CoreError};
 
 /// A clock that moves only when told to, usable as the store's wall clock (`now_ms=`) and
@@ -56,11 +55,7 @@ impl PyManualClock {
 }
 
 fn reading_type_error(what: &str, reading: &Bound<'_, PyAny>) -> PyErr {
-    let type_name = reading
-        .get_type()
-        .name()
-        .map_or_else(|_| "an unknown type".to_owned(), |name| name.to_string());
-    PyTypeError::new_err(format!("{what}, got {type_name}"))
+    PyTypeError::new_err(format!("{what}, got {}", type_name(reading)))
 }
 
 /// The store's clock as a Python callable returning integer milliseconds since the epoch.
@@ -72,7 +67,7 @@ impl WallClock for PythonWallClock {
     fn now_ms(&self) -> gotry_tenant_state::Result<i64> {
         call_host("a Python clock", |py| {
             let reading = self.now_ms.bind(py).call0()?;
-            if reading.is_instance_of::<PyBool>() || !reading.is_instance_of::<PyInt>() {
+            if !is_int(&reading) {
                 return Err(reading_type_error(
                     "now_ms must return an int of milliseconds",
                     &reading,
@@ -94,9 +89,7 @@ impl MonotonicClock for PythonMonotonicClock {
     fn now_ms(&self) -> gotry_tenant_state::Result<f64> {
         call_host("a Python clock", |py| {
             let reading = self.clock.bind(py).call_method0(intern!(py, "now_ms"))?;
-            let numeric = !reading.is_instance_of::<PyBool>()
-                && (reading.is_instance_of::<PyInt>() || reading.is_instance_of::<PyFloat>());
-            if !numeric {
+            if !is_real(&reading) {
                 return Err(reading_type_error(
                     "clock.now_ms() must return an int or a float",
                     &reading,

@@ -35,6 +35,7 @@ use crate::callbacks::HostCallable;
 use crate::durable::PyDurableStore;
 use crate::errors::CoreError;
 use crate::lease::PyTenantLease;
+use crate::values::quoted;
 
 /// What `verify=` must be, for its TypeError.
 pub const VERIFY_SHAPE: &str = "a callable taking the restored folder's path and returning a bool";
@@ -324,9 +325,7 @@ impl PyRestoreReport {
 
     fn __repr__(&self) -> String {
         let r = &self.0;
-        let restored = r
-            .restored
-            .map_or_else(|| "None".to_owned(), |id| PyCopyId(id).__repr__());
+        let restored = copy_id_repr(r.restored);
         let skipped: Vec<String> = r
             .skipped
             .iter()
@@ -348,6 +347,12 @@ pub struct PyGcReport(GcReport);
 
 fn copy_ids(ids: &[CopyId]) -> Vec<PyCopyId> {
     ids.iter().copied().map(PyCopyId).collect()
+}
+
+/// A copy as every value that names one prints it, the way `CopyId` prints itself; None for
+/// no copy.
+pub fn copy_id_repr(id: Option<CopyId>) -> String {
+    id.map_or_else(|| "None".to_owned(), |id| PyCopyId(id).__repr__())
 }
 
 fn copy_ids_repr(ids: &[CopyId]) -> String {
@@ -482,7 +487,7 @@ impl PyEpochCopies {
     }
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-        let location = pyo3::types::PyString::new(py, &self.location).repr()?;
+        let location = quoted(py, &self.location)?;
         let snapshot = if self.snapshot.is_some() {
             ", snapshot=..."
         } else {
@@ -492,16 +497,13 @@ impl PyEpochCopies {
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
-        match &self.snapshot {
-            Some(snapshot) => snapshot.traverse(&visit),
-            None => Ok(()),
-        }
+        self.snapshot
+            .iter()
+            .try_for_each(|snapshot| snapshot.traverse(&visit))
     }
 
     fn __clear__(&self) {
-        if let Some(snapshot) = &self.snapshot {
-            snapshot.clear();
-        }
+        self.snapshot.iter().for_each(|snapshot| snapshot.clear());
     }
 }
 

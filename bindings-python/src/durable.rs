@@ -8,10 +8,10 @@ use std::sync::Arc;
 
 use gotry_tenant_state::{open_durable_store as open_store_url, DirectoryDurableStore, DurableStore};
 use pyo3::prelude::*;
-use pyo3::types::PyString;
 
 use crate::args::{path_arg, store_text};
 use crate::errors::CoreError;
+use crate::values::quoted;
 
 /// Any durable store of the core. Instances come from `open_durable_store(url)` or from a
 /// subclass's constructor; they are safe to share between threads and between any number
@@ -37,7 +37,7 @@ impl PyDurableStore {
     }
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-        let location = PyString::new(py, &self.store.location()).repr()?;
+        let location = quoted(py, &self.store.location())?;
         Ok(format!("DurableStore({location})"))
     }
 }

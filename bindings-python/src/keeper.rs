@@ -28,7 +28,7 @@
 //! callback runs afterwards.
 
 use std::mem::ManuallyDrop;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::Arc;
 
 use gotry_tenant_state::keeper::{DEFAULT_MAX_BATCH, DEFAULT_RENEW_FRACTION};
 use gotry_tenant_state::{
@@ -36,28 +36,24 @@ use gotry_tenant_state::{
 };
 use pyo3::gc::PyVisit;
 use pyo3::prelude::*;
-use pyo3::types::{PyString, PyTuple};
+use pyo3::types::PyTuple;
 use pyo3::PyTraverseError;
 
 use crate::args::{count, integer, milliseconds, real, store_text};
-use crate::callbacks::HostCallable;
+use crate::callbacks::{HostCallable, Live};
 use crate::clocks::monotonic_clock;
 use crate::errors::{exception_object, exit_failures, CoreError};
 use crate::lease::PyTenantLease;
 use crate::store::PyLeaseStore;
+use crate::values::{or_none, quoted};
 
-/// Every lock here guards plain values that each critical section leaves consistent.
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// The keepers that the exit hook shuts down; dead entries are pruned as new ones come.
-static LIVE: Mutex<Vec<Weak<LeaseKeeper>>> = Mutex::new(Vec::new());
+/// The keepers that the exit hook shuts down.
+static LIVE: Live<LeaseKeeper> = Live::new();
 
 /// Shuts down every keeper still alive; registered with `atexit` when the module loads.
 #[pyfunction]
 pub fn _shutdown_keepers_at_exit(py: Python<'_>) {
-    let alive: Vec<Arc<LeaseKeeper>> = lock(&LIVE).drain(..).filter_map(|kept| kept.upgrade()).collect();
+    let alive = LIVE.take();
     py.detach(move || {
         for kept in alive {
             // Nobody is left to read the report: a lease not released runs out at its TTL.
@@ -144,11 +140,7 @@ impl PyLeaseKeeper {
         }
         .map_err(CoreError)?;
         let kept = Arc::new(keeper);
-        {
-            let mut live = lock(&LIVE);
-            live.retain(|other| other.strong_count() > 0);
-            live.push(Arc::downgrade(&kept));
-        }
+        LIVE.add(&kept);
         Ok(PyLeaseKeeper {
             kept: ManuallyDrop::new(kept),
             callback,
@@ -249,7 +241,7 @@ impl PyLeaseKeeper {
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         Ok(format!(
             "LeaseKeeper(replica_id={}, ttl_ms={}, margin_ms={}, leases={})",
-            PyString::new(py, self.kept.replica_id()).repr()?,
+            quoted(py, self.kept.replica_id())?,
             self.kept.ttl_ms(),
             self.kept.margin_ms(),
             self.kept.len()
@@ -257,17 +249,14 @@ impl PyLeaseKeeper {
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
-        match &self.callback {
-            Some(callback) => callback.traverse(&visit),
-            None => Ok(()),
-        }
+        self.callback
+            .iter()
+            .try_for_each(|callback| callback.traverse(&visit))
     }
 
     fn __clear__(&self) {
         // The keeper is garbage: nobody is left to tell its events to.
-        if let Some(callback) = &self.callback {
-            callback.clear();
-        }
+        self.callback.iter().for_each(|callback| callback.clear());
     }
 }
 
@@ -336,17 +325,11 @@ impl PyKeeperEvent {
     }
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-        let key = match &self.key {
-            Some(key) => PyString::new(py, key).repr()?.to_string(),
-            None => "None".to_owned(),
-        };
-        let error = match &self.error {
-            Some(error) => error.bind(py).repr()?.to_string(),
-            None => "None".to_owned(),
-        };
-        let epoch = self
-            .epoch
-            .map_or_else(|| "None".to_owned(), |epoch| epoch.to_string());
+        let key = or_none(self.key.as_deref(), |key| quoted(py, key))?;
+        let error = or_none(self.error.as_ref(), |error| {
+            Ok(error.bind(py).repr()?.to_string())
+        })?;
+        let epoch = or_none(self.epoch, |epoch| Ok(epoch.to_string()))?;
         let leases = self
             .leases
             .map_or_else(String::new, |leases| format!(", leases={leases}"));

@@ -10,13 +10,12 @@ use std::sync::Arc;
 
 use gotry_tenant_state::{LeaseOptions, TenantLease};
 use pyo3::prelude::*;
-use pyo3::types::PyString;
 
 use crate::args::{integer, store_text};
 use crate::clocks::monotonic_clock;
 use crate::errors::CoreError;
 use crate::store::PyLeaseStore;
-use crate::values::PyLeaseRecord;
+use crate::values::{quoted, PyLeaseRecord};
 
 /// A held lease; safe to share between threads (the write gate may be checked from any
 /// thread while another renews). The core lease is shared because a keeper holds the same
@@ -160,8 +159,8 @@ impl PyTenantLease {
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         Ok(format!(
             "TenantLease(key={}, replica_id={}, epoch={}, held={})",
-            PyString::new(py, self.lease.key()).repr()?,
-            PyString::new(py, self.lease.replica_id()).repr()?,
+            quoted(py, self.lease.key())?,
+            quoted(py, self.lease.replica_id())?,
             self.lease.epoch(),
             if self.lease.is_held() { "True" } else { "False" }
         ))

@@ -28,7 +28,7 @@
 
 use std::mem::ManuallyDrop;
 use std::path::Path;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
 use gotry_tenant_state::router::{RouterEventHandler, SharedFoldCheck};
@@ -43,17 +43,14 @@ use pyo3::types::{PyList, PyString, PyTuple};
 use pyo3::PyTraverseError;
 
 use crate::args::{count, id_text, integer, milliseconds, one_of, path_arg, store_text};
-use crate::callbacks::HostCallable;
-use crate::copies::{fold_check, host_snapshot, PyCopyId, SNAPSHOT_SHAPE, VERIFY_SHAPE};
+use crate::callbacks::{HostCallable, Live};
+use crate::copies::{copy_id_repr, fold_check, host_snapshot, PyCopyId, SNAPSHOT_SHAPE, VERIFY_SHAPE};
 use crate::durable::PyDurableStore;
 use crate::errors::{exception_object, exit_failures, CoreError};
 use crate::keeper::PyShutdownReport;
 use crate::lease::PyTenantLease;
 use crate::store::PyLeaseStore;
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
+use crate::values::{or_none, quoted};
 
 /// A router and what Python asks about it that the core does not repeat.
 struct Routed {
@@ -73,13 +70,13 @@ impl Routed {
     }
 }
 
-/// The routers that the exit hook closes; dead entries are pruned as new ones come.
-static LIVE: Mutex<Vec<Weak<Routed>>> = Mutex::new(Vec::new());
+/// The routers that the exit hook closes.
+static LIVE: Live<Routed> = Live::new();
 
 /// Closes every router still alive; registered with `atexit` when the module loads.
 #[pyfunction]
 pub fn _close_routers_at_exit(py: Python<'_>) {
-    let alive: Vec<Arc<Routed>> = lock(&LIVE).drain(..).filter_map(|r| r.upgrade()).collect();
+    let alive = LIVE.take();
     py.detach(move || {
         for routed in alive {
             // Nobody is left to read the report: a lease not released runs out at its TTL.
@@ -235,11 +232,7 @@ impl PyTenantRouter {
             ttl_ms,
             margin_ms,
         });
-        {
-            let mut live = lock(&LIVE);
-            live.retain(|other| other.strong_count() > 0);
-            live.push(Arc::downgrade(&routed));
-        }
+        LIVE.add(&routed);
         Ok(PyTenantRouter {
             routed: ManuallyDrop::new(routed),
             hooks,
@@ -380,7 +373,7 @@ impl PyTenantRouter {
         let routed = &self.routed;
         Ok(format!(
             "TenantRouter(replica_id={}, ttl_ms={}, margin_ms={}, capacity={})",
-            PyString::new(py, &routed.replica_id).repr()?,
+            quoted(py, &routed.replica_id)?,
             routed.ttl_ms,
             routed.margin_ms,
             routed.router.capacity()
@@ -388,17 +381,12 @@ impl PyTenantRouter {
     }
 
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
-        for hook in self.hooks.each() {
-            hook.traverse(&visit)?;
-        }
-        Ok(())
+        self.hooks.each().try_for_each(|hook| hook.traverse(&visit))
     }
 
     fn __clear__(&self) {
         // The router is garbage: nobody is left to tell, and nothing to check with.
-        for hook in self.hooks.each() {
-            hook.clear();
-        }
+        self.hooks.each().for_each(|hook| hook.clear());
     }
 }
 
@@ -449,15 +437,12 @@ impl PyTenantHandle {
     }
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-        let restored = self.0.restored_from.map_or_else(
-            || "None".to_owned(),
-            |id| format!("CopyId(epoch={}, seq={})", id.epoch, id.seq),
-        );
         Ok(format!(
-            "TenantHandle(key={}, root={}, epoch={}, restored_from={restored})",
-            PyString::new(py, &self.0.key).repr()?,
+            "TenantHandle(key={}, root={}, epoch={}, restored_from={})",
+            quoted(py, &self.0.key)?,
             self.root().into_pyobject(py)?.repr()?,
-            self.0.epoch()
+            self.0.epoch(),
+            copy_id_repr(self.0.restored_from)
         ))
     }
 }
@@ -517,18 +502,12 @@ impl PyTenantStatus {
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         let s = &self.0;
-        let last_copy = s.last_copy.map_or_else(
-            || "None".to_owned(),
-            |id| format!("CopyId(epoch={}, seq={})", id.epoch, id.seq),
-        );
-        let error = match &s.last_copy_error {
-            Some(error) => PyString::new(py, error).repr()?.to_string(),
-            None => "None".to_owned(),
-        };
+        let last_copy = copy_id_repr(s.last_copy);
+        let error = or_none(s.last_copy_error.as_deref(), |error| quoted(py, error))?;
         Ok(format!(
             "TenantStatus(key={}, state='{}', epoch={}, in_flight={}, last_copy={last_copy}, \
              writes_since_copy={}, lag_ms={}, last_copy_error={error})",
-            PyString::new(py, &s.key).repr()?,
+            quoted(py, &s.key)?,
             s.state.as_str(),
             s.epoch,
             s.in_flight,
@@ -588,14 +567,13 @@ impl PyRouterEvent {
     }
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-        let error = match &self.error {
-            Some(error) => error.bind(py).repr()?.to_string(),
-            None => "None".to_owned(),
-        };
+        let error = or_none(self.error.as_ref(), |error| {
+            Ok(error.bind(py).repr()?.to_string())
+        })?;
         Ok(format!(
             "RouterEvent(kind='{}', key={}, epoch={}, error={error})",
             self.kind,
-            PyString::new(py, &self.key).repr()?,
+            quoted(py, &self.key)?,
             self.epoch
         ))
     }

@@ -27,14 +27,23 @@ impl PyLeaseStore {
     pub fn shared(&self) -> Arc<dyn LeaseStore> {
         Arc::clone(&self.store)
     }
+
+    /// The one way a method reaches the store: without the interpreter lock (see the module
+    /// docs), its failure raised as the package's exception.
+    fn call<T: Send>(
+        &self,
+        py: Python<'_>,
+        call: impl Send + FnOnce(&dyn LeaseStore) -> gotry_tenant_state::Result<T>,
+    ) -> PyResult<T> {
+        Ok(py.detach(|| call(&*self.store)).map_err(CoreError)?)
+    }
 }
 
 #[pymethods]
 impl PyLeaseStore {
     fn read(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<Option<PyLeaseRecord>> {
         let key = store_text("key", key)?;
-        let record = py.detach(|| self.store.read(&key)).map_err(CoreError)?;
-        Ok(record.map(PyLeaseRecord))
+        Ok(self.call(py, |store| store.read(&key))?.map(PyLeaseRecord))
     }
 
     fn acquire(
@@ -46,10 +55,8 @@ impl PyLeaseStore {
     ) -> PyResult<PyLeaseGrant> {
         let (key, owner) = (store_text("key", key)?, store_text("owner", owner)?);
         let ttl_ms = integer("ttl_ms", ttl_ms)?;
-        let grant = py
-            .detach(|| self.store.acquire(&key, &owner, ttl_ms))
-            .map_err(CoreError)?;
-        Ok(PyLeaseGrant(grant))
+        self.call(py, |store| store.acquire(&key, &owner, ttl_ms))
+            .map(PyLeaseGrant)
     }
 
     fn renew(
@@ -62,10 +69,8 @@ impl PyLeaseStore {
     ) -> PyResult<PyLeaseGrant> {
         let (key, owner) = (store_text("key", key)?, store_text("owner", owner)?);
         let (epoch, ttl_ms) = (integer("epoch", epoch)?, integer("ttl_ms", ttl_ms)?);
-        let grant = py
-            .detach(|| self.store.renew(&key, &owner, epoch, ttl_ms))
-            .map_err(CoreError)?;
-        Ok(PyLeaseGrant(grant))
+        self.call(py, |store| store.renew(&key, &owner, epoch, ttl_ms))
+            .map(PyLeaseGrant)
     }
 
     /// Renews many leases of `owner` in one durable transaction: one fsync for a whole round
@@ -88,12 +93,10 @@ impl PyLeaseStore {
             let (key, epoch): (Bound<'py, PyAny>, Bound<'py, PyAny>) = pair?.extract()?;
             pairs.push((store_text("key", &key)?, integer("epoch", &epoch)?));
         }
-        let answers = py
-            .detach(|| {
-                let borrowed: Vec<(&str, i64)> = pairs.iter().map(|(k, e)| (k.as_str(), *e)).collect();
-                self.store.renew_batch(&owner, ttl_ms, &borrowed)
-            })
-            .map_err(CoreError)?;
+        let answers = self.call(py, |store| {
+            let borrowed: Vec<(&str, i64)> = pairs.iter().map(|(k, e)| (k.as_str(), *e)).collect();
+            store.renew_batch(&owner, ttl_ms, &borrowed)
+        })?;
         answers
             .into_iter()
             .map(|answer| match answer {
@@ -112,10 +115,8 @@ impl PyLeaseStore {
     ) -> PyResult<PyLeaseRecord> {
         let (key, owner) = (store_text("key", key)?, store_text("owner", owner)?);
         let epoch = integer("epoch", epoch)?;
-        let record = py
-            .detach(|| self.store.release(&key, &owner, epoch))
-            .map_err(CoreError)?;
-        Ok(PyLeaseRecord(record))
+        self.call(py, |store| store.release(&key, &owner, epoch))
+            .map(PyLeaseRecord)
     }
 
     fn mark_forgotten(
@@ -127,19 +128,15 @@ impl PyLeaseStore {
     ) -> PyResult<PyLeaseRecord> {
         let (key, owner) = (store_text("key", key)?, store_text("owner", owner)?);
         let epoch = integer("epoch", epoch)?;
-        let record = py
-            .detach(|| self.store.mark_forgotten(&key, &owner, epoch))
-            .map_err(CoreError)?;
-        Ok(PyLeaseRecord(record))
+        self.call(py, |store| store.mark_forgotten(&key, &owner, epoch))
+            .map(PyLeaseRecord)
     }
 
     /// Every granted operation in log order, of one key or of all.
     #[pyo3(signature = (key = None))]
     fn history(&self, py: Python<'_>, key: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<PyHistoryEntry>> {
         let key = key.map(|key| store_text("key", key)).transpose()?;
-        let entries = py
-            .detach(|| self.store.history(key.as_deref()))
-            .map_err(CoreError)?;
+        let entries = self.call(py, |store| store.history(key.as_deref()))?;
         Ok(entries.into_iter().map(PyHistoryEntry).collect())
     }
 
@@ -147,20 +144,18 @@ impl PyLeaseStore {
     #[pyo3(signature = (prefix = None))]
     fn list(&self, py: Python<'_>, prefix: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<PyLeaseRecord>> {
         let prefix = prefix.map(|p| store_text("prefix", p)).transpose()?;
-        let records = py
-            .detach(|| self.store.list(prefix.as_deref().unwrap_or("")))
-            .map_err(CoreError)?;
+        let records = self.call(py, |store| store.list(prefix.as_deref().unwrap_or("")))?;
         Ok(records.into_iter().map(PyLeaseRecord).collect())
     }
 
     /// The store's clock as its decisions see it.
     fn now_ms(&self, py: Python<'_>) -> PyResult<i64> {
-        Ok(py.detach(|| self.store.now_ms()).map_err(CoreError)?)
+        self.call(py, |store| store.now_ms())
     }
 
     /// Closes the store; later calls raise LeaseStoreUnavailableError. Closing twice is fine.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
-        Ok(py.detach(|| self.store.close()).map_err(CoreError)?)
+        self.call(py, |store| store.close())
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {

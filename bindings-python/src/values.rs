@@ -7,9 +7,14 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyString, PyTuple};
 
-/// A Python `repr` of a string, so that a printed record reads back as Python.
-fn quoted(py: Python<'_>, text: &str) -> PyResult<String> {
+/// A Python `repr` of a string, so that a printed value reads back as Python.
+pub fn quoted(py: Python<'_>, text: &str) -> PyResult<String> {
     Ok(PyString::new(py, text).repr()?.to_string())
+}
+
+/// A field that may be absent, printed as Python prints it: `None`.
+pub fn or_none<T>(value: Option<T>, show: impl FnOnce(T) -> PyResult<String>) -> PyResult<String> {
+    value.map_or_else(|| Ok("None".to_owned()), show)
 }
 
 /// The state of one tenant's lease.

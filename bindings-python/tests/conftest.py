@@ -1,20 +1,25 @@
-"""Shared fixtures: a store on a fresh file whose clock moves only when a test says so."""
+"""Shared fixtures: a store on a fresh file whose clock moves only when a test says so, a
+tenant's ledger, and the helpers of the tests that run threads: waiting for a condition,
+catching what reaches ``sys.unraisablehook``."""
 
 from __future__ import annotations
 
+import sqlite3
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import closing, contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import gotry_tenant_state as gts
 
 START_MS = 1_700_000_000_000
+LEDGER = Path("gotry-state") / "gotry-state.db"
 
 
 @pytest.fixture
@@ -26,6 +31,17 @@ def clock() -> gts.ManualClock:
 def store(tmp_path: Path, clock: gts.ManualClock) -> Iterator[gts.SqliteLeaseStore]:
     with gts.SqliteLeaseStore(tmp_path / "leases.db", now_ms=clock) as opened:
         yield opened
+
+
+def append_entry(root: Path | str, text: str) -> None:
+    """Appends `text` to the ledger in the tenant root `root`, creating it if needed. The
+    connection is closed again: a file this process still has open is copied only through a
+    snapshot."""
+    ledger = Path(root) / LEDGER
+    ledger.parent.mkdir(parents=True, exist_ok=True)
+    with closing(sqlite3.connect(ledger)) as db, db:
+        db.execute("CREATE TABLE IF NOT EXISTS entries (text TEXT NOT NULL)")
+        db.execute("INSERT INTO entries (text) VALUES (?)", (text,))
 
 
 # Another process that takes SQLite's write lock with the standard library's sqlite3 (a
@@ -100,3 +116,29 @@ class Ticker:
     def __exit__(self, *_: object) -> None:
         self._stop.set()
         self._thread.join()
+
+
+def wait_for(what: str, done: Callable[[], bool], seconds: float = 15.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not done():
+        assert time.monotonic() < deadline, f"gave up waiting for {what}"
+        time.sleep(0.005)
+
+
+class Unraisable:
+    """``sys.unraisablehook`` for a test: what reached it, as (type, message), from any thread."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.seen: list[tuple[type[BaseException] | None, str]] = []
+
+    def __call__(self, arguments: Any) -> None:
+        with self.lock:
+            self.seen.append((arguments.exc_type, str(arguments.exc_value)))
+
+
+@pytest.fixture
+def unraisable(monkeypatch: pytest.MonkeyPatch) -> Unraisable:
+    caught = Unraisable()
+    monkeypatch.setattr(sys, "unraisablehook", caught)
+    return caught

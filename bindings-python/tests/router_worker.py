@@ -12,16 +12,13 @@ from __future__ import annotations
 
 import json
 import random
-import sqlite3
 import sys
 import time
-from contextlib import closing
-from pathlib import Path
 
 import gotry_tenant_state as gts
+from conftest import append_entry
 
 ORG = "acme"
-LEDGER = Path("gotry-state") / "gotry-state.db"
 
 
 def main() -> None:
@@ -67,11 +64,7 @@ def main() -> None:
                 def call(h: gts.TenantHandle, row: str = row) -> tuple[float, float]:
                     start = time.monotonic()
                     h.lease.assert_held()
-                    ledger = Path(h.root) / LEDGER
-                    ledger.parent.mkdir(parents=True, exist_ok=True)
-                    with closing(sqlite3.connect(ledger)) as db, db:
-                        db.execute("CREATE TABLE IF NOT EXISTS entries (text TEXT NOT NULL)")
-                        db.execute("INSERT INTO entries (text) VALUES (?)", (row,))
+                    append_entry(h.root, row)
                     return start, time.monotonic()
 
                 start, end = router.run(handle.key, call)

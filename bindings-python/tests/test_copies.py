@@ -19,11 +19,10 @@ from pathlib import Path
 import pytest
 
 import gotry_tenant_state as gts
-from conftest import START_MS, Ticker
+from conftest import LEDGER, START_MS, Ticker
 
 ORG = "acme"
 TTL_MS = 10_000
-LEDGER = Path("gotry-state") / "gotry-state.db"
 NOTE = Path("notes") / "last.txt"
 
 
@@ -146,6 +145,13 @@ def a_holder_with_two_copies(world: World) -> tuple[gts.TenantLease, gts.EpochCo
     return a, copies, root
 
 
+def b_after_a_ran_out(world: World) -> gts.TenantLease:
+    """Replica B at epoch 2, after A wrote its two copies and its lease ran out."""
+    a_holder_with_two_copies(world)
+    world.let_leases_expire()
+    return world.holder("replica-b")
+
+
 def test_a_stale_writer_never_wins(world: World) -> None:
     a = world.holder("replica-a")
     assert a.epoch == 1
@@ -226,11 +232,9 @@ def test_a_stale_writers_late_copy_is_superseded_even_when_the_newer_copy_is_dam
 
 def test_a_flipped_byte_is_skipped_and_the_older_copy_restored(directory_world: World) -> None:
     world = directory_world
-    a_holder_with_two_copies(world)
+    b = b_after_a_ran_out(world)
     # Index 0 is the ledger: files are numbered in the order of their paths.
     flip_a_byte(world.object_path(1, 2, "files/000000"))
-    world.let_leases_expire()
-    b = world.holder("replica-b")
     report = gts.EpochCopies(world.durable).restore(b, world.root("b"))
     assert report.restored == gts.CopyId(1, 1)
     assert report.skipped == [gts.SkippedCopy(1, 2, "checksum")]
@@ -240,11 +244,9 @@ def test_a_flipped_byte_is_skipped_and_the_older_copy_restored(directory_world: 
 
 def test_no_copy_that_verifies_is_restore_invalid_with_every_skipped_copy(directory_world: World) -> None:
     world = directory_world
-    a_holder_with_two_copies(world)
+    b = b_after_a_ran_out(world)
     flip_a_byte(world.object_path(1, 2, "files/000000"))
     flip_a_byte(world.object_path(1, 1, "files/000001"))
-    world.let_leases_expire()
-    b = world.holder("replica-b")
     root_b = world.root("b")
     write_state(root_b, ["untouched"])
     with pytest.raises(gts.RestoreVerificationError) as caught:
@@ -261,9 +263,7 @@ def test_no_copy_that_verifies_is_restore_invalid_with_every_skipped_copy(direct
 
 def test_a_verify_that_refuses_skips_the_copy_as_fold(directory_world: World) -> None:
     world = directory_world
-    a_holder_with_two_copies(world)
-    world.let_leases_expire()
-    b = world.holder("replica-b")
+    b = b_after_a_ran_out(world)
     root_b = world.root("b")
     seen: list[tuple[str, list[str]]] = []
 
@@ -284,9 +284,7 @@ def test_a_verify_that_refuses_skips_the_copy_as_fold(directory_world: World) ->
 
 def test_a_verify_that_refuses_every_copy_is_restore_invalid(directory_world: World) -> None:
     world = directory_world
-    a_holder_with_two_copies(world)
-    world.let_leases_expire()
-    b = world.holder("replica-b")
+    b = b_after_a_ran_out(world)
     with pytest.raises(gts.RestoreVerificationError) as caught:
         gts.EpochCopies(world.durable).restore(b, world.root("b"), verify=lambda path: False)
     assert [s.reason for s in caught.value.skipped] == ["fold", "fold"]
@@ -294,9 +292,7 @@ def test_a_verify_that_refuses_every_copy_is_restore_invalid(directory_world: Wo
 
 def test_an_exception_raised_by_verify_comes_out_unchanged(directory_world: World) -> None:
     world = directory_world
-    a_holder_with_two_copies(world)
-    world.let_leases_expire()
-    b = world.holder("replica-b")
+    b = b_after_a_ran_out(world)
     copies = gts.EpochCopies(world.durable)
 
     class FoldBroke(Exception):
@@ -316,9 +312,7 @@ def test_an_exception_raised_by_verify_comes_out_unchanged(directory_world: Worl
 
 def test_verify_must_be_a_callable_returning_a_bool(directory_world: World) -> None:
     world = directory_world
-    a_holder_with_two_copies(world)
-    world.let_leases_expire()
-    b = world.holder("replica-b")
+    b = b_after_a_ran_out(world)
     copies = gts.EpochCopies(world.durable)
     with pytest.raises(TypeError, match="callable"):
         copies.restore(b, world.root("b"), verify="yes")  # type: ignore[arg-type]
@@ -626,9 +620,7 @@ def test_a_restore_into_a_root_this_process_holds_is_refused_and_changes_nothing
     directory_world: World,
 ) -> None:
     world = directory_world
-    a_holder_with_two_copies(world)
-    world.let_leases_expire()
-    b = world.holder("replica-b")
+    b = b_after_a_ran_out(world)
     root_b = world.root("b")
     db = hold_ledger_in_wal(root_b, ["mine"], ["mine too"])
     copies = gts.EpochCopies(world.durable, snapshot=gts.sqlite3_snapshot)

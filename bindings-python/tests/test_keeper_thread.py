@@ -13,7 +13,6 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from typing import Any
 import pytest
 
 import gotry_tenant_state as gts
+from conftest import Unraisable, wait_for
 
 TTL_MS, MARGIN_MS = 600, 100
 # How long a condition may take before the test gives up on it: many renewal intervals on a
@@ -28,13 +28,6 @@ TTL_MS, MARGIN_MS = 600, 100
 PATIENCE_S = 60.0
 # A child that has not finished by then is deadlocked.
 DEADLOCK_S = 120.0
-
-
-def wait_for(what: str, condition: Callable[[], bool]) -> None:
-    deadline = time.monotonic() + PATIENCE_S
-    while not condition():
-        assert time.monotonic() < deadline, f"gave up waiting for {what}"
-        time.sleep(0.01)
 
 
 def renewals(store: gts.LeaseStore, key: str) -> int:
@@ -79,7 +72,9 @@ def test_the_thread_renews_every_lease_at_its_epoch(tmp_path: Path) -> None:
         keeper = start(store, told)
         leases = [keeper.acquire(key) for key in ("a", "b", "c")]
         first_until = {key: store.read(key).lease_until_ms for key in "abc"}  # type: ignore[union-attr]
-        wait_for("three renewals of every lease", lambda: all(renewals(store, key) >= 3 for key in "abc"))
+        wait_for(
+            "three renewals of every lease", lambda: all(renewals(store, key) >= 3 for key in "abc"), PATIENCE_S
+        )
         for key in "abc":
             record = store.read(key)
             assert record is not None and (record.owner, record.epoch) == ("replica-a", 1)
@@ -98,7 +93,7 @@ def test_a_lease_taken_over_is_told_lost_on_the_keeper_s_thread(tmp_path: Path) 
             lease = keeper.acquire("k")
             other = keeper.acquire("other")
             take_over(store, "k", lease.epoch)
-            wait_for("the loss to be told", lambda: bool(told.lost("k")))
+            wait_for("the loss to be told", lambda: bool(told.lost("k")), PATIENCE_S)
             ((event, thread),) = told.lost("k")
             assert (event.kind, event.key, event.epoch) == ("lost", "k", 1)
             assert isinstance(event.error, gts.LeaseLostError)
@@ -108,21 +103,12 @@ def test_a_lease_taken_over_is_told_lost_on_the_keeper_s_thread(tmp_path: Path) 
             assert caught.value.reason == "lease_lost"
             assert keeper.get("k") is None
             renewed = renewals(store, "other")
-            wait_for("the other lease to be renewed on", lambda: renewals(store, "other") > renewed)
+            wait_for("the other lease to be renewed on", lambda: renewals(store, "other") > renewed, PATIENCE_S)
             assert keeper.get("other") is not None and other.epoch == 1
         assert store.history("k")[-1].owner == "replica-b"
 
 
-def test_a_raising_callback_does_not_stop_the_keeper(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    unraisable: list[Any] = []
-    hook_lock = threading.Lock()
-
-    def hook(arguments: Any) -> None:
-        with hook_lock:
-            unraisable.append((arguments.exc_type, str(arguments.exc_value)))
-
-    monkeypatch.setattr(sys, "unraisablehook", hook)
-
+def test_a_raising_callback_does_not_stop_the_keeper(tmp_path: Path, unraisable: Unraisable) -> None:
     def fail(event: gts.KeeperEvent) -> None:
         raise ValueError(f"callback bug on {event.kind} {event.key}")
 
@@ -132,13 +118,13 @@ def test_a_raising_callback_does_not_stop_the_keeper(tmp_path: Path, monkeypatch
             first, second = keeper.acquire("first"), keeper.acquire("second")
             keeper.acquire("survivor")
             take_over(store, "first", first.epoch)
-            wait_for("the first loss", lambda: bool(told.lost("first")))
+            wait_for("the first loss", lambda: bool(told.lost("first")), PATIENCE_S)
             take_over(store, "second", second.epoch)
-            wait_for("the second loss", lambda: bool(told.lost("second")))
+            wait_for("the second loss", lambda: bool(told.lost("second")), PATIENCE_S)
             renewed = renewals(store, "survivor")
-            wait_for("the survivor to be renewed on", lambda: renewals(store, "survivor") > renewed)
-    with hook_lock:
-        lost = [entry for entry in unraisable if entry[1].startswith("callback bug on lost")]
+            wait_for("the survivor to be renewed on", lambda: renewals(store, "survivor") > renewed, PATIENCE_S)
+    with unraisable.lock:
+        lost = [entry for entry in unraisable.seen if entry[1].startswith("callback bug on lost")]
     assert lost == [(ValueError, "callback bug on lost first"), (ValueError, "callback bug on lost second")]
 
 

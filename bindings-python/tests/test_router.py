@@ -23,24 +23,16 @@ from typing import Any
 import pytest
 
 import gotry_tenant_state as gts
-from conftest import Ticker, write_lock_held
+from conftest import LEDGER, Ticker, Unraisable, append_entry, wait_for, write_lock_held
 
 ORG = "acme"
 TTL_MS = 3_000
 MARGIN_MS = 500
-LEDGER = Path("gotry-state") / "gotry-state.db"
 HERE = Path(__file__).resolve().parent
 
 
 def new_tenant() -> str:
     return "t-" + secrets.token_hex(16)
-
-
-def wait_for(what: str, done: Callable[[], bool], seconds: float = 15.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not done():
-        assert time.monotonic() < deadline, f"gave up waiting for {what}"
-        time.sleep(0.005)
 
 
 class Events:
@@ -99,11 +91,7 @@ def append(text: str) -> Callable[[gts.TenantHandle], str]:
 
     def call(handle: gts.TenantHandle) -> str:
         handle.lease.assert_held()
-        ledger = Path(handle.root) / LEDGER
-        ledger.parent.mkdir(parents=True, exist_ok=True)
-        with closing(sqlite3.connect(ledger)) as db, db:
-            db.execute("CREATE TABLE IF NOT EXISTS entries (text TEXT NOT NULL)")
-            db.execute("INSERT INTO entries (text) VALUES (?)", (text,))
+        append_entry(handle.root, text)
         return text
 
     return call
@@ -632,16 +620,7 @@ def test_a_lost_tenant_with_a_call_running_is_fenced_and_closed_after_it(site: S
     assert router.status() == []
 
 
-def test_an_exception_in_on_event_goes_to_the_unraisable_hook(site: Site, monkeypatch: pytest.MonkeyPatch) -> None:
-    unraisable: list[tuple[type[BaseException] | None, str]] = []
-    hook_lock = threading.Lock()
-
-    def hook(arguments: Any) -> None:
-        with hook_lock:
-            unraisable.append((arguments.exc_type, str(arguments.exc_value)))
-
-    monkeypatch.setattr(sys, "unraisablehook", hook)
-
+def test_an_exception_in_on_event_goes_to_the_unraisable_hook(site: Site, unraisable: Unraisable) -> None:
     def fail(event: gts.RouterEvent) -> None:
         raise ValueError(f"handler bug on {event.kind} {event.key}")
 
@@ -656,17 +635,17 @@ def test_an_exception_in_on_event_goes_to_the_unraisable_hook(site: Site, monkey
     other_key = router.open(ORG, other).key
     site.leases.release(other_key, "replica-a", 1)
     site.leases.acquire(other_key, "thief", 600_000)
-    wait_for("three reports", lambda: len(unraisable) >= 3)
-    with hook_lock:
-        assert unraisable[0] == (ValueError, f"handler bug on closed {key}")
-        assert (ValueError, f"handler bug on lost {other_key}") in unraisable
+    wait_for("three reports", lambda: len(unraisable.seen) >= 3)
+    with unraisable.lock:
+        assert unraisable.seen[0] == (ValueError, f"handler bug on closed {key}")
+        assert (ValueError, f"handler bug on lost {other_key}") in unraisable.seen
     # The router carries on.
     third = router.open(ORG, new_tenant())
     assert router.run(third.key, append("still serving")) == "still serving"
     # Closed while the hook is still ours: its handoff is told (and fails) too.
     assert router.close().handed_off == [third.key]
-    with hook_lock:
-        assert unraisable[-1] == (ValueError, f"handler bug on closed {third.key}")
+    with unraisable.lock:
+        assert unraisable.seen[-1] == (ValueError, f"handler bug on closed {third.key}")
 
 
 def test_a_router_whose_callback_refers_back_to_it_is_collected(site: Site) -> None:
