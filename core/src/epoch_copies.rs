@@ -1016,9 +1016,9 @@ fn file_id(meta: &fs::Metadata) -> (u64, u64) {
     (meta.dev(), meta.ino())
 }
 
-/// Every file this process has open, by identity. Unreadable `/proc` is an error, not an
-/// empty set: guessing "nothing is open" is how a host's WAL gets deleted.
 /// The files among `paths` (relative to `root`) that a descriptor of this process has open.
+/// A file gone since the listing is nobody's: a writer in rollback mode deletes its journal
+/// at every commit, and a copy taken meanwhile must not fail on it.
 fn held_elsewhere<'a>(root: &Path, paths: &'a [String]) -> Result<HashSet<&'a str>> {
     if paths.is_empty() {
         return Ok(HashSet::new());
@@ -1027,15 +1027,20 @@ fn held_elsewhere<'a>(root: &Path, paths: &'a [String]) -> Result<HashSet<&'a st
     let mut held = HashSet::new();
     for path in paths {
         let source = root.join(path);
-        let meta = fs::symlink_metadata(&source)
-            .map_err(|e| Error::io(format!("{} cannot be read", source.display()), &e))?;
-        if open.contains(&file_id(&meta)) {
-            held.insert(path.as_str());
+        match fs::symlink_metadata(&source) {
+            Ok(meta) if open.contains(&file_id(&meta)) => {
+                held.insert(path.as_str());
+            }
+            Ok(_) => {}
+            Err(e) if e.kind() == ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io(format!("{} cannot be read", source.display()), &e)),
         }
     }
     Ok(held)
 }
 
+/// Every file this process has open, by identity. Unreadable `/proc` is an error, not an
+/// empty set: guessing "nothing is open" is how a host's WAL gets deleted.
 fn open_in_process() -> Result<HashSet<(u64, u64)>> {
     let fds = Path::new("/proc/self/fd");
     let entries = fs::read_dir(fds).map_err(|e| {
