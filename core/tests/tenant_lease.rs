@@ -33,6 +33,17 @@ fn fixture() -> Fixture {
     }
 }
 
+impl Fixture {
+    fn ops(&self) -> Vec<LeaseOp> {
+        self.store
+            .history(Some(KEY))
+            .unwrap()
+            .into_iter()
+            .map(|e| e.op)
+            .collect()
+    }
+}
+
 fn options(store: Arc<dyn LeaseStore>, clock: Arc<dyn MonotonicClock>, replica: &str) -> LeaseOptions {
     LeaseOptions {
         key: KEY.into(),
@@ -157,14 +168,7 @@ fn release_expires_the_lease_at_once_and_is_idempotent() {
     assert_eq!(fenced_reason(lease.renew()), FenceReason::LeaseReleased);
     let b = acquire(&f, "b").unwrap();
     assert_eq!(b.epoch(), 2);
-    let ops: Vec<_> = f
-        .store
-        .history(Some(KEY))
-        .unwrap()
-        .into_iter()
-        .map(|e| e.op)
-        .collect();
-    assert_eq!(ops, [LeaseOp::Acquire, LeaseOp::Release, LeaseOp::Acquire]);
+    assert_eq!(f.ops(), [LeaseOp::Acquire, LeaseOp::Release, LeaseOp::Acquire]);
 }
 
 #[test]
@@ -185,14 +189,7 @@ fn renew_release_renew_settle_in_call_order() {
     t1.join().unwrap().unwrap();
     t2.join().unwrap().unwrap();
     assert_eq!(fenced_reason(t3.join().unwrap()), FenceReason::LeaseReleased);
-    let ops: Vec<_> = f
-        .store
-        .history(Some(KEY))
-        .unwrap()
-        .into_iter()
-        .map(|e| e.op)
-        .collect();
-    assert_eq!(ops, [LeaseOp::Acquire, LeaseOp::Renew, LeaseOp::Release]);
+    assert_eq!(f.ops(), [LeaseOp::Acquire, LeaseOp::Renew, LeaseOp::Release]);
 }
 
 #[test]
@@ -234,14 +231,7 @@ fn a_grant_consumed_by_the_round_trip_is_handed_back_and_lost() {
     }
     let record = f.store.read(KEY).unwrap().unwrap();
     assert_eq!(record.lease_until_ms, 1_000_000, "released at once in the store");
-    let ops: Vec<_> = f
-        .store
-        .history(Some(KEY))
-        .unwrap()
-        .into_iter()
-        .map(|e| e.op)
-        .collect();
-    assert_eq!(ops, [LeaseOp::Acquire, LeaseOp::Release]);
+    assert_eq!(f.ops(), [LeaseOp::Acquire, LeaseOp::Release]);
     assert_eq!(
         acquire(&f, "b").unwrap().epoch(),
         2,
