@@ -8,7 +8,7 @@ use gotry_tenant_state::{
 };
 use serde_json::Value;
 
-use crate::Sandbox;
+use crate::{strings, Sandbox};
 
 const HELD: &str = "acme/t-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
 const EXPIRED: &str = "acme/t-bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
@@ -217,12 +217,7 @@ fn history_is_the_log_in_order_and_can_be_limited() {
     assert_eq!(all["entries"][0]["atMs"], f.expired.lease_until_ms - 60_000);
 
     let of_key = f.lease(&["history", SECOND, "--json"]).json();
-    let owners: Vec<&str> = of_key["entries"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["owner"].as_str().unwrap())
-        .collect();
+    let owners = strings(&of_key["entries"], "owner");
     assert_eq!(owners, ["replica-old", "replica-c"]);
 
     let latest = f.lease(&["history", "--limit", "2", "--json"]).json();
