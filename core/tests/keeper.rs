@@ -8,8 +8,7 @@ use std::time::{Duration, Instant};
 use gotry_tenant_state::keeper::DEFAULT_MAX_BATCH;
 use gotry_tenant_state::{
     Error, EventHandler, FenceReason, FixedWallClock, KeeperEvent, KeeperOptions, LeaseGrant, LeaseKeeper,
-    LeaseOp, LeaseStore, ManualClock, SqliteLeaseStore, SqliteOptions, SystemWallClock, TenantLease,
-    TickReport, WallClock,
+    LeaseOp, LeaseStore, ManualClock, SqliteLeaseStore, SystemWallClock, TenantLease, TickReport, WallClock,
 };
 use gotry_test_support::faulty::{FaultyStore, Method};
 
@@ -191,11 +190,9 @@ impl Fixture {
     fn new() -> Fixture {
         let dir = tempfile::tempdir().unwrap();
         let wall = Arc::new(ManualClock::new(1_000_000));
-        let options = SqliteOptions {
-            clock: wall.clone(),
-            ..SqliteOptions::default()
-        };
-        let inner = SqliteLeaseStore::open_with(dir.path().join("leases.db"), options).unwrap();
+        let inner = SqliteLeaseStore::open(dir.path().join("leases.db"))
+            .unwrap()
+            .with_clock(wall.clone());
         Fixture {
             _dir: dir,
             wall,

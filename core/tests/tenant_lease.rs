@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use gotry_tenant_state::{
     Error, FenceReason, LeaseOp, LeaseOptions, LeaseStore, ManualClock, MonotonicClock, SqliteLeaseStore,
-    SqliteOptions, TenantLease,
+    TenantLease,
 };
 use gotry_test_support::faulty::{FaultyStore, Method};
 
@@ -20,11 +20,11 @@ struct Fixture {
 fn fixture() -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let wall = Arc::new(ManualClock::new(1_000_000));
-    let options = SqliteOptions {
-        clock: wall.clone(),
-        ..SqliteOptions::default()
-    };
-    let store = Arc::new(SqliteLeaseStore::open_with(dir.path().join("leases.db"), options).unwrap());
+    let store = Arc::new(
+        SqliteLeaseStore::open(dir.path().join("leases.db"))
+            .unwrap()
+            .with_clock(wall.clone()),
+    );
     Fixture {
         _dir: dir,
         wall,
