@@ -73,6 +73,14 @@ impl World {
         .unwrap()
     }
 
+    /// Replica A holding the first epoch, its root already holding `entries`.
+    fn first_holder_with(&self, entries: &[&str]) -> (TenantLease, PathBuf) {
+        let a = self.holder("replica-a");
+        let root = self.root("a");
+        write_state(&root, entries);
+        (a, root)
+    }
+
     /// The holder of the next epoch. Every lease runs out first on the store's clock,
     /// without touching any holder's own clock: a holder that was frozen still believes
     /// its gate open.
@@ -391,9 +399,7 @@ fn a_failing_host_check_fails_the_restore_with_its_own_error() {
 #[test]
 fn a_restore_replaces_the_whole_root_and_an_empty_start_empties_it() {
     for (backend, world) in worlds() {
-        let a = world.holder("replica-a");
-        let root = world.root("a");
-        write_state(&root, &["stale local state"]);
+        let (a, root) = world.first_holder_with(&["stale local state"]);
         let report = world.copies().restore(&a, &root, None).unwrap();
         assert_eq!(
             report,
@@ -459,9 +465,7 @@ fn anything_foreign_in_the_holders_prefix_is_a_conflict() {
 #[test]
 fn a_closed_gate_writes_nothing() {
     let world = World::directory();
-    let a = world.holder("replica-a");
-    let root = world.root("a");
-    write_state(&root, &["1"]);
+    let (a, root) = world.first_holder_with(&["1"]);
     a.release().unwrap();
     assert!(matches!(
         world.copies().write_copy(&a, &root),
@@ -477,9 +481,7 @@ fn a_closed_gate_writes_nothing() {
 #[test]
 fn an_unusable_directory_is_unavailable_and_the_next_copy_succeeds() {
     let world = World::directory();
-    let a = world.holder("replica-a");
-    let root = world.root("a");
-    write_state(&root, &["1"]);
+    let (a, root) = world.first_holder_with(&["1"]);
     let copies = world.copies();
     copies.write_copy(&a, &root).unwrap();
     // Root ignores permissions, so the fault is a file where the epoch's folder must go.
@@ -513,9 +515,7 @@ fn a_stopped_s3_server_is_unavailable_and_the_next_copy_succeeds() {
     };
     let store = crate::durable_store::open_durable_store(&server.url("outage")).unwrap();
     let world = World::with(tempfile::tempdir().unwrap(), store, None, None);
-    let a = world.holder("replica-a");
-    let root = world.root("a");
-    write_state(&root, &["1"]);
+    let (a, root) = world.first_holder_with(&["1"]);
     let copies = world.copies();
     copies.write_copy(&a, &root).unwrap();
     server.stop();
@@ -557,9 +557,7 @@ fn forgotten_copies_are_never_restored_and_can_be_deleted() {
 #[test]
 fn the_floor_alone_hides_copies_not_yet_deleted() {
     let world = World::directory();
-    let a = world.holder("replica-a");
-    let root = world.root("a");
-    write_state(&root, &["secret"]);
+    let (a, root) = world.first_holder_with(&["secret"]);
     world.copies().write_copy(&a, &root).unwrap();
     a.mark_forgotten().unwrap();
     assert_eq!(world.restored_by_next_holder("b"), None);
@@ -667,9 +665,7 @@ fn a_copy_of_a_ledger_being_written_is_a_committed_state() {
 }
 
 fn copies_of_a_ledger_being_written(world: &World, case: &str, writer: Writer) {
-    let a = world.holder("replica-a");
-    let root = world.root("a");
-    write_state(&root, &[]);
+    let (a, root) = world.first_holder_with(&[]);
     let ledger = root.join("gotry-state/gotry-state.db");
     let stop = Arc::new(AtomicBool::new(false));
     let committed = Arc::new(AtomicI64::new(0));
@@ -819,9 +815,7 @@ fn a_read_only_directory_is_unavailable_and_the_next_copy_succeeds() {
     };
     let durable = Arc::new(DirectoryDurableStore::open(&mount.path).unwrap());
     let world = World::with(dir, durable, None, None);
-    let a = world.holder("replica-a");
-    let root = world.root("a");
-    write_state(&root, &["1"]);
+    let (a, root) = world.first_holder_with(&["1"]);
     let copies = world.copies();
     copies.write_copy(&a, &root).unwrap();
     mount.set_read_only(true);
@@ -841,9 +835,7 @@ fn a_read_only_directory_is_unavailable_and_the_next_copy_succeeds() {
 fn one_instance_serves_a_stale_holder_and_its_successor_apart() {
     let world = World::directory();
     let copies = world.copies();
-    let a = world.holder("replica-a");
-    let root = world.root("a");
-    write_state(&root, &["a1"]);
+    let (a, root) = world.first_holder_with(&["a1"]);
     copies.write_copy(&a, &root).unwrap();
     let b = world.next_holder("replica-b");
     let root_b = world.root("b");
@@ -860,9 +852,7 @@ fn one_instance_serves_a_stale_holder_and_its_successor_apart() {
 #[test]
 fn files_the_host_has_open_are_read_only_through_its_snapshot() {
     let world = World::directory();
-    let a = world.holder("replica-a");
-    let root = world.root("a");
-    write_state(&root, &["one", "two"]);
+    let (a, root) = world.first_holder_with(&["one", "two"]);
     let ledger = root.join("gotry-state/gotry-state.db");
     let host = rusqlite::Connection::open(&ledger).unwrap();
     host.execute("INSERT INTO entries (text) VALUES ('three')", [])
