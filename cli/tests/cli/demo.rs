@@ -138,21 +138,14 @@ fn the_simulated_demo_tells_the_handoff_with_exact_times() {
             14_500, 14_500, 14_500, 14_500
         ]
     );
-    let events = &demo["events"];
-    assert_eq!(
-        (
-            events[0]["leaseUntilMs"].as_i64(),
-            events[0]["fenceAtMs"].as_i64()
-        ),
-        (Some(10_000), Some(9_000))
-    );
-    assert_eq!(
-        (
-            events[1]["leaseUntilMs"].as_i64(),
-            events[1]["fenceAtMs"].as_i64()
-        ),
-        (Some(14_000), Some(13_000))
-    );
+    for (n, lease_until, fence_at) in [(0, 10_000, 9_000), (1, 14_000, 13_000)] {
+        let event = &demo["events"][n];
+        assert_eq!(
+            (event["leaseUntilMs"].as_i64(), event["fenceAtMs"].as_i64()),
+            (Some(lease_until), Some(fence_at)),
+            "event {n}"
+        );
+    }
     let log_times = numbers(&demo["history"], "atMs");
     assert_eq!(log_times, [0, 4_000, 14_000, 14_500]);
     // The same tenant every time: the throwaway store starts empty on every run.
