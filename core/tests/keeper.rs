@@ -8,8 +8,7 @@ use std::time::{Duration, Instant};
 use gotry_tenant_state::keeper::DEFAULT_MAX_BATCH;
 use gotry_tenant_state::{
     Error, EventHandler, FenceReason, FixedWallClock, KeeperEvent, KeeperOptions, LeaseGrant, LeaseKeeper,
-    LeaseOp, LeaseStore, ManualClock, SqliteLeaseStore, SqliteOptions, SystemWallClock, TenantLease,
-    TickReport, WallClock,
+    LeaseOp, LeaseStore, ManualClock, SqliteLeaseStore, SystemWallClock, TenantLease, TickReport, WallClock,
 };
 use gotry_test_support::faulty::{FaultyStore, Method};
 
@@ -136,6 +135,20 @@ impl Recorder {
         Box::new(move |event| recorder.push(&event))
     }
 
+    /// A host's handler that fails on its first event and passes the rest on; the count is
+    /// of every event it was handed, the failed one included.
+    fn handler_that_panics_first(self: &Arc<Recorder>) -> (EventHandler, Arc<AtomicUsize>) {
+        let calls = Arc::new(AtomicUsize::new(0));
+        let (counter, recorder) = (calls.clone(), Arc::clone(self));
+        let handler: EventHandler = Box::new(move |event| {
+            if counter.fetch_add(1, Ordering::SeqCst) == 0 {
+                panic!("the host's handler fails");
+            }
+            recorder.push(&event);
+        });
+        (handler, calls)
+    }
+
     fn take(&self) -> Vec<Seen> {
         std::mem::take(&mut *self.seen.lock().unwrap())
     }
@@ -177,11 +190,9 @@ impl Fixture {
     fn new() -> Fixture {
         let dir = tempfile::tempdir().unwrap();
         let wall = Arc::new(ManualClock::new(1_000_000));
-        let options = SqliteOptions {
-            clock: wall.clone(),
-            ..SqliteOptions::default()
-        };
-        let inner = SqliteLeaseStore::open_with(dir.path().join("leases.db"), options).unwrap();
+        let inner = SqliteLeaseStore::open(dir.path().join("leases.db"))
+            .unwrap()
+            .with_clock(wall.clone());
         Fixture {
             _dir: dir,
             wall,
@@ -203,6 +214,12 @@ impl Fixture {
         LeaseKeeper::without_thread(self.options()).unwrap()
     }
 
+    fn keeper_batching(&self, max_batch: usize) -> LeaseKeeper {
+        let mut options = self.options();
+        options.max_batch = max_batch;
+        LeaseKeeper::without_thread(options).unwrap()
+    }
+
     /// Moves both clocks to `mono_ms` on the keeper's clock.
     fn at(&self, mono_ms: i64) {
         let delta = mono_ms - self.mono.get();
@@ -213,6 +230,26 @@ impl Fixture {
     fn far_ahead(&self) -> i64 {
         self.wall.get() + 3_600_000
     }
+}
+
+/// What the keeper tells of a lease it held at epoch 1 and was refused.
+fn lost_event(key: &str) -> Seen {
+    seen("lost", key, 1, Some("GOTRY_TENANT_LEASE_LOST"))
+}
+
+fn lost_only(seen: Vec<Seen>) -> Vec<Seen> {
+    seen.into_iter().filter(|s| s.kind == "lost").collect()
+}
+
+/// Through an outage every retry tells its failure; the tests look at what else was told.
+fn beyond_failures(seen: Vec<Seen>) -> Vec<Seen> {
+    seen.into_iter().filter(|s| s.kind != "renew_failed").collect()
+}
+
+fn acquire_numbered(keeper: &LeaseKeeper, count: usize) -> Vec<Arc<TenantLease>> {
+    (0..count)
+        .map(|i| keeper.acquire(&format!("k{i}")).unwrap())
+        .collect()
 }
 
 fn fence_reason(lease: &TenantLease) -> Option<FenceReason> {
@@ -295,12 +332,8 @@ fn a_round_takes_every_lease_due_within_half_an_interval() {
 #[test]
 fn batches_hold_at_most_max_batch_leases() {
     let f = Fixture::new();
-    let mut options = f.options();
-    options.max_batch = 2;
-    let keeper = LeaseKeeper::without_thread(options).unwrap();
-    let leases: Vec<_> = (0..5)
-        .map(|i| keeper.acquire(&format!("k{i}")).unwrap())
-        .collect();
+    let keeper = f.keeper_batching(2);
+    let leases = acquire_numbered(&keeper, 5);
     f.probe.batch_sizes();
     f.at(250);
     assert_eq!(keeper.tick().unwrap(), report(3, 5, 0, 0, Some(500.0)));
@@ -352,10 +385,7 @@ fn a_refused_renewal_is_lost_once_and_the_rest_of_the_batch_is_renewed() {
 
     f.at(250);
     assert_eq!(keeper.tick().unwrap(), report(1, 1, 1, 0, Some(500.0)));
-    assert_eq!(
-        f.events.take(),
-        vec![seen("lost", "a", 1, Some("GOTRY_TENANT_LEASE_LOST"))]
-    );
+    assert_eq!(f.events.take(), vec![lost_event("a")]);
     assert_eq!(fence_reason(&a), Some(FenceReason::LeaseLost));
     assert!(keeper.get("a").is_none());
     assert_eq!(keeper.len(), 1);
@@ -413,12 +443,7 @@ fn through_an_outage_the_keeper_retries_reports_the_fence_once_and_resumes() {
         f.at(now);
         keeper.tick().unwrap();
     }
-    let told: Vec<_> = f
-        .events
-        .take()
-        .into_iter()
-        .filter(|e| e.kind != "renew_failed")
-        .collect();
+    let told = beyond_failures(f.events.take());
     assert_eq!(told, vec![seen("fenced_locally", "k", 1, None)]);
     assert_eq!(fence_reason(&lease), Some(FenceReason::LeaseExpiredLocally));
     f.at(920);
@@ -443,19 +468,8 @@ fn through_an_outage_the_keeper_retries_reports_the_fence_once_and_resumes() {
     f.probe.set_down(false);
     f.at(2_143);
     assert_eq!(keeper.tick().unwrap().lost, 1);
-    let told: Vec<_> = f
-        .events
-        .take()
-        .into_iter()
-        .filter(|e| e.kind != "renew_failed")
-        .collect();
-    assert_eq!(
-        told,
-        vec![
-            seen("fenced_locally", "k", 1, None),
-            seen("lost", "k", 1, Some("GOTRY_TENANT_LEASE_LOST"))
-        ]
-    );
+    let told = beyond_failures(f.events.take());
+    assert_eq!(told, vec![seen("fenced_locally", "k", 1, None), lost_event("k")]);
     assert_eq!(fence_reason(&lease), Some(FenceReason::LeaseLost));
     assert!(keeper.is_empty());
 }
@@ -463,12 +477,8 @@ fn through_an_outage_the_keeper_retries_reports_the_fence_once_and_resumes() {
 #[test]
 fn a_failed_batch_ends_the_round_and_every_lease_of_it_is_retried() {
     let f = Fixture::new();
-    let mut options = f.options();
-    options.max_batch = 2;
-    let keeper = LeaseKeeper::without_thread(options).unwrap();
-    for i in 0..5 {
-        keeper.acquire(&format!("k{i}")).unwrap();
-    }
+    let keeper = f.keeper_batching(2);
+    acquire_numbered(&keeper, 5);
     f.probe.batch_sizes();
     f.probe.store.fail(Method::RenewBatch, 1);
     f.at(250);
@@ -503,9 +513,7 @@ fn a_failed_batch_tells_how_many_leases_wait_for_a_retry() {
         }
     }));
     let keeper = LeaseKeeper::without_thread(options).unwrap();
-    for i in 0..5 {
-        keeper.acquire(&format!("k{i}")).unwrap();
-    }
+    acquire_numbered(&keeper, 5);
     f.probe.set_down(true);
     f.at(250);
     keeper.tick().unwrap();
@@ -611,15 +619,9 @@ fn options_that_cannot_work_are_refused() {
 #[test]
 fn a_panicking_handler_does_not_stop_the_rounds() {
     let f = Fixture::new();
-    let calls = Arc::new(AtomicUsize::new(0));
     let mut options = f.options();
-    let (counter, recorder) = (calls.clone(), f.events.clone());
-    options.on_event = Some(Box::new(move |event| {
-        if counter.fetch_add(1, Ordering::SeqCst) == 0 {
-            panic!("the host's handler fails");
-        }
-        recorder.push(&event);
-    }));
+    let (handler, calls) = f.events.handler_that_panics_first();
+    options.on_event = Some(handler);
     let keeper = LeaseKeeper::without_thread(options).unwrap();
     let _a = keeper.acquire("a").unwrap();
     let b = keeper.acquire("b").unwrap();
@@ -631,10 +633,7 @@ fn a_panicking_handler_does_not_stop_the_rounds() {
     f.probe.take_over("b", f.far_ahead());
     f.at(500);
     assert_eq!(keeper.tick().unwrap(), report(1, 1, 1, 0, Some(750.0)));
-    assert_eq!(
-        f.events.take(),
-        vec![seen("lost", "b", 1, Some("GOTRY_TENANT_LEASE_LOST"))]
-    );
+    assert_eq!(f.events.take(), vec![lost_event("b")]);
     assert_eq!(fence_reason(&b), Some(FenceReason::LeaseLost));
     assert!(c.is_held());
 }
@@ -676,12 +675,8 @@ fn shutdown_starts_no_release_after_its_deadline() {
     let f = Fixture::new();
     // Shutdown releases in batches of max_batch and checks its deadline before each batch;
     // batches of one show the rule lease by lease.
-    let mut options = f.options();
-    options.max_batch = 1;
-    let keeper = LeaseKeeper::without_thread(options).unwrap();
-    let leases: Vec<_> = (0..5)
-        .map(|i| keeper.acquire(&format!("k{i}")).unwrap())
-        .collect();
+    let keeper = f.keeper_batching(1);
+    let leases = acquire_numbered(&keeper, 5);
     // Each release takes 100 ms on the keeper's clock.
     let mono = f.mono.clone();
     f.probe.before_release(move || {
@@ -701,12 +696,8 @@ fn shutdown_starts_no_release_after_its_deadline() {
 #[test]
 fn shutdown_hands_leases_back_in_batches() {
     let f = Fixture::new();
-    let mut options = f.options();
-    options.max_batch = 2;
-    let keeper = LeaseKeeper::without_thread(options).unwrap();
-    let leases: Vec<_> = (0..5)
-        .map(|i| keeper.acquire(&format!("k{i}")).unwrap())
-        .collect();
+    let keeper = f.keeper_batching(2);
+    let leases = acquire_numbered(&keeper, 5);
     // One lease is taken over meanwhile: releasing it is no error, it is simply gone.
     f.at(TTL);
     f.probe.inner.acquire("k4", "replica-b", TTL).unwrap();
@@ -815,9 +806,7 @@ impl RealFixture {
 fn the_thread_keeps_leases_held_over_several_ttls() {
     let f = RealFixture::new();
     let keeper = LeaseKeeper::start(f.options()).unwrap();
-    let leases: Vec<_> = (0..3)
-        .map(|i| keeper.acquire(&format!("k{i}")).unwrap())
-        .collect();
+    let leases = acquire_numbered(&keeper, 3);
     let start = Instant::now();
     while start.elapsed() < Duration::from_millis(3 * TTL as u64 + 500) {
         for lease in &leases {
@@ -858,26 +847,12 @@ fn the_thread_reports_a_lease_taken_over_as_lost() {
     assert!(kept.is_held());
 }
 
-fn lost_event(key: &str) -> Seen {
-    seen("lost", key, 1, Some("GOTRY_TENANT_LEASE_LOST"))
-}
-
-fn lost_only(seen: Vec<Seen>) -> Vec<Seen> {
-    seen.into_iter().filter(|s| s.kind == "lost").collect()
-}
-
 #[test]
 fn a_panicking_handler_does_not_stop_the_thread() {
     let f = RealFixture::new();
-    let calls = Arc::new(AtomicUsize::new(0));
     let mut options = f.options();
-    let (counter, recorder) = (calls.clone(), f.events.clone());
-    options.on_event = Some(Box::new(move |event| {
-        if counter.fetch_add(1, Ordering::SeqCst) == 0 {
-            panic!("the host's handler fails");
-        }
-        recorder.push(&event);
-    }));
+    let (handler, calls) = f.events.handler_that_panics_first();
+    options.on_event = Some(handler);
     let keeper = LeaseKeeper::start(options).unwrap();
     keeper.acquire("a").unwrap();
     keeper.acquire("b").unwrap();

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use gotry_tenant_state::{
     Error, FenceReason, LeaseOp, LeaseOptions, LeaseStore, ManualClock, MonotonicClock, SqliteLeaseStore,
-    SqliteOptions, TenantLease,
+    TenantLease,
 };
 use gotry_test_support::faulty::{FaultyStore, Method};
 
@@ -20,16 +20,27 @@ struct Fixture {
 fn fixture() -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let wall = Arc::new(ManualClock::new(1_000_000));
-    let options = SqliteOptions {
-        clock: wall.clone(),
-        ..SqliteOptions::default()
-    };
-    let store = Arc::new(SqliteLeaseStore::open_with(dir.path().join("leases.db"), options).unwrap());
+    let store = Arc::new(
+        SqliteLeaseStore::open(dir.path().join("leases.db"))
+            .unwrap()
+            .with_clock(wall.clone()),
+    );
     Fixture {
         _dir: dir,
         wall,
         mono: Arc::new(ManualClock::new(50)),
         store,
+    }
+}
+
+impl Fixture {
+    fn ops(&self) -> Vec<LeaseOp> {
+        self.store
+            .history(Some(KEY))
+            .unwrap()
+            .into_iter()
+            .map(|e| e.op)
+            .collect()
     }
 }
 
@@ -157,14 +168,7 @@ fn release_expires_the_lease_at_once_and_is_idempotent() {
     assert_eq!(fenced_reason(lease.renew()), FenceReason::LeaseReleased);
     let b = acquire(&f, "b").unwrap();
     assert_eq!(b.epoch(), 2);
-    let ops: Vec<_> = f
-        .store
-        .history(Some(KEY))
-        .unwrap()
-        .into_iter()
-        .map(|e| e.op)
-        .collect();
-    assert_eq!(ops, [LeaseOp::Acquire, LeaseOp::Release, LeaseOp::Acquire]);
+    assert_eq!(f.ops(), [LeaseOp::Acquire, LeaseOp::Release, LeaseOp::Acquire]);
 }
 
 #[test]
@@ -185,14 +189,7 @@ fn renew_release_renew_settle_in_call_order() {
     t1.join().unwrap().unwrap();
     t2.join().unwrap().unwrap();
     assert_eq!(fenced_reason(t3.join().unwrap()), FenceReason::LeaseReleased);
-    let ops: Vec<_> = f
-        .store
-        .history(Some(KEY))
-        .unwrap()
-        .into_iter()
-        .map(|e| e.op)
-        .collect();
-    assert_eq!(ops, [LeaseOp::Acquire, LeaseOp::Renew, LeaseOp::Release]);
+    assert_eq!(f.ops(), [LeaseOp::Acquire, LeaseOp::Renew, LeaseOp::Release]);
 }
 
 #[test]
@@ -234,14 +231,7 @@ fn a_grant_consumed_by_the_round_trip_is_handed_back_and_lost() {
     }
     let record = f.store.read(KEY).unwrap().unwrap();
     assert_eq!(record.lease_until_ms, 1_000_000, "released at once in the store");
-    let ops: Vec<_> = f
-        .store
-        .history(Some(KEY))
-        .unwrap()
-        .into_iter()
-        .map(|e| e.op)
-        .collect();
-    assert_eq!(ops, [LeaseOp::Acquire, LeaseOp::Release]);
+    assert_eq!(f.ops(), [LeaseOp::Acquire, LeaseOp::Release]);
     assert_eq!(
         acquire(&f, "b").unwrap().epoch(),
         2,

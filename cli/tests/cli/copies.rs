@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use gotry_tenant_state::{
     tenant_root_for, DirectoryDurableStore, EpochCopies, LeaseOptions, LeaseStore, ManualClock,
-    SqliteLeaseStore, SqliteOptions, TenantLease,
+    SqliteLeaseStore, TenantLease,
 };
 use serde_json::json;
 
@@ -30,12 +30,11 @@ impl Fixture {
     fn new() -> Fixture {
         let sandbox = Sandbox::new();
         let wall = Arc::new(ManualClock::new(1_000_000));
-        let options = SqliteOptions {
-            clock: wall.clone(),
-            ..SqliteOptions::default()
-        };
-        let leases: Arc<dyn LeaseStore> =
-            Arc::new(SqliteLeaseStore::open_with(sandbox.path("leases.db"), options).unwrap());
+        let leases: Arc<dyn LeaseStore> = Arc::new(
+            SqliteLeaseStore::open(sandbox.path("leases.db"))
+                .unwrap()
+                .with_clock(wall.clone()),
+        );
         let durable = sandbox.path("copies");
         let fixture = Fixture {
             sandbox,

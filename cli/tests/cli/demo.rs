@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use crate::Sandbox;
+use crate::{numbers, Sandbox};
 
 /// `(actor, step, outcome)` of each event, in order: the story the demo must tell.
 const STORY: [(&str, &str, &str); 17] = [
@@ -130,12 +130,7 @@ fn the_simulated_demo_tells_the_handoff_with_exact_times() {
         (demo["ttlMs"].as_i64(), demo["marginMs"].as_i64()),
         (Some(10_000), Some(1_000))
     );
-    let times: Vec<i64> = demo["events"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["atMs"].as_i64().unwrap())
-        .collect();
+    let times = numbers(&demo["events"], "atMs");
     assert_eq!(
         times,
         [
@@ -143,27 +138,15 @@ fn the_simulated_demo_tells_the_handoff_with_exact_times() {
             14_500, 14_500, 14_500, 14_500
         ]
     );
-    let events = &demo["events"];
-    assert_eq!(
-        (
-            events[0]["leaseUntilMs"].as_i64(),
-            events[0]["fenceAtMs"].as_i64()
-        ),
-        (Some(10_000), Some(9_000))
-    );
-    assert_eq!(
-        (
-            events[1]["leaseUntilMs"].as_i64(),
-            events[1]["fenceAtMs"].as_i64()
-        ),
-        (Some(14_000), Some(13_000))
-    );
-    let log_times: Vec<i64> = demo["history"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["atMs"].as_i64().unwrap())
-        .collect();
+    for (n, lease_until, fence_at) in [(0, 10_000, 9_000), (1, 14_000, 13_000)] {
+        let event = &demo["events"][n];
+        assert_eq!(
+            (event["leaseUntilMs"].as_i64(), event["fenceAtMs"].as_i64()),
+            (Some(lease_until), Some(fence_at)),
+            "event {n}"
+        );
+    }
+    let log_times = numbers(&demo["history"], "atMs");
     assert_eq!(log_times, [0, 4_000, 14_000, 14_500]);
     // The same tenant every time: the throwaway store starts empty on every run.
     let again = sandbox.run(["demo", "--json"]).json();

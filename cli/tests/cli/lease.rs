@@ -4,11 +4,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use gotry_tenant_state::{
-    LeaseRecord, LeaseStore, ManualClock, SqliteLeaseStore, SqliteOptions, SystemWallClock, WallClock,
+    LeaseRecord, LeaseStore, ManualClock, SqliteLeaseStore, SystemWallClock, WallClock,
 };
 use serde_json::Value;
 
-use crate::Sandbox;
+use crate::{strings, Sandbox};
 
 const HELD: &str = "acme/t-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
 const EXPIRED: &str = "acme/t-bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
@@ -31,11 +31,9 @@ impl Fixture {
         let sandbox = Sandbox::new();
         let path = sandbox.path("leases.db");
         let an_hour_ago = SystemWallClock.now_ms().unwrap() - HOUR_MS;
-        let options = SqliteOptions {
-            clock: Arc::new(ManualClock::new(an_hour_ago)),
-            ..SqliteOptions::default()
-        };
-        let past = SqliteLeaseStore::open_with(&path, options).unwrap();
+        let past = SqliteLeaseStore::open(&path)
+            .unwrap()
+            .with_clock(Arc::new(ManualClock::new(an_hour_ago)));
         let expired = past.acquire(EXPIRED, "replica-b", 60_000).unwrap().record;
         past.acquire(SECOND, "replica-old", 60_000).unwrap();
         let live = past.with_clock(Arc::new(SystemWallClock));
@@ -217,12 +215,7 @@ fn history_is_the_log_in_order_and_can_be_limited() {
     assert_eq!(all["entries"][0]["atMs"], f.expired.lease_until_ms - 60_000);
 
     let of_key = f.lease(&["history", SECOND, "--json"]).json();
-    let owners: Vec<&str> = of_key["entries"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["owner"].as_str().unwrap())
-        .collect();
+    let owners = strings(&of_key["entries"], "owner");
     assert_eq!(owners, ["replica-old", "replica-c"]);
 
     let latest = f.lease(&["history", "--limit", "2", "--json"]).json();
@@ -411,14 +404,7 @@ fn compact_prunes_old_renewals_but_the_last_of_each_tenure() {
     let sandbox = Sandbox::new();
     let path = sandbox.path("leases.db");
     let clock = Arc::new(ManualClock::new(SystemWallClock.now_ms().unwrap() - HOUR_MS));
-    let store = SqliteLeaseStore::open_with(
-        &path,
-        SqliteOptions {
-            clock: clock.clone(),
-            ..SqliteOptions::default()
-        },
-    )
-    .unwrap();
+    let store = SqliteLeaseStore::open(&path).unwrap().with_clock(clock.clone());
     store.acquire(EXPIRED, "replica-a", 60_000).unwrap();
     for _ in 0..5 {
         clock.advance(10_000).unwrap();

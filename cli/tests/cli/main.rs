@@ -120,6 +120,35 @@ impl Sandbox {
     }
 }
 
+/// The string `field` of each object of the JSON array `list`; a missing one fails with the
+/// object, which shows what the binary printed instead.
+pub fn strings<'a>(list: &'a Value, field: &str) -> Vec<&'a str> {
+    items(list)
+        .map(|item| {
+            item[field]
+                .as_str()
+                .unwrap_or_else(|| panic!("no string {field} in {item}"))
+        })
+        .collect()
+}
+
+/// As [`strings`], for an integer `field`.
+pub fn numbers(list: &Value, field: &str) -> Vec<i64> {
+    items(list)
+        .map(|item| {
+            item[field]
+                .as_i64()
+                .unwrap_or_else(|| panic!("no integer {field} in {item}"))
+        })
+        .collect()
+}
+
+fn items(list: &Value) -> std::slice::Iter<'_, Value> {
+    list.as_array()
+        .unwrap_or_else(|| panic!("not an array: {list}"))
+        .iter()
+}
+
 pub fn run(mut command: Command) -> Run {
     let output = command.output().expect("the binary runs");
     Run {

@@ -11,7 +11,7 @@ use gotry_tenant_state::{
 };
 use serde_json::{json, Value};
 
-use crate::Sandbox;
+use crate::{strings, Sandbox};
 
 const TTL_MS: i64 = 600_000;
 
@@ -166,12 +166,7 @@ fn json_shows_each_lease_with_its_state_and_newest_copy() {
         report["durable"].as_str().unwrap().ends_with("/copies"),
         "{report:#}"
     );
-    let keys: Vec<&str> = report["tenants"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["key"].as_str().unwrap())
-        .collect();
+    let keys = strings(&report["tenants"], "key");
     assert_eq!(keys, [CURRENT, BEHIND, FORGOTTEN, RELEASED, EXPIRED]);
 
     let current = row(&report, CURRENT);
@@ -324,12 +319,7 @@ fn org_keeps_one_organization_and_is_checked() {
     let fixture = Fixture::new();
     let report = fixture.status(&["--org", "beta", "--json"]).json();
     assert_eq!(report["organization"], "beta");
-    let keys: Vec<&str> = report["tenants"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["key"].as_str().unwrap())
-        .collect();
+    let keys = strings(&report["tenants"], "key");
     assert_eq!(keys, [RELEASED, EXPIRED]);
     let text = fixture.status(&["--org", "beta"]);
     assert!(

@@ -85,10 +85,16 @@ fn assert_masked(run: &Run, what: &str) {
     }
 }
 
+/// `args` as they are, and with `--json`: each output has its own way to leak.
+fn text_and_json<'a>(args: &[&'a str]) -> [Vec<&'a str>; 2] {
+    [args.to_vec(), [args, &["--json"]].concat()]
+}
+
 /// The failure, in text and in JSON, is masked but still names the scheme and the host.
 fn check(sandbox: &Sandbox, args: &[&str], value: &str, host: &str, status: i32, code: &str) {
     let what = format!("{args:?} with {value:?}");
-    let text = sandbox.run(args);
+    let [text_args, json_args] = text_and_json(args);
+    let text = sandbox.run(&text_args);
     assert_masked(&text, &what);
     let line = text.failed(status, code);
     let scheme = value.trim_start().split([':', '/']).next().unwrap();
@@ -96,8 +102,6 @@ fn check(sandbox: &Sandbox, args: &[&str], value: &str, host: &str, status: i32,
     assert!(line.contains(scheme), "{what}: the scheme is gone: {line}");
     assert!(line.contains("***@"), "{what}: {line}");
 
-    let mut json_args = args.to_vec();
-    json_args.push("--json");
     let json = sandbox.run(&json_args);
     assert_masked(&json, &what);
     let error = json.failed_json(status, code);
@@ -109,58 +113,18 @@ fn check(sandbox: &Sandbox, args: &[&str], value: &str, host: &str, status: i32,
 fn a_lease_store_password_never_shows() {
     let sandbox = Sandbox::new();
     drop(DirectoryDurableStore::open(sandbox.path("gotry-copies")).unwrap());
+    let commands: [&[&str]; 5] = [
+        &["lease", "list"],
+        &["lease", "read", KEY],
+        &["lease", "release", KEY, "--owner", "replica-a", "--epoch", "1"],
+        &["router", "status"],
+        &["copies", "restore", KEY, "--to", "look"],
+    ];
     for (value, host, status, code) in lease_stores() {
-        let value = value.as_str();
-        check(
-            &sandbox,
-            &["lease", "list", "--store", value],
-            value,
-            host,
-            status,
-            code,
-        );
-        check(
-            &sandbox,
-            &["lease", "read", KEY, "--store", value],
-            value,
-            host,
-            status,
-            code,
-        );
-        check(
-            &sandbox,
-            &[
-                "lease",
-                "release",
-                KEY,
-                "--owner",
-                "replica-a",
-                "--epoch",
-                "1",
-                "--store",
-                value,
-            ],
-            value,
-            host,
-            status,
-            code,
-        );
-        check(
-            &sandbox,
-            &["router", "status", "--store", value],
-            value,
-            host,
-            status,
-            code,
-        );
-        check(
-            &sandbox,
-            &["copies", "restore", KEY, "--to", "look", "--store", value],
-            value,
-            host,
-            status,
-            code,
-        );
+        for command in commands {
+            let args = [command, &["--store", &value]].concat();
+            check(&sandbox, &args, &value, host, status, code);
+        }
     }
 }
 
@@ -168,32 +132,16 @@ fn a_lease_store_password_never_shows() {
 fn a_durable_store_secret_never_shows() {
     let sandbox = Sandbox::new();
     drop(SqliteLeaseStore::open(sandbox.path("gotry-leases.db")).unwrap());
+    let commands: [&[&str]; 3] = [
+        &["copies", "list", KEY],
+        &["copies", "verify", KEY],
+        &["router", "status"],
+    ];
     for (value, host, status, code) in durable_stores() {
-        let value = value.as_str();
-        check(
-            &sandbox,
-            &["copies", "list", KEY, "--durable", value],
-            value,
-            host,
-            status,
-            code,
-        );
-        check(
-            &sandbox,
-            &["copies", "verify", KEY, "--durable", value],
-            value,
-            host,
-            status,
-            code,
-        );
-        check(
-            &sandbox,
-            &["router", "status", "--durable", value],
-            value,
-            host,
-            status,
-            code,
-        );
+        for command in commands {
+            let args = [command, &["--durable", &value]].concat();
+            check(&sandbox, &args, &value, host, status, code);
+        }
     }
     // A file: URL with a credential in it is an S3 URL with the wrong scheme: the core
     // refuses it rather than create a folder named after the secret, and the report names it
@@ -215,13 +163,8 @@ fn a_durable_store_secret_never_shows() {
 fn the_demo_never_shows_a_store_password() {
     let sandbox = Sandbox::new();
     for (value, _, _, _) in lease_stores() {
-        for json in [false, true] {
-            let mut args = vec!["demo", "--store", value.as_str()];
-            if json {
-                args.push("--json");
-            }
-            let run = sandbox.run(&args);
-            assert_masked(&run, &value);
+        for args in text_and_json(&["demo", "--store", &value]) {
+            assert_masked(&sandbox.run(&args), &value);
         }
     }
 }
@@ -254,20 +197,13 @@ fn a_password_in_the_wrong_place_never_shows() {
         4,
         "GOTRY_TENANT_LEASE_LOST",
     );
-    for json in [false, true] {
-        let mut args = vec!["lease", "read", url];
-        if json {
-            args.push("--json");
-        }
+    for args in text_and_json(&["lease", "read", url]) {
         let run = sandbox.run(&args);
         assert_masked(&run, url);
         run.ok();
-        let mut args = vec!["copies", "list", url];
-        if json {
-            args.push("--json");
-        }
-        let run = sandbox.run(&args);
-        assert_masked(&run, url);
+    }
+    for args in text_and_json(&["copies", "list", url]) {
+        assert_masked(&sandbox.run(&args), url);
     }
     let read = sandbox.run(["lease", "read", url]);
     assert_eq!(

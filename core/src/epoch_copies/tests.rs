@@ -73,10 +73,29 @@ impl World {
         .unwrap()
     }
 
-    /// Lets every lease run out on the store's clock, without touching any holder's own
-    /// clock: a holder that was frozen still believes its gate open.
-    fn let_leases_expire(&self) {
+    /// Replica A holding the first epoch, its root already holding `entries`.
+    fn first_holder_with(&self, entries: &[&str]) -> (TenantLease, PathBuf) {
+        let a = self.holder("replica-a");
+        let root = self.root("a");
+        write_state(&root, entries);
+        (a, root)
+    }
+
+    /// The holder of the next epoch. Every lease runs out first on the store's clock,
+    /// without touching any holder's own clock: a holder that was frozen still believes
+    /// its gate open.
+    fn next_holder(&self, replica: &str) -> TenantLease {
         self.wall.advance(TTL + 1).unwrap();
+        self.holder(replica)
+    }
+
+    /// What the next holder, `replica-{name}`, restores into a root of its own.
+    fn restored_by_next_holder(&self, name: &str) -> Option<CopyId> {
+        let holder = self.next_holder(&format!("replica-{name}"));
+        self.copies()
+            .restore(&holder, &self.root(name), None)
+            .unwrap()
+            .restored
     }
 
     fn root(&self, replica: &str) -> PathBuf {
@@ -165,8 +184,7 @@ fn a_stale_writer_never_wins() {
         assert_eq!(copies.write_copy(&a, &root_a).unwrap().seq, 2);
 
         // A stalls; B takes over and starts from A's last copy.
-        world.let_leases_expire();
-        let b = world.holder("replica-b");
+        let b = world.next_holder("replica-b");
         assert_eq!(b.epoch(), 2);
         let root_b = world.root("b");
         let report = world.copies().restore(&b, &root_b, None).unwrap();
@@ -187,8 +205,7 @@ fn a_stale_writer_never_wins() {
             }
         );
 
-        world.let_leases_expire();
-        let c = world.holder("replica-c");
+        let c = world.next_holder("replica-c");
         let root_c = world.root("c");
         let report = world.copies().restore(&c, &root_c, None).unwrap();
         assert_eq!(report.restored, id(2, 1), "{backend}");
@@ -224,22 +241,12 @@ fn a_late_copy_is_superseded_when_the_next_holder_died_before_copying() {
         write_state(&root_a, &["a1"]);
         copies_a.write_copy(&a, &root_a).unwrap();
 
-        world.let_leases_expire();
-        let b = world.holder("replica-b");
-        assert_eq!(
-            world
-                .copies()
-                .restore(&b, &world.root("b"), None)
-                .unwrap()
-                .restored,
-            id(1, 1)
-        );
+        assert_eq!(world.restored_by_next_holder("b"), id(1, 1));
         // B dies here. A wakes and writes again into epoch 1.
         write_state(&root_a, &["a1", "a-late"]);
         copies_a.write_copy(&a, &root_a).unwrap();
 
-        world.let_leases_expire();
-        let c = world.holder("replica-c");
+        let c = world.next_holder("replica-c");
         let root_c = world.root("c");
         let report = world.copies().restore(&c, &root_c, None).unwrap();
         assert_eq!(report.restored, id(1, 1), "{backend}");
@@ -267,8 +274,7 @@ fn four_copies(world: &World) -> TenantLease {
         write_state(&root, &entries);
         copies.write_copy(&a, &root).unwrap();
     }
-    world.let_leases_expire();
-    world.holder("replica-b")
+    world.next_holder("replica-b")
 }
 
 fn file_object(seq: u64, index: usize) -> String {
@@ -393,9 +399,7 @@ fn a_failing_host_check_fails_the_restore_with_its_own_error() {
 #[test]
 fn a_restore_replaces_the_whole_root_and_an_empty_start_empties_it() {
     for (backend, world) in worlds() {
-        let a = world.holder("replica-a");
-        let root = world.root("a");
-        write_state(&root, &["stale local state"]);
+        let (a, root) = world.first_holder_with(&["stale local state"]);
         let report = world.copies().restore(&a, &root, None).unwrap();
         assert_eq!(
             report,
@@ -412,8 +416,7 @@ fn a_restore_replaces_the_whole_root_and_an_empty_start_empties_it() {
         world.copies().write_copy(&a, &root).unwrap();
         fs::write(root.join("extra"), b"not in the copy").unwrap();
 
-        world.let_leases_expire();
-        let b = world.holder("replica-b");
+        let b = world.next_holder("replica-b");
         let report = world.copies().restore(&b, &root, None).unwrap();
         assert_eq!((report.restored, report.files), (id(1, 1), 2));
         assert!(!root.join("extra").exists());
@@ -444,10 +447,7 @@ fn anything_foreign_in_the_holders_prefix_is_a_conflict() {
         );
 
         // A name about to be written that exists already is one too.
-        let b = {
-            world.let_leases_expire();
-            world.holder("replica-b")
-        };
+        let b = world.next_holder("replica-b");
         let next = format!(
             "{}00000000000000000001/manifest.json",
             epoch_prefix(&key(), 2).unwrap()
@@ -465,9 +465,7 @@ fn anything_foreign_in_the_holders_prefix_is_a_conflict() {
 #[test]
 fn a_closed_gate_writes_nothing() {
     let world = World::directory();
-    let a = world.holder("replica-a");
-    let root = world.root("a");
-    write_state(&root, &["1"]);
+    let (a, root) = world.first_holder_with(&["1"]);
     a.release().unwrap();
     assert!(matches!(
         world.copies().write_copy(&a, &root),
@@ -483,9 +481,7 @@ fn a_closed_gate_writes_nothing() {
 #[test]
 fn an_unusable_directory_is_unavailable_and_the_next_copy_succeeds() {
     let world = World::directory();
-    let a = world.holder("replica-a");
-    let root = world.root("a");
-    write_state(&root, &["1"]);
+    let (a, root) = world.first_holder_with(&["1"]);
     let copies = world.copies();
     copies.write_copy(&a, &root).unwrap();
     // Root ignores permissions, so the fault is a file where the epoch's folder must go.
@@ -519,9 +515,7 @@ fn a_stopped_s3_server_is_unavailable_and_the_next_copy_succeeds() {
     };
     let store = crate::durable_store::open_durable_store(&server.url("outage")).unwrap();
     let world = World::with(tempfile::tempdir().unwrap(), store, None, None);
-    let a = world.holder("replica-a");
-    let root = world.root("a");
-    write_state(&root, &["1"]);
+    let (a, root) = world.first_holder_with(&["1"]);
     let copies = world.copies();
     copies.write_copy(&a, &root).unwrap();
     server.stop();
@@ -534,16 +528,7 @@ fn a_stopped_s3_server_is_unavailable_and_the_next_copy_succeeds() {
     assert!(a.assert_held().is_ok());
     let written = copies.write_copy(&a, &root).unwrap();
     assert!(written.seq >= 2);
-    world.let_leases_expire();
-    let b = world.holder("replica-b");
-    assert_eq!(
-        world
-            .copies()
-            .restore(&b, &world.root("b"), None)
-            .unwrap()
-            .restored,
-        id(1, written.seq)
-    );
+    assert_eq!(world.restored_by_next_holder("b"), id(1, written.seq));
 }
 
 #[test]
@@ -562,8 +547,7 @@ fn forgotten_copies_are_never_restored_and_can_be_deleted() {
         );
         assert!(world.copies().list(&key()).unwrap().is_empty(), "{backend}");
 
-        world.let_leases_expire();
-        let b = world.holder("replica-b");
+        let b = world.next_holder("replica-b");
         assert_eq!(b.forgotten_at_epoch(), 1);
         let report = world.copies().restore(&b, &world.root("b"), None).unwrap();
         assert_eq!(report.restored, None);
@@ -573,21 +557,10 @@ fn forgotten_copies_are_never_restored_and_can_be_deleted() {
 #[test]
 fn the_floor_alone_hides_copies_not_yet_deleted() {
     let world = World::directory();
-    let a = world.holder("replica-a");
-    let root = world.root("a");
-    write_state(&root, &["secret"]);
+    let (a, root) = world.first_holder_with(&["secret"]);
     world.copies().write_copy(&a, &root).unwrap();
     a.mark_forgotten().unwrap();
-    world.let_leases_expire();
-    let b = world.holder("replica-b");
-    assert_eq!(
-        world
-            .copies()
-            .restore(&b, &world.root("b"), None)
-            .unwrap()
-            .restored,
-        None
-    );
+    assert_eq!(world.restored_by_next_holder("b"), None);
     // And the old holder may no longer delete anything.
     assert!(matches!(
         world.copies().forget_copies(&a),
@@ -692,9 +665,7 @@ fn a_copy_of_a_ledger_being_written_is_a_committed_state() {
 }
 
 fn copies_of_a_ledger_being_written(world: &World, case: &str, writer: Writer) {
-    let a = world.holder("replica-a");
-    let root = world.root("a");
-    write_state(&root, &[]);
+    let (a, root) = world.first_holder_with(&[]);
     let ledger = root.join("gotry-state/gotry-state.db");
     let stop = Arc::new(AtomicBool::new(false));
     let committed = Arc::new(AtomicI64::new(0));
@@ -844,9 +815,7 @@ fn a_read_only_directory_is_unavailable_and_the_next_copy_succeeds() {
     };
     let durable = Arc::new(DirectoryDurableStore::open(&mount.path).unwrap());
     let world = World::with(dir, durable, None, None);
-    let a = world.holder("replica-a");
-    let root = world.root("a");
-    write_state(&root, &["1"]);
+    let (a, root) = world.first_holder_with(&["1"]);
     let copies = world.copies();
     copies.write_copy(&a, &root).unwrap();
     mount.set_read_only(true);
@@ -858,16 +827,7 @@ fn a_read_only_directory_is_unavailable_and_the_next_copy_succeeds() {
     }
     assert!(a.assert_held().is_ok());
     assert_eq!(copies.write_copy(&a, &root).unwrap().seq, 3);
-    world.let_leases_expire();
-    let b = world.holder("replica-b");
-    assert_eq!(
-        world
-            .copies()
-            .restore(&b, &world.root("b"), None)
-            .unwrap()
-            .restored,
-        id(1, 3)
-    );
+    assert_eq!(world.restored_by_next_holder("b"), id(1, 3));
     drop(world);
 }
 
@@ -875,12 +835,9 @@ fn a_read_only_directory_is_unavailable_and_the_next_copy_succeeds() {
 fn one_instance_serves_a_stale_holder_and_its_successor_apart() {
     let world = World::directory();
     let copies = world.copies();
-    let a = world.holder("replica-a");
-    let root = world.root("a");
-    write_state(&root, &["a1"]);
+    let (a, root) = world.first_holder_with(&["a1"]);
     copies.write_copy(&a, &root).unwrap();
-    world.let_leases_expire();
-    let b = world.holder("replica-b");
+    let b = world.next_holder("replica-b");
     let root_b = world.root("b");
     copies.restore(&b, &root_b, None).unwrap();
     copies.write_copy(&b, &root_b).unwrap();
@@ -895,9 +852,7 @@ fn one_instance_serves_a_stale_holder_and_its_successor_apart() {
 #[test]
 fn files_the_host_has_open_are_read_only_through_its_snapshot() {
     let world = World::directory();
-    let a = world.holder("replica-a");
-    let root = world.root("a");
-    write_state(&root, &["one", "two"]);
+    let (a, root) = world.first_holder_with(&["one", "two"]);
     let ledger = root.join("gotry-state/gotry-state.db");
     let host = rusqlite::Connection::open(&ledger).unwrap();
     host.execute("INSERT INTO entries (text) VALUES ('three')", [])
@@ -932,8 +887,7 @@ fn files_the_host_has_open_are_read_only_through_its_snapshot() {
         .unwrap();
     assert!(wal.exists());
 
-    world.let_leases_expire();
-    let b = world.holder("replica-b");
+    let b = world.next_holder("replica-b");
     let error = copies.restore(&b, &root, None).unwrap_err();
     assert!(
         matches!(&error, Error::Storage { code, .. } if code == "OPEN_IN_PROCESS"),

@@ -103,6 +103,26 @@ fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
     }
 }
 
+/// A call of T1 on a thread of its own, already begun when this returns: the router counts
+/// it in flight until `rest` returns.
+fn running_call(
+    router: &Arc<TenantRouter>,
+    rest: impl FnOnce(&TenantHandle) -> Result<()> + Send + 'static,
+) -> std::thread::JoinHandle<Result<()>> {
+    let entered = Arc::new(Barrier::new(2));
+    let call = {
+        let (router, entered) = (router.clone(), entered.clone());
+        std::thread::spawn(move || {
+            router.run(&key(T1), |h| {
+                entered.wait();
+                rest(h)
+            })
+        })
+    };
+    entered.wait();
+    call
+}
+
 #[test]
 fn a_handoff_carries_the_data_to_the_next_replica() {
     let world = World::new();
@@ -154,19 +174,14 @@ fn a_drain_waits_for_running_calls_and_times_out_without_releasing() {
     let (router, _) = world.router("replica-a", 8, Durability::Async);
     let router = Arc::new(router);
     router.open(ORG, T1).unwrap();
-    let entered = Arc::new(Barrier::new(2));
     let finish = Arc::new(Barrier::new(2));
     let call = {
-        let (router, entered, finish) = (router.clone(), entered.clone(), finish.clone());
-        std::thread::spawn(move || {
-            router.run(&key(T1), |h| {
-                entered.wait();
-                finish.wait();
-                append(h, "slow")
-            })
+        let finish = finish.clone();
+        running_call(&router, move |h| {
+            finish.wait();
+            append(h, "slow")
         })
     };
-    entered.wait();
     match router.handoff(&key(T1), Duration::from_millis(50)) {
         Err(Error::DrainTimeout {
             in_flight,
@@ -209,19 +224,14 @@ fn a_lost_lease_fences_the_tenant_and_closes_it_after_its_last_call() {
     let (router, events) = world.router("replica-a", 8, Durability::Async);
     let router = Arc::new(router);
     router.open(ORG, T1).unwrap();
-    let entered = Arc::new(Barrier::new(2));
     let finish = Arc::new(Barrier::new(2));
     let call = {
-        let (router, entered, finish) = (router.clone(), entered.clone(), finish.clone());
-        std::thread::spawn(move || {
-            router.run(&key(T1), |_| {
-                entered.wait();
-                finish.wait();
-                Ok(())
-            })
+        let finish = finish.clone();
+        running_call(&router, move |_| {
+            finish.wait();
+            Ok(())
         })
     };
-    entered.wait();
     // Another replica takes the tenant while this one still believes it holds it.
     world.wall.advance(3_001).unwrap();
     world.leases.acquire(&key(T1), "replica-b", 3_000).unwrap();
@@ -346,19 +356,11 @@ fn the_lease_is_renewed_through_a_drain_longer_than_its_ttl() {
         .unwrap(),
     );
     router.open(ORG, T1).unwrap();
-    let entered = Arc::new(Barrier::new(2));
-    let call = {
-        let (router, entered) = (router.clone(), entered.clone());
-        std::thread::spawn(move || {
-            router.run(&key(T1), |h| {
-                entered.wait();
-                // Four TTLs of work, started before the handoff.
-                std::thread::sleep(Duration::from_millis(1_200));
-                append(h, "long")
-            })
-        })
-    };
-    entered.wait();
+    let call = running_call(&router, |h| {
+        // Four TTLs of work, started before the handoff.
+        std::thread::sleep(Duration::from_millis(1_200));
+        append(h, "long")
+    });
     router.handoff(&key(T1), Duration::from_secs(20)).unwrap();
     call.join().unwrap().unwrap();
     let history = leases.history(Some(&key(T1))).unwrap();

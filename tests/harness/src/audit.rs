@@ -180,6 +180,15 @@ mod tests {
         }
     }
 
+    fn ack(op: LeaseOp, owner: &str, epoch: i64) -> Acknowledged {
+        Acknowledged {
+            key: "k".into(),
+            op,
+            owner: owner.into(),
+            epoch,
+        }
+    }
+
     #[test]
     fn a_clean_log_passes() {
         let log = [
@@ -189,12 +198,7 @@ mod tests {
             entry("k", LeaseOp::Release, "a", 1, 70),
             entry("k", LeaseOp::Acquire, "b", 2, 70),
         ];
-        let acks = [Acknowledged {
-            key: "k".into(),
-            op: LeaseOp::Renew,
-            owner: "a".into(),
-            epoch: 1,
-        }];
+        let acks = [ack(LeaseOp::Renew, "a", 1)];
         let report = audit(&log, 100, &acks, &[record("b", 2, 170, 1)]);
         assert!(report.is_clean(), "{:?}", report.violations);
         assert_eq!((report.keys, report.entries, report.acquires), (1, 5, 2));
@@ -209,12 +213,7 @@ mod tests {
             entry("k", LeaseOp::Renew, "a", 4, 510),
             entry("k", LeaseOp::Renew, "c", 4, 700),
         ];
-        let acks = [Acknowledged {
-            key: "k".into(),
-            op: LeaseOp::Release,
-            owner: "c".into(),
-            epoch: 4,
-        }];
+        let acks = [ack(LeaseOp::Release, "c", 4)];
         let report = audit(&log, 100, &acks, &[record("c", 4, 1, 0)]);
         let all = report.violations.join("\n");
         assert!(all.contains("unexpired"), "{all}");

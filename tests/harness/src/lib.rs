@@ -5,10 +5,35 @@
 pub mod audit;
 pub mod crash_copies;
 
+use std::collections::HashMap;
 use std::path::Path;
 
 use crate::audit::Acknowledged;
 use gotry_tenant_state::LeaseOp;
+
+/// A worker's command line: every flag is `--name value`, in any order.
+pub struct Flags(HashMap<String, String>);
+
+impl Flags {
+    pub fn from_args() -> Result<Flags, String> {
+        let mut map = HashMap::new();
+        let mut args = std::env::args().skip(1);
+        while let Some(flag) = args.next() {
+            let value = args.next().ok_or(format!("{flag} needs a value"))?;
+            map.insert(flag.trim_start_matches("--").to_owned(), value);
+        }
+        Ok(Flags(map))
+    }
+
+    pub fn get(&self, name: &str) -> Option<&String> {
+        self.0.get(name)
+    }
+
+    /// The value of a flag that has no default.
+    pub fn text(&self, name: &str) -> Result<String, String> {
+        self.get(name).cloned().ok_or(format!("--{name} is required"))
+    }
+}
 
 /// Reads one acknowledgement file. A torn last line (a worker killed mid-write) is not an
 /// acknowledgement the worker could have acted on, so it is skipped; any other bad line

@@ -5,13 +5,11 @@
 //!
 //! `GOTRY_SKIP_MYSQL=1` marks it ignored; otherwise a missing server fails it.
 
-use std::process::Command;
+mod common;
 
-use gotry_tenant_harness::audit;
-use gotry_tenant_state::{LeaseStore, MysqlLeaseStore};
+use gotry_tenant_state::MysqlLeaseStore;
 use gotry_test_support::mysql::{self as server, ScratchTables};
 
-const TTL_MS: i64 = 150;
 const WORKERS: usize = 4;
 
 #[test]
@@ -27,50 +25,6 @@ fn four_processes_share_one_mysql_table_without_breaking_a_rule() {
     let (leases, log) = store.table_names();
     scratch.add(leases, log);
     let dir = tempfile::tempdir().unwrap();
-    let workers: Vec<_> = (0..WORKERS)
-        .map(|i| {
-            let acks = dir.path().join(format!("w{i}.jsonl"));
-            let child = Command::new(env!("CARGO_BIN_EXE_lease-worker"))
-                .args(["--store", &store_url, "--owner", &format!("w{i}")])
-                .args([
-                    "--keys",
-                    "4",
-                    "--ttl-ms",
-                    &TTL_MS.to_string(),
-                    "--duration-ms",
-                    "3000",
-                ])
-                .args(["--acks", acks.to_str().unwrap(), "--seed", &(i + 1).to_string()])
-                .spawn()
-                .unwrap();
-            (child, acks)
-        })
-        .collect();
-    let mut acks = Vec::new();
-    for (mut child, path) in workers {
-        assert!(child.wait().unwrap().success(), "a worker failed");
-        acks.extend(gotry_tenant_harness::read_acks(&path).unwrap());
-    }
-    let report = audit::audit(
-        &store.history(None).unwrap(),
-        TTL_MS,
-        &acks,
-        &store.list("").unwrap(),
-    );
-    println!(
-        "mysql: processes={WORKERS} tables={prefix}* log_entries={} acquires={} acknowledged={} violations={}",
-        report.entries,
-        report.acquires,
-        report.acknowledged,
-        report.violations.len()
-    );
-    assert!(report.is_clean(), "{:#?}", report.violations);
-    assert!(
-        report.acquires > WORKERS,
-        "too little contention to prove anything: {report:?}"
-    );
-    assert_eq!(
-        report.acknowledged, report.entries,
-        "every granted operation was acknowledged to someone"
-    );
+    let acks = common::run_workers(&store_url, dir.path(), WORKERS);
+    common::assert_rules_held(&store, &acks, WORKERS, &format!("mysql tables={prefix}*"));
 }

@@ -16,7 +16,6 @@
 //! copy `write_copy` acknowledged, where `rows` is the number of committed ledger rows in
 //! that copy's image. Any failure ends the worker with status 1 and a line on stderr.
 
-use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -24,6 +23,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use gotry_tenant_harness::crash_copies::{self as cc, OffsetClock, Rng};
+use gotry_tenant_harness::Flags;
 use gotry_tenant_state::{
     open_durable_store, EpochCopies, HostSnapshot, LeaseOptions, SqliteLeaseStore, SqliteOptions,
     SystemMonotonicClock, TenantLease,
@@ -43,15 +43,9 @@ struct Args {
 }
 
 fn parse() -> Result<Args, String> {
-    let mut map = HashMap::new();
-    let mut args = std::env::args().skip(1);
-    while let Some(flag) = args.next() {
-        let value = args.next().ok_or(format!("{flag} needs a value"))?;
-        map.insert(flag.trim_start_matches("--").to_owned(), value);
-    }
-    let text = |name: &str| map.get(name).cloned().ok_or(format!("--{name} is required"));
+    let flags = Flags::from_args()?;
     let number = |name: &str, default: Option<i64>| -> Result<i64, String> {
-        match (map.get(name), default) {
+        match (flags.get(name), default) {
             (Some(value), _) => value
                 .parse()
                 .map_err(|_| format!("--{name} must be a whole number")),
@@ -60,23 +54,23 @@ fn parse() -> Result<Args, String> {
         }
     };
     let unsigned = |name: &str, default: u64| -> Result<u64, String> {
-        map.get(name).map_or(Ok(default), |value| {
+        flags.get(name).map_or(Ok(default), |value| {
             value
                 .parse()
                 .map_err(|_| format!("--{name} must be a whole number, not negative"))
         })
     };
     Ok(Args {
-        leases: PathBuf::from(text("leases")?),
-        store: text("store")?,
-        key: text("key")?,
-        owner: text("owner")?,
-        root: PathBuf::from(text("root")?),
+        leases: PathBuf::from(flags.text("leases")?),
+        store: flags.text("store")?,
+        key: flags.text("key")?,
+        owner: flags.text("owner")?,
+        root: PathBuf::from(flags.text("root")?),
         clock_offset_ms: number("clock-offset-ms", None)?,
         ttl_ms: number("ttl-ms", Some(60_000))?,
         pad_bytes: usize::try_from(unsigned("pad-bytes", 3 << 20)?).map_err(|e| e.to_string())?,
         seed: unsigned("seed", u64::from(std::process::id()))?,
-        copies: map.get("copies").map(|_| unsigned("copies", 0)).transpose()?,
+        copies: flags.get("copies").map(|_| unsigned("copies", 0)).transpose()?,
     })
 }
 

@@ -13,6 +13,7 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+use gotry_tenant_harness::Flags;
 use gotry_tenant_state::{open_lease_store, Error, LeaseOp};
 
 struct Args {
@@ -26,31 +27,26 @@ struct Args {
 }
 
 fn parse() -> Result<Args, String> {
-    let mut map = HashMap::new();
-    let mut args = std::env::args().skip(1);
-    while let Some(flag) = args.next() {
-        let value = args.next().ok_or(format!("{flag} needs a value"))?;
-        map.insert(flag.trim_start_matches("--").to_owned(), value);
-    }
-    let text = |name: &str| map.get(name).cloned().ok_or(format!("--{name} is required"));
+    let flags = Flags::from_args()?;
     let number = |name: &str| -> Result<u64, String> {
-        text(name)?
+        flags
+            .text(name)?
             .parse()
             .map_err(|_| format!("--{name} must be a whole number"))
     };
-    let store = text("store")?;
+    let store = flags.text("store")?;
     Ok(Args {
         store: if store.contains("://") {
             store
         } else {
             format!("sqlite://{store}")
         },
-        owner: text("owner")?,
+        owner: flags.text("owner")?,
         keys: number("keys")?.max(1),
         ttl_ms: i64::try_from(number("ttl-ms")?).map_err(|_| "--ttl-ms is too large")?,
         duration: Duration::from_millis(number("duration-ms")?),
-        acks: text("acks")?,
-        seed: map
+        acks: flags.text("acks")?,
+        seed: flags
             .get("seed")
             .map_or(Ok(u64::from(std::process::id())), |_| number("seed"))?,
     })
