@@ -51,7 +51,14 @@ const hinted = new WeakSet();
 function translate(error) {
     if (!(error instanceof Error) || error instanceof errors.TenantStateError) return error;
     const rebuild = Object.hasOwn(FROM_NATIVE, error.code) ? FROM_NATIVE[error.code] : undefined;
-    if (rebuild) return rebuild(error);
+    if (rebuild) {
+        // The message is the core's, masked of credentials there; a class words its own only
+        // for an error a host makes itself. Set before anything reads `stack`, which V8
+        // words on first read, so the stack's first line says the same.
+        const rebuilt = rebuild(error);
+        rebuilt.message = error.message;
+        return rebuilt;
+    }
     if (Object.hasOwn(NODE_HINTS, error.code) && !hinted.has(error)) {
         hinted.add(error);
         error.message = `${error.message}. ${NODE_HINTS[error.code]}`;

@@ -63,6 +63,9 @@ test('every native code is rebuilt as its class with its fields', () => {
         const error = translate(raw);
         assert.ok(error instanceof pkg[name], name);
         assert.equal(error.code, code);
+        // The core wrote the message; no class words it again from the fields.
+        assert.equal(error.message, 'native message', name);
+        assert.equal(error.stack.split('\n')[0], `${name}: native message`);
     }
     assert.deepEqual(translate(Object.assign(new Error('m'), { code: 'GOTRY_TENANT_LEASE_HELD', record: fields.record })).record, fields.record);
     assert.equal(translate(Object.assign(new Error('m'), { code: 'GOTRY_TENANT_FENCED', reason: 'lease_lost' })).reason, 'lease_lost');
@@ -104,6 +107,12 @@ test('errors thrown or rejected by the native side are instances of the package 
     assert.ok(held instanceof pkg.LeaseHeldError);
     assert.equal(held.name, 'LeaseHeldError');
     assert.equal(held.record.owner, 'a');
+    // A credential in a field reaches the host as data, never in the message: the core masks it.
+    await store.acquire('c', 'mysql://admin:hunter2@db.internal/leases', 1000);
+    const masked = await rejection(store.acquire('c', 'b', 1000));
+    assert.equal(masked.record.owner, 'mysql://admin:hunter2@db.internal/leases');
+    assert.doesNotMatch(masked.message, /hunter2/);
+    assert.match(masked.message, /^lease c is held by /);
     const lost = await rejection(store.renew('k', 'b', 1, 1000));
     assert.ok(lost instanceof pkg.LeaseLostError);
     const range = await rejection(store.acquire('k', 'b', 1000.5));
