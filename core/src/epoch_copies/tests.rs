@@ -1,12 +1,14 @@
 //! The copies' proofs, run on every backend: the directory, and an S3-compatible server.
 
+use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
 
+use super::snapshot::sqlite_failure;
 use super::*;
 use crate::clock::ManualClock;
-use crate::durable_store::dir::DirectoryDurableStore;
+use crate::durable_store::dir::{random_u64, DirectoryDurableStore};
 use crate::lease_store::sqlite::SqliteLeaseStore;
 use crate::lease_store::LeaseStore;
 use crate::tenant_lease::LeaseOptions;
