@@ -5,8 +5,8 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
+use gotry_tenant_state::lease_store::sqlite::DEFAULT_BUSY_TIMEOUT;
 use gotry_tenant_state::{open_lease_store as open_store_url, LeaseStore, SqliteLeaseStore, SqliteOptions};
 use pyo3::prelude::*;
 
@@ -180,9 +180,6 @@ impl PyLeaseStore {
 pub struct PySqliteLeaseStore {
     path: PathBuf,
 }
-
-/// How long a call waits for another process's write lock unless told otherwise.
-const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_millis(5_000);
 
 #[pymethods]
 impl PySqliteLeaseStore {
