@@ -321,7 +321,7 @@ impl Story {
             record.epoch,
             stamp(until),
         );
-        let why = format!("{}; {why}", render::expiry(record.lease_until_ms, now));
+        let why = format!("{}; {why}", render::expiry(&record, now));
         let fields = json!({
             "code": "GOTRY_TENANT_LEASE_HELD",
             "holder": { "owner": record.owner, "epoch": record.epoch, "leaseUntilMs": until },

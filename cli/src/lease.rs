@@ -64,7 +64,7 @@ fn describe_record(record: &LeaseRecord, now: i64) -> String {
         printable(&record.owner),
         record.epoch,
         state(record, now),
-        render::expiry(record.lease_until_ms, now),
+        render::expiry(record, now),
         render::utc(record.lease_until_ms),
         match record.forgotten_at_epoch {
             0 => "no durable copy is marked dead".to_owned(),
@@ -157,7 +157,7 @@ fn list(store: &StoreArg, prefix: Option<&OsStr>, held: Option<bool>) -> Result<
                 printable(&record.owner).into_owned(),
                 record.epoch.to_string(),
                 state(record, now).to_owned(),
-                render::expiry(record.lease_until_ms, now),
+                render::expiry(record, now),
                 record.forgotten_at_epoch.to_string(),
             ]
         })
@@ -201,7 +201,7 @@ fn forget(args: &HolderArgs) -> Result<Report, Failure> {
         record.forgotten_at_epoch,
         printable(&record.owner),
         record.epoch,
-        render::expiry(record.lease_until_ms, now),
+        render::expiry(&record, now),
     );
     Ok(Report::new(render::record_at_json(&record, now), text))
 }

@@ -89,13 +89,16 @@ pub fn span(ms: u64) -> String {
     }
 }
 
-/// A lease's end relative to now: "expires in 12 s" or "expired 3 min ago".
-pub fn expiry(lease_until_ms: i64, now_ms: i64) -> String {
-    let delta = lease_until_ms.saturating_sub(now_ms);
-    match delta {
-        1.. => format!("expires in {}", span(delta.unsigned_abs())),
-        0 => "expired just now".to_owned(),
-        _ => format!("expired {} ago", span(delta.unsigned_abs())),
+/// A lease's end relative to now: "expires in 12 s" or "expired 3 min ago". Whether it has
+/// ended is the core's rule ([`LeaseRecord::is_expired_at`]), as for `held` in the JSON.
+pub fn expiry(record: &LeaseRecord, now_ms: i64) -> String {
+    let delta = record.lease_until_ms.saturating_sub(now_ms);
+    if !record.is_expired_at(now_ms) {
+        format!("expires in {}", span(delta.unsigned_abs()))
+    } else if delta == 0 {
+        "expired just now".to_owned()
+    } else {
+        format!("expired {} ago", span(delta.unsigned_abs()))
     }
 }
 
@@ -244,12 +247,19 @@ mod tests {
 
     #[test]
     fn expiry_and_age_read_both_ways() {
-        assert_eq!(expiry(12_500, 500), "expires in 12 s");
-        assert_eq!(expiry(1, 0), "expires in 1 ms");
-        assert_eq!(expiry(500, 500), "expired just now");
-        assert_eq!(expiry(0, 180_000), "expired 3 min ago");
+        let until = |lease_until_ms| LeaseRecord {
+            key: "k".into(),
+            owner: "o".into(),
+            epoch: 1,
+            lease_until_ms,
+            forgotten_at_epoch: 0,
+        };
+        assert_eq!(expiry(&until(12_500), 500), "expires in 12 s");
+        assert_eq!(expiry(&until(1), 0), "expires in 1 ms");
+        assert_eq!(expiry(&until(500), 500), "expired just now");
+        assert_eq!(expiry(&until(0), 180_000), "expired 3 min ago");
         // Absurd records saturate instead of overflowing.
-        assert_eq!(expiry(i64::MIN, i64::MAX), "expired 106751991167 d ago");
+        assert_eq!(expiry(&until(i64::MIN), i64::MAX), "expired 106751991167 d ago");
         assert_eq!(ago(0, 180_000), "3 min ago");
         assert_eq!(ago(2_000, 0), "in 2 s");
     }

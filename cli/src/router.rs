@@ -172,7 +172,7 @@ fn text(tenants: &[Tenant], org: Option<&str>, location: &str, now: i64) -> Stri
                 state,
                 record.epoch.to_string(),
                 printable(&record.owner).into_owned(),
-                render::expiry(record.lease_until_ms, now),
+                render::expiry(record, now),
                 newest,
                 current,
                 copies,
