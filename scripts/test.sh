@@ -68,6 +68,11 @@ cargo fmt --all --check
 section "rust: clippy"
 cargo clippy --workspace --all-targets -- -D warnings
 
+# The core's documentation is the map of where each rule lives: a broken link there is a
+# newcomer sent nowhere, so it fails like a lint.
+section "rust: the core's documentation, private items included"
+RUSTDOCFLAGS="-D warnings" cargo doc -p gotry-tenant-state --no-deps --document-private-items
+
 section "rust: tests (core, C ABI crate, CLI, harness, bindings' Rust parts)"
 cargo test --workspace
 
