@@ -406,7 +406,7 @@ mod tests {
 
     #[test]
     fn io_errors_keep_their_names() {
-        let error = Error::io("open x", &std::io::Error::from_raw_os_error(20));
+        let error = Error::io("open x", &std::io::Error::from_raw_os_error(libc::ENOTDIR));
         assert_eq!(error.code_str(), "ENOTDIR");
         assert!(error.to_string().contains("open x"));
         assert_eq!(Error::io("x", &std::io::Error::other("boom")).code_str(), "EIO");

@@ -149,7 +149,7 @@ impl SqliteLeaseStore {
             std::fs::create_dir_all(parent).map_err(|e| {
                 // "Exists" here means a file stands where the folder should be.
                 let e = match e.kind() {
-                    std::io::ErrorKind::AlreadyExists => std::io::Error::from_raw_os_error(20),
+                    std::io::ErrorKind::AlreadyExists => std::io::Error::from_raw_os_error(libc::ENOTDIR),
                     _ => e,
                 };
                 Error::io(
@@ -581,7 +581,15 @@ fn wait_until(connection: &Connection, deadline: Deadline, busy_timeout: Duratio
             )))
         }
     };
-    connection.busy_timeout(left).map_err(storage_error)
+    connection.busy_timeout(whole_ms_up(left)).map_err(storage_error)
+}
+
+/// `left` in whole milliseconds, rounded up, at most what SQLite takes: SQLite counts its
+/// busy wait in whole milliseconds and would drop the fraction, giving up a moment before
+/// the deadline, so that a call could fail before its timeout.
+fn whole_ms_up(left: Duration) -> Duration {
+    let ms = left.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128);
+    Duration::from_millis(u64::try_from(ms).unwrap_or(i32::MAX as u64))
 }
 
 fn immediate<T>(
@@ -841,6 +849,23 @@ mod tests {
                 "{refused:?}"
             );
         }
+    }
+
+    #[test]
+    fn the_time_left_is_waited_for_whole_never_cut_short() {
+        assert_eq!(
+            whole_ms_up(Duration::from_micros(199_001)),
+            Duration::from_millis(200)
+        );
+        assert_eq!(
+            whole_ms_up(Duration::from_millis(200)),
+            Duration::from_millis(200)
+        );
+        assert_eq!(whole_ms_up(Duration::from_nanos(1)), Duration::from_millis(1));
+        assert_eq!(
+            whole_ms_up(Duration::from_secs(u64::MAX)),
+            Duration::from_millis(i32::MAX as u64)
+        );
     }
 
     #[test]
