@@ -14,7 +14,6 @@
 
 use std::path::Path;
 
-use gotry_tenant_state::lease_store::sqlite::sqlite_code_name;
 use gotry_tenant_state::{Error, WallClock};
 use rusqlite::{params, Connection, OpenFlags};
 use sha2::{Digest, Sha256};
@@ -311,16 +310,10 @@ pub fn fold_check(root: &Path) -> gotry_tenant_state::Result<bool> {
     Ok(check_root(root).is_ok())
 }
 
-/// A SQLite failure as a storage error of the core's kind, with SQLite's code name.
-pub fn storage_error(path: &Path, error: rusqlite::Error) -> Error {
-    let code = match &error {
-        rusqlite::Error::SqliteFailure(e, _) => sqlite_code_name(e.extended_code),
-        _ => "SQLITE_ERROR",
-    };
-    Error::Storage {
-        code: code.to_owned(),
-        message: format!("{}: {error}", path.display()),
-    }
+/// A SQLite failure of the host's snapshot function, as the core takes a host's failure:
+/// its own error, which the copy passes on unchanged.
+pub fn host_failure(path: &Path, error: rusqlite::Error) -> Error {
+    Error::Host(format!("{}: {error}", path.display()).into())
 }
 
 #[cfg(test)]

@@ -126,13 +126,13 @@ fn run(args: &Args) -> Result<(), String> {
     let snapshot: HostSnapshot = {
         let image_rows = image_rows.clone();
         Arc::new(move |source: &Path, image: &Path| {
-            let sqlite = |e| cc::storage_error(source, e);
+            let sqlite = |e| cc::host_failure(source, e);
             let db = rusqlite::Connection::open(source).map_err(sqlite)?;
             db.busy_timeout(Duration::from_secs(5)).map_err(sqlite)?;
             db.execute("VACUUM INTO ?1", [image.to_string_lossy()])
                 .map_err(sqlite)?;
             drop(db);
-            let rows = cc::ledger_rows(image).map_err(|e| cc::storage_error(image, e))?;
+            let rows = cc::ledger_rows(image).map_err(|e| cc::host_failure(image, e))?;
             *image_rows.lock().unwrap() = Some(rows);
             Ok(())
         })
