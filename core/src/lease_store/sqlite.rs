@@ -588,8 +588,8 @@ fn wait_until(connection: &Connection, deadline: Deadline, busy_timeout: Duratio
 /// busy wait in whole milliseconds and would drop the fraction, giving up a moment before
 /// the deadline, so that a call could fail before its timeout.
 fn whole_ms_up(left: Duration) -> Duration {
-    let ms = left.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128);
-    Duration::from_millis(u64::try_from(ms).unwrap_or(i32::MAX as u64))
+    let ms = i32::try_from(left.as_nanos().div_ceil(1_000_000)).unwrap_or(i32::MAX);
+    Duration::from_millis(u64::from(ms.unsigned_abs()))
 }
 
 fn immediate<T>(
