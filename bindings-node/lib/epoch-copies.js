@@ -7,7 +7,6 @@
  * stale holder can still write, but nothing it writes late is ever preferred over a newer
  * tenure's copy. Every rule is the Rust core's; this only moves arguments and results.
  */
-const nodePath = require('node:path');
 
 const native = require('./native');
 const { isDurableStore, nativeDurableStoreOf } = require('./durable-store');
@@ -17,14 +16,17 @@ const { guard, settle } = require('./translate');
 
 const { NativeEpochCopies } = native;
 
-/** A tenant root as Node's fs calls take it: relative to the working directory. */
+/**
+ * A tenant root as the host named it. Not resolved here: `''` would become the working
+ * directory and pass for a folder, where the core refuses it (and `/`) as a RangeError.
+ */
 function rootPath(root) {
     if (typeof root !== 'string') {
         const error = new TypeError(`The "root" argument must be of type string. Received ${typeof root}`);
         error.code = 'ERR_INVALID_ARG_TYPE';
         throw error;
     }
-    return nodePath.resolve(root);
+    return root;
 }
 
 class EpochCopies {

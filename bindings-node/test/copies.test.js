@@ -717,3 +717,40 @@ test('a restore into a root whose ledger the host holds open is OPEN_IN_PROCESS 
     assert.deepEqual(ledgerOf(rootB), ['from A']);
     store.close();
 });
+
+test('an empty root, a store path of "" and a file-system root are RangeErrors before any I/O', async () => {
+    const { key, store, copies, a } = await heldTenant();
+    const cwdBefore = fs.readdirSync(process.cwd()).sort();
+    for (const root of ['', '/', '//', '/..']) {
+        const refused = what => error => error instanceof RangeError && error.message.includes(what);
+        await assert.rejects(copies.writeCopy(a, root), refused('a tenant root must not be'), `writeCopy ${JSON.stringify(root)}`);
+        await assert.rejects(copies.restore(a, root), refused('a tenant root must not be'), `restore ${JSON.stringify(root)}`);
+        await assert.rejects(pkg.TenantRouter.start({
+            leaseStore: store, durableStore: directoryStore().store, stateRoot: root,
+            replicaId: 'r', ttlMs: 3_000, marginMs: 500,
+        }), refused("a router's state root must not be"), `stateRoot ${JSON.stringify(root)}`);
+    }
+    for (const bad of ['', '/']) {
+        assert.throws(() => new DirectoryDurableStore({ path: bad }), error => error instanceof RangeError
+            && error.message.includes('a durable store folder must not be'), `path ${JSON.stringify(bad)}`);
+    }
+    // Nothing was written: no tenure marker, no copy, and the working directory as it was.
+    assert.deepEqual(await copies.list(key), []);
+    assert.deepEqual(fs.readdirSync(process.cwd()).sort(), cwdBefore);
+});
+
+test('a restore never replaces the folder holding the working directory', async () => {
+    const { copies, a } = await heldTenant();
+    const root = path.join(tempDir(), 'root');
+    fs.mkdirSync(path.join(root, 'inner'), { recursive: true });
+    fs.writeFileSync(path.join(root, 'keep.txt'), 'mine');
+    const before = process.cwd();
+    process.chdir(path.join(root, 'inner'));
+    try {
+        await assert.rejects(copies.restore(a, root), error => error instanceof RangeError && /working directory/.test(error.message));
+        await assert.rejects(copies.restore(a, '..'), RangeError);
+    } finally {
+        process.chdir(before);
+    }
+    assert.equal(fs.readFileSync(path.join(root, 'keep.txt'), 'utf8'), 'mine');
+});

@@ -50,6 +50,7 @@ use sha2::{Digest, Sha256};
 
 use crate::durable_store::{DurableStore, ObjectInfo, PutOutcome};
 use crate::errors::{Error, Result};
+use crate::paths::{assert_not_working_dir, assert_root};
 use crate::tenant_lease::TenantLease;
 
 mod layout;
@@ -243,6 +244,7 @@ impl EpochCopies {
         root: &Path,
         snapshot_taken: &dyn Fn(),
     ) -> Result<WrittenCopy> {
+        assert_root("a tenant root", root)?;
         lease.assert_held()?;
         let tenure = self.tenure(lease);
         let mut tenure = lock(&tenure);
@@ -366,6 +368,7 @@ impl EpochCopies {
         root: &Path,
         verify: Option<FoldCheck<'_>>,
     ) -> Result<RestoreReport> {
+        assert_restorable(root)?;
         lease.assert_held()?;
         assert_root_not_open(root)?;
         let tenure = self.tenure(lease);
@@ -410,6 +413,7 @@ impl EpochCopies {
         root: &Path,
         verify: Option<FoldCheck<'_>>,
     ) -> Result<RestoreReport> {
+        assert_restorable(root)?;
         assert_root_not_open(root)?;
         let layout = self.layout(key)?;
         let plan = self.plan(&layout, key, forgotten_at_epoch, below_epoch)?;
@@ -755,6 +759,13 @@ fn in_parallel<T: Sync, R: Send>(items: &[T], work: impl Fn(usize, &T) -> R + Sy
 /// `rusqlite`/`libsqlite3-sys`): the backup API of the one library the process has.
 pub fn same_library_snapshot() -> HostSnapshot {
     Arc::new(|source: &Path, image: &Path| backup_sqlite(source, image))
+}
+
+/// The names a restore may replace: a root of its own (never `''` or `/`), not holding the
+/// process's working directory.
+fn assert_restorable(root: &Path) -> Result<()> {
+    assert_root("a tenant root", root)?;
+    assert_not_working_dir("a tenant root", root)
 }
 
 fn current_floor(lease: &TenantLease) -> Result<i64> {

@@ -8,13 +8,13 @@
 //! `$` would let through becomes a different directory.
 
 use std::fmt;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 
 use crate::errors::{Error, Result};
-use crate::paths::assert_path;
+use crate::paths::{assert_path, resolve_lexically};
 
 /// Smallest accepted organization key: a shorter key would make ids guessable.
 pub const MIN_ORGANIZATION_KEY_BYTES: usize = 32;
@@ -229,22 +229,6 @@ pub fn tenant_root_for(state_root: &Path, organization_id: &str, ledger_tenant_i
         root.push(part);
     }
     Ok(root)
-}
-
-/// Folds `.`, `..` and repeated separators of an absolute path without touching the disk;
-/// `..` at the root stays at the root, as in `path.resolve('/..')`.
-fn resolve_lexically(path: &Path) -> PathBuf {
-    let mut out = PathBuf::from("/");
-    for component in path.components() {
-        match component {
-            Component::Normal(part) => out.push(part),
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
-        }
-    }
-    out
 }
 
 #[cfg(test)]

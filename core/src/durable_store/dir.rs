@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::{assert_object_key, assert_prefix, DurableStore, ObjectInfo, PutOutcome};
 use crate::errors::{Error, Result};
-use crate::paths::assert_path;
+use crate::paths::assert_root;
 
 const STAGING: &str = ".staging";
 
@@ -31,7 +31,7 @@ pub struct DirectoryDurableStore {
 impl DirectoryDurableStore {
     /// Opens the store in `root`, creating the folder (and its staging folder) when missing.
     pub fn open(root: impl AsRef<Path>) -> Result<DirectoryDurableStore> {
-        let root = std::path::absolute(assert_path("a durable store folder", root.as_ref())?)
+        let root = std::path::absolute(assert_root("a durable store folder", root.as_ref())?)
             .map_err(|e| Error::durable_io("the durable store folder cannot be resolved", &e))?;
         create_dirs_durably(&root.join(STAGING))?;
         Ok(DirectoryDurableStore {

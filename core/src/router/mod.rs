@@ -33,7 +33,7 @@ use crate::errors::{Error, FenceReason, Result};
 use crate::ids::{lease_key_for, tenant_root_for};
 use crate::keeper::{KeeperEvent, KeeperOptions, LeaseKeeper, ShutdownReport};
 use crate::lease_store::LeaseStore;
-use crate::paths::assert_path;
+use crate::paths::assert_root;
 use crate::tenant_lease::TenantLease;
 
 /// When a tenant's acknowledgements wait for its copy.
@@ -272,7 +272,7 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 impl TenantRouter {
     /// Starts the router: its keeper's renewal thread and, in `Async` mode, its copier.
     pub fn start(options: RouterOptions) -> Result<TenantRouter> {
-        assert_path("a router's state root", &options.state_root)?;
+        assert_root("a router's state root", &options.state_root)?;
         let capacity = options.capacity.unwrap_or_else(default_capacity);
         if capacity == 0 {
             return Err(Error::invalid_argument(
