@@ -646,3 +646,41 @@ def test_a_restore_into_a_root_this_process_holds_is_refused_and_changes_nothing
     report = copies.restore(b, root_b)
     assert report.restored == gts.CopyId(1, 2)
     assert read_state(root_b) == ["a1", "a2"]
+
+
+@pytest.mark.parametrize("root", ["", "/", "//", "/.."])
+def test_an_empty_or_file_system_root_is_a_value_error_before_any_io(
+    directory_world: World, root: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    w = directory_world
+    copies = gts.EpochCopies(w.durable)
+    a = w.holder("a")
+    monkeypatch.chdir(w.tmp_path)
+    before = sorted(os.listdir("."))
+    with pytest.raises(ValueError, match="a tenant root must not be"):
+        copies.write_copy(a, root)
+    with pytest.raises(ValueError, match="a tenant root must not be"):
+        copies.restore(a, root)
+    with pytest.raises(ValueError, match="a router's state root must not be"):
+        gts.TenantRouter(w.leases, w.durable, root, "replica-r", TTL_MS, 1_000)
+    with pytest.raises(ValueError, match="a durable store folder must not be"):
+        gts.DirectoryDurableStore(root)
+    assert copies.list(w.key) == []
+    assert sorted(os.listdir(".")) == before
+
+
+def test_a_restore_never_replaces_the_folder_holding_the_working_directory(
+    directory_world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    w = directory_world
+    copies = gts.EpochCopies(w.durable)
+    a = w.holder("a")
+    root = w.tmp_path / "root"
+    (root / "inner").mkdir(parents=True)
+    (root / "keep.txt").write_text("mine")
+    monkeypatch.chdir(root / "inner")
+    with pytest.raises(ValueError, match="working directory"):
+        copies.restore(a, root)
+    with pytest.raises(ValueError, match="working directory"):
+        copies.restore(a, "..")
+    assert (root / "keep.txt").read_text() == "mine"

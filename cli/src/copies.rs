@@ -238,6 +238,7 @@ fn restore(
 /// when it holds anything and `--force` was not given: the restore puts the copy in its place
 /// and deletes what was there.
 fn restore_target(to: &Path, force: bool) -> Result<PathBuf, Failure> {
+    gotry_tenant_state::paths::assert_root("--to", to)?;
     let to = std::path::absolute(to).map_err(|error| {
         Failure::io(
             Exit::Invalid,

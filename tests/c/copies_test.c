@@ -707,6 +707,68 @@ static void arguments(const char *dir) {
     gotry_error_free(err);
 }
 
+/* An empty root, a file-system root and an empty store path are INVALID_ARGUMENT before any
+ * I/O, in every call that takes one: the system would read '' as the working directory. */
+static void empty_and_system_roots(const char *dir) {
+    GotryError *err = NULL;
+    GotryDurableStore *durable = NULL;
+    GotryEpochCopies *copies = NULL;
+    GotryStore *leases = NULL;
+    GotryLease *lease = NULL;
+    GotryRouter *router = NULL;
+    GotryRouterOptions options;
+    GotryWrittenCopy written;
+    GotryRestoreReport *report = NULL;
+    GotryCopyList *list = NULL;
+    size_t count = 1;
+    char path[1200];
+    const Tenant tenant = fresh_tenant("roots");
+
+    snprintf(path, sizeof path, "%s/store", dir);
+    STATUS(gotry_durable_store_open(path, strlen(path), &durable, &err), GOTRY_STATUS_OK);
+    STATUS(gotry_epoch_copies_new(durable, &copies), GOTRY_STATUS_OK);
+    snprintf(path, sizeof path, "%s/leases.db", dir);
+    STATUS(gotry_store_open(path, strlen(path), NULL, &leases, &err), GOTRY_STATUS_OK);
+    STATUS(gotry_lease_acquire(leases, tenant.key, strlen(tenant.key), S("replica"), 60000, 1000, NULL, &lease, &err),
+           GOTRY_STATUS_OK);
+    STATUS(gotry_router_options_default(&options), GOTRY_STATUS_OK);
+    static const char *const roots[4] = {"", "/", "//", "/.."};
+    for (int i = 0; i < 4; i++) {
+        const char *root = roots[i];
+        STATUS(gotry_epoch_copies_write_copy(copies, lease, root, strlen(root), &written, &err),
+               GOTRY_STATUS_INVALID_ARGUMENT);
+        CHECK(message_has(err, "a tenant root must not be"));
+        ERROR_IS(GOTRY_STATUS_INVALID_ARGUMENT, "ERR_OUT_OF_RANGE");
+        STATUS(gotry_epoch_copies_restore(copies, lease, root, strlen(root), NULL, NULL, &report, &err),
+               GOTRY_STATUS_INVALID_ARGUMENT);
+        CHECK(message_has(err, "a tenant root must not be"));
+        ERROR_IS(GOTRY_STATUS_INVALID_ARGUMENT, "ERR_OUT_OF_RANGE");
+        CHECK(report == NULL);
+        STATUS(gotry_router_start(leases, durable, root, strlen(root), S("r"), 60000, 1000, &options, &router, &err),
+               GOTRY_STATUS_INVALID_ARGUMENT);
+        CHECK(message_has(err, "a router's state root must not be"));
+        ERROR_IS(GOTRY_STATUS_INVALID_ARGUMENT, "ERR_OUT_OF_RANGE");
+        CHECK(router == NULL);
+        GotryDurableStore *other = NULL;
+        STATUS(gotry_durable_store_open(root, strlen(root), &other, &err), GOTRY_STATUS_INVALID_ARGUMENT);
+        CHECK(message_has(err, "a durable store folder must not be"));
+        ERROR_IS(GOTRY_STATUS_INVALID_ARGUMENT, "ERR_OUT_OF_RANGE");
+        CHECK(other == NULL);
+    }
+    /* Nothing reached the store: a restore would have written its tenure marker. */
+    STATUS(gotry_epoch_copies_list(copies, tenant.key, strlen(tenant.key), &list, &err), GOTRY_STATUS_OK);
+    STATUS(gotry_copy_list_len(list, &count), GOTRY_STATUS_OK);
+    CHECK(count == 0);
+    gotry_copy_list_free(list);
+    snprintf(path, sizeof path, "%s/store/orgs", dir);
+    CHECK(access(path, F_OK) != 0);
+    gotry_lease_free(lease);
+    gotry_store_free(leases);
+    gotry_epoch_copies_free(copies);
+    gotry_durable_store_free(durable);
+    gotry_error_free(err);
+}
+
 /* An S3 endpoint that refuses connections: unavailable, with the backend's code, and no
  * credential of the URL in the message. The timeout leaves room for valgrind's pace, so the
  * refusal (S3_CONNECT) and not the deadline (S3_TIMEOUT) ends the attempt. */
@@ -765,6 +827,8 @@ int main(int argc, char **argv) {
     store_unavailable(dir);
     CHECK(subdir(argv[1], "arguments", dir, sizeof dir) == 0);
     arguments(dir);
+    CHECK(subdir(argv[1], "roots", dir, sizeof dir) == 0);
+    empty_and_system_roots(dir);
     printf("copies_test (directory store): %d checks, %d failed\n", checks, failures);
     return failures == 0 ? 0 : 1;
 }
