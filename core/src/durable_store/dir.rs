@@ -5,18 +5,23 @@
 //! race. So the bytes go to a fresh file in `<root>/.staging` (same file system), are
 //! flushed to disk, and are then hard-linked to their name: `link(2)` refuses an existing
 //! name atomically, which `rename(2)` would silently replace. The folder holding the new
-//! name is flushed before the put is acknowledged, as is every folder the put created.
+//! name is flushed before the put is acknowledged, and so is the entry of every folder on
+//! its path, whoever created it: a writer that crashed between making a folder and
+//! flushing its parent leaves a folder that exists now but not after a power cut.
 //! Staging files of a writer that died stay in `.staging`; nothing reads them.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{ErrorKind, Write};
 use std::os::unix::fs::OpenOptionsExt;
+use std::collections::HashSet;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 
 use super::{assert_object_key, assert_prefix, DurableStore, ObjectInfo, PutOutcome};
 use crate::errors::{Error, Result};
-use crate::paths::assert_root;
+use crate::paths::{assert_root, shown};
 
 const STAGING: &str = ".staging";
 
@@ -26,6 +31,10 @@ const STAGING: &str = ".staging";
 pub struct DirectoryDurableStore {
     root: PathBuf,
     staging_counter: AtomicU64,
+    /// The folders (device, inode) whose entry in their parent this store has flushed: each
+    /// is flushed once per process, not once per put. Keyed by inode, not name, so that a
+    /// folder removed and made again by another writer is flushed again.
+    durable_dirs: Mutex<HashSet<(u64, u64)>>,
 }
 
 impl DirectoryDurableStore {
@@ -33,11 +42,63 @@ impl DirectoryDurableStore {
     pub fn open(root: impl AsRef<Path>) -> Result<DirectoryDurableStore> {
         let root = std::path::absolute(assert_root("a durable store folder", root.as_ref())?)
             .map_err(|e| Error::durable_io("the durable store folder cannot be resolved", &e))?;
-        create_dirs_durably(&root.join(STAGING))?;
-        Ok(DirectoryDurableStore {
+        let store = DirectoryDurableStore {
             root,
             staging_counter: AtomicU64::new(0),
-        })
+            durable_dirs: Mutex::default(),
+        };
+        store.create_dirs_durably(&store.root.join(STAGING))?;
+        Ok(store)
+    }
+
+    /// Makes `dir` (the root or a folder below it) and every folder between it and the root
+    /// exist durably: each missing one is created, and the parent of each one, new or found,
+    /// is flushed unless this store already did so. A folder found is not a durable one: its
+    /// maker may have died before flushing its parent.
+    fn create_dirs_durably(&self, dir: &Path) -> Result<()> {
+        let below = dir.strip_prefix(&self.root).unwrap_or(Path::new(""));
+        let mut folder = self.root.clone();
+        self.make_durable(&folder)?;
+        for part in below.components() {
+            folder.push(part);
+            self.make_durable(&folder)?;
+        }
+        Ok(())
+    }
+
+    fn make_durable(&self, dir: &Path) -> Result<()> {
+        let created = match fs::create_dir(dir) {
+            Ok(()) => true,
+            Err(e) if e.kind() == ErrorKind::AlreadyExists => false,
+            Err(e) if e.kind() == ErrorKind::NotFound && dir == self.root => {
+                // The store's own folder may sit in folders yet to be made (outside the store:
+                // made, not tracked).
+                create_parents_durably(dir)?;
+                return self.make_durable(dir);
+            }
+            Err(e) => {
+                return Err(Error::durable_io(
+                    format!("{} cannot be created", shown(dir)),
+                    &e,
+                ))
+            }
+        };
+        let meta = fs::metadata(dir)
+            .map_err(|e| Error::durable_io(format!("{} cannot be read", shown(dir)), &e))?;
+        if !meta.is_dir() {
+            // "Exists" but not a folder: a file stands where the folder must be.
+            return Err(Error::durable_io(
+                format!("{} cannot be created", shown(dir)),
+                &std::io::Error::from_raw_os_error(libc::ENOTDIR),
+            ));
+        }
+        let id = (meta.dev(), meta.ino());
+        if !created && lock(&self.durable_dirs).contains(&id) {
+            return Ok(());
+        }
+        sync_dir(dir.parent().unwrap_or(dir))?;
+        lock(&self.durable_dirs).insert(id);
+        Ok(())
     }
 
     pub fn root(&self) -> &Path {
@@ -63,7 +124,7 @@ impl DirectoryDurableStore {
             {
                 Ok(file) => return Ok((path, file)),
                 Err(e) if e.kind() == ErrorKind::AlreadyExists => continue,
-                Err(e) if e.kind() == ErrorKind::NotFound => create_dirs_durably(&self.root.join(STAGING))?,
+                Err(e) if e.kind() == ErrorKind::NotFound => self.create_dirs_durably(&self.root.join(STAGING))?,
                 Err(e) => return Err(Error::durable_io("a staging file cannot be created", &e)),
             }
         }
@@ -83,7 +144,7 @@ impl DurableStore for DirectoryDurableStore {
             // A concurrent delete may remove an emptied folder between the two steps, so
             // the link is tried again after making the folder anew.
             for _ in 0..3 {
-                create_dirs_durably(folder)?;
+                self.create_dirs_durably(folder)?;
                 match fs::hard_link(&staging, &target) {
                     Ok(()) => {
                         sync_dir(folder)?;
@@ -158,14 +219,14 @@ fn walk(dir: &Path, key_prefix: &str, found: &mut dyn FnMut(String, u64)) -> Res
         Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
         Err(e) => {
             return Err(Error::durable_io(
-                format!("{} cannot be listed", dir.display()),
+                format!("{} cannot be listed", shown(dir)),
                 &e,
             ))
         }
     };
     for entry in entries {
         let entry =
-            entry.map_err(|e| Error::durable_io(format!("{} cannot be listed", dir.display()), &e))?;
+            entry.map_err(|e| Error::durable_io(format!("{} cannot be listed", shown(dir)), &e))?;
         let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
             continue;
         };
@@ -190,34 +251,56 @@ fn walk(dir: &Path, key_prefix: &str, found: &mut dyn FnMut(String, u64)) -> Res
     Ok(())
 }
 
-/// Creates `dir` and its missing parents, flushing each new entry into its parent folder so
-/// that a later durable file in it is reachable after power loss.
-fn create_dirs_durably(dir: &Path) -> Result<()> {
-    if dir.is_dir() {
+/// Creates the missing folders above a store's own folder, flushing each new entry into its
+/// parent.
+fn create_parents_durably(dir: &Path) -> Result<()> {
+    let Some(parent) = dir.parent() else {
         return Ok(());
-    }
-    if let Some(parent) = dir.parent() {
-        create_dirs_durably(parent)?;
-    }
-    match fs::create_dir(dir) {
-        Ok(()) => sync_dir(dir.parent().unwrap_or(dir)),
-        Err(e) if e.kind() == ErrorKind::AlreadyExists && dir.is_dir() => Ok(()),
-        // "Exists" but not a folder: a file stands where the folder must be.
-        Err(e) if e.kind() == ErrorKind::AlreadyExists => Err(Error::durable_io(
-            format!("{} cannot be created", dir.display()),
-            &std::io::Error::from_raw_os_error(libc::ENOTDIR),
-        )),
+    };
+    match fs::create_dir(parent) {
+        Ok(()) => sync_dir(parent.parent().unwrap_or(parent)),
+        Err(e) if e.kind() == ErrorKind::AlreadyExists => Ok(()),
+        Err(e) if e.kind() == ErrorKind::NotFound => {
+            create_parents_durably(parent)?;
+            create_parents_durably(dir)
+        }
         Err(e) => Err(Error::durable_io(
-            format!("{} cannot be created", dir.display()),
+            format!("{} cannot be created", shown(parent)),
             &e,
         )),
     }
 }
 
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // Every critical section inserts or reads one value.
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
+    #[cfg(test)]
+    synced::record(dir);
     File::open(dir)
         .and_then(|d| d.sync_all())
-        .map_err(|e| Error::durable_io(format!("{} cannot be flushed", dir.display()), &e))
+        .map_err(|e| Error::durable_io(format!("{} cannot be flushed", shown(dir)), &e))
+}
+
+/// The folders this thread flushed, for the tests that prove a folder is durable before an
+/// object under it is acknowledged.
+#[cfg(test)]
+pub(crate) mod synced {
+    use std::cell::RefCell;
+    use std::path::{Path, PathBuf};
+
+    thread_local!(static SYNCED: RefCell<Vec<PathBuf>> = const { RefCell::new(Vec::new()) });
+
+    pub(crate) fn record(dir: &Path) {
+        SYNCED.with(|s| s.borrow_mut().push(dir.to_path_buf()));
+    }
+
+    /// What was flushed since the last call.
+    pub(crate) fn take() -> Vec<PathBuf> {
+        SYNCED.with(|s| std::mem::take(&mut *s.borrow_mut()))
+    }
 }
 
 /// Uniqueness for staging names across processes that share a folder (the pid alone repeats
@@ -262,6 +345,29 @@ mod tests {
         fs::write(dir.path().join("a").join(".hidden"), b"?").unwrap();
         let keys: Vec<String> = store.list("").unwrap().into_iter().map(|o| o.key).collect();
         assert_eq!(keys, ["a/b"]);
+    }
+
+    /// A folder made by a writer that died before flushing its parent is flushed before the
+    /// first object under it is acknowledged; later puts under it flush only their folder.
+    #[test]
+    fn every_folder_on_an_acknowledged_path_is_flushed_whoever_made_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("store");
+        let store = DirectoryDurableStore::open(&root).unwrap();
+        fs::create_dir_all(root.join("a/b")).unwrap();
+        synced::take();
+        store.put_new("a/b/c/obj", b"x").unwrap();
+        let flushed = synced::take();
+        for parent in [&root, &root.join("a"), &root.join("a/b"), &root.join("a/b/c")] {
+            assert!(flushed.contains(parent), "{} not flushed: {flushed:?}", parent.display());
+        }
+        store.put_new("a/b/c/next", b"y").unwrap();
+        assert_eq!(synced::take(), [root.join("a/b/c")]);
+        // Another process's store (a fresh one here) does not trust a folder it did not flush.
+        let other = DirectoryDurableStore::open(&root).unwrap();
+        synced::take();
+        other.put_new("a/b/c/third", b"z").unwrap();
+        assert!(synced::take().contains(&root.join("a")));
     }
 
     #[test]
