@@ -246,6 +246,14 @@ impl EpochCopies {
     ) -> Result<WrittenCopy> {
         assert_root("a tenant root", root)?;
         lease.assert_held()?;
+        if lease.is_marked_forgotten() {
+            return Err(Error::copy_conflict(format!(
+                "{} is marked forgotten at epoch {}: a copy written now would lie below the \
+                 forgotten floor, where no restore looks; the next holder starts empty",
+                lease.key(),
+                lease.epoch()
+            )));
+        }
         let tenure = self.tenure(lease);
         let mut tenure = lock(&tenure);
         let prefix = epoch_prefix(lease.key(), lease.epoch())?;

@@ -52,6 +52,9 @@ pub struct TenantLease {
     replica_id: String,
     epoch: i64,
     forgotten_at_epoch: i64,
+    /// This holder marked its own tenure forgotten: copies it would write now fall below the
+    /// floor, where no restore ever looks.
+    marked_forgotten: std::sync::atomic::AtomicBool,
     store: Arc<dyn LeaseStore>,
     clock: Arc<dyn MonotonicClock>,
     ttl_ms: i64,
@@ -98,6 +101,7 @@ impl TenantLease {
         let lease = TenantLease {
             epoch: grant.record.epoch,
             forgotten_at_epoch: grant.record.forgotten_at_epoch,
+            marked_forgotten: std::sync::atomic::AtomicBool::new(false),
             state: Mutex::new(HolderState {
                 phase: Phase::Held,
                 fence_at_ms: fence_at(sent_at, grant.ttl_ms, options.margin_ms),
@@ -331,7 +335,15 @@ impl TenantLease {
     /// Marks every durable copy up to this epoch dead. Only a provably held lease may.
     pub fn mark_forgotten(&self) -> Result<LeaseRecord> {
         self.assert_held()?;
-        self.store.mark_forgotten(&self.key, &self.replica_id, self.epoch)
+        let record = self.store.mark_forgotten(&self.key, &self.replica_id, self.epoch)?;
+        self.marked_forgotten
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        Ok(record)
+    }
+
+    /// Whether this holder marked its tenure forgotten ([`TenantLease::mark_forgotten`]).
+    pub fn is_marked_forgotten(&self) -> bool {
+        self.marked_forgotten.load(std::sync::atomic::Ordering::SeqCst)
     }
 }
 

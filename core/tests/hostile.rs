@@ -106,3 +106,20 @@ fn a_restore_never_replaces_the_folder_holding_the_working_directory() {
     copies.restore(&lease, &root, None).unwrap();
     assert!(!root.join("keep.txt").exists());
 }
+
+#[test]
+fn a_lease_whose_tenant_is_marked_forgotten_writes_no_copy() {
+    let w = world();
+    let lease = w.lease();
+    let copies = EpochCopies::new(w.durable.clone());
+    let root = w.dir.path().join("root");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(root.join("f.txt"), b"x").unwrap();
+    copies.write_copy(&lease, &root).unwrap();
+    lease.mark_forgotten().unwrap();
+    assert_eq!(copies.forget_copies(&lease).unwrap().len(), 1);
+    let error = copies.write_copy(&lease, &root).unwrap_err();
+    assert_eq!(error.code_str(), "GOTRY_TENANT_COPY_CONFLICT", "{error}");
+    assert!(error.to_string().contains("marked forgotten"), "{error}");
+    assert!(copies.list(KEY).unwrap().is_empty());
+}
