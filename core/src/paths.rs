@@ -115,12 +115,19 @@ mod tests {
         for bad in ["", "/", "//", "/..", "/./", "/a/..", "/tmp/../.."] {
             let error = assert_root("a tenant root", Path::new(bad)).unwrap_err();
             assert_eq!(error.code_str(), "ERR_OUT_OF_RANGE", "{bad:?}");
-            assert!(error.to_string().starts_with("a tenant root must not be"), "{error}");
+            assert!(
+                error.to_string().starts_with("a tenant root must not be"),
+                "{error}"
+            );
         }
         let nul = assert_root("r", Path::new("/srv/a\0b")).unwrap_err();
         assert!(nul.to_string().contains("NUL"), "{nul}");
         for good in ["/srv/t", "rel", ".", "a/..", "/tmp"] {
-            assert_eq!(assert_root("r", Path::new(good)).unwrap(), Path::new(good), "{good:?}");
+            assert_eq!(
+                assert_root("r", Path::new(good)).unwrap(),
+                Path::new(good),
+                "{good:?}"
+            );
         }
     }
 

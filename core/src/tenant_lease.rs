@@ -335,7 +335,9 @@ impl TenantLease {
     /// Marks every durable copy up to this epoch dead. Only a provably held lease may.
     pub fn mark_forgotten(&self) -> Result<LeaseRecord> {
         self.assert_held()?;
-        let record = self.store.mark_forgotten(&self.key, &self.replica_id, self.epoch)?;
+        let record = self
+            .store
+            .mark_forgotten(&self.key, &self.replica_id, self.epoch)?;
         self.marked_forgotten
             .store(true, std::sync::atomic::Ordering::SeqCst);
         Ok(record)

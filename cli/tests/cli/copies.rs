@@ -336,11 +336,29 @@ fn a_missing_durable_folder_is_an_error_not_an_empty_store() {
 fn restore_refuses_an_empty_or_file_system_root_before_opening_anything() {
     let sandbox = Sandbox::new();
     // The parser already refuses an empty value, as a usage error.
-    let run = sandbox.run(["copies", "restore", KEY, "--to", "", "--force", "--durable", "nowhere"]);
+    let run = sandbox.run([
+        "copies",
+        "restore",
+        KEY,
+        "--to",
+        "",
+        "--force",
+        "--durable",
+        "nowhere",
+    ]);
     run.failed(2, "USAGE");
     for to in ["/", "//", "/.."] {
         // The store does not exist: a check made after opening it would fail with ENOENT.
-        let run = sandbox.run(["copies", "restore", KEY, "--to", to, "--force", "--durable", "nowhere"]);
+        let run = sandbox.run([
+            "copies",
+            "restore",
+            KEY,
+            "--to",
+            to,
+            "--force",
+            "--durable",
+            "nowhere",
+        ]);
         let line = run.failed(5, "ERR_OUT_OF_RANGE");
         assert!(line.contains("--to must not be"), "{to:?}: {line}");
     }

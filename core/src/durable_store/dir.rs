@@ -10,11 +10,11 @@
 //! flushing its parent leaves a folder that exists now but not after a power cut.
 //! Staging files of a writer that died stay in `.staging`; nothing reads them.
 
+use std::collections::HashSet;
 use std::fs::{self, File, OpenOptions};
 use std::io::{ErrorKind, Write};
-use std::os::unix::fs::OpenOptionsExt;
-use std::collections::HashSet;
 use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -76,15 +76,10 @@ impl DirectoryDurableStore {
                 create_parents_durably(dir)?;
                 return self.make_durable(dir);
             }
-            Err(e) => {
-                return Err(Error::durable_io(
-                    format!("{} cannot be created", shown(dir)),
-                    &e,
-                ))
-            }
+            Err(e) => return Err(Error::durable_io(format!("{} cannot be created", shown(dir)), &e)),
         };
-        let meta = fs::metadata(dir)
-            .map_err(|e| Error::durable_io(format!("{} cannot be read", shown(dir)), &e))?;
+        let meta =
+            fs::metadata(dir).map_err(|e| Error::durable_io(format!("{} cannot be read", shown(dir)), &e))?;
         if !meta.is_dir() {
             // "Exists" but not a folder: a file stands where the folder must be.
             return Err(Error::durable_io(
@@ -124,7 +119,9 @@ impl DirectoryDurableStore {
             {
                 Ok(file) => return Ok((path, file)),
                 Err(e) if e.kind() == ErrorKind::AlreadyExists => continue,
-                Err(e) if e.kind() == ErrorKind::NotFound => self.create_dirs_durably(&self.root.join(STAGING))?,
+                Err(e) if e.kind() == ErrorKind::NotFound => {
+                    self.create_dirs_durably(&self.root.join(STAGING))?
+                }
                 Err(e) => return Err(Error::durable_io("a staging file cannot be created", &e)),
             }
         }
@@ -217,16 +214,10 @@ fn walk(dir: &Path, key_prefix: &str, found: &mut dyn FnMut(String, u64)) -> Res
     let entries = match fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
-        Err(e) => {
-            return Err(Error::durable_io(
-                format!("{} cannot be listed", shown(dir)),
-                &e,
-            ))
-        }
+        Err(e) => return Err(Error::durable_io(format!("{} cannot be listed", shown(dir)), &e)),
     };
     for entry in entries {
-        let entry =
-            entry.map_err(|e| Error::durable_io(format!("{} cannot be listed", shown(dir)), &e))?;
+        let entry = entry.map_err(|e| Error::durable_io(format!("{} cannot be listed", shown(dir)), &e))?;
         let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
             continue;
         };
@@ -359,7 +350,11 @@ mod tests {
         store.put_new("a/b/c/obj", b"x").unwrap();
         let flushed = synced::take();
         for parent in [&root, &root.join("a"), &root.join("a/b"), &root.join("a/b/c")] {
-            assert!(flushed.contains(parent), "{} not flushed: {flushed:?}", parent.display());
+            assert!(
+                flushed.contains(parent),
+                "{} not flushed: {flushed:?}",
+                parent.display()
+            );
         }
         store.put_new("a/b/c/next", b"y").unwrap();
         assert_eq!(synced::take(), [root.join("a/b/c")]);
