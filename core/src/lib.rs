@@ -13,6 +13,7 @@ pub mod errors;
 pub mod ids;
 pub mod keeper;
 pub mod lease_store;
+pub mod metrics;
 pub mod paths;
 pub mod router;
 pub mod secrets;

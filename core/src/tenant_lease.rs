@@ -289,6 +289,8 @@ impl TenantLease {
             Err(error) => {
                 if matches!(error, Error::LeaseLost { .. }) {
                     state.phase = Phase::Lost;
+                    crate::metrics::lease_lost();
+                    crate::metrics::fenced(FenceReason::LeaseLost);
                 }
                 Err(error)
             }
@@ -311,6 +313,7 @@ impl TenantLease {
                 return Ok(());
             }
             state.phase = Phase::Released;
+            crate::metrics::fenced(FenceReason::LeaseReleased);
         }
         match self.store.release(&self.key, &self.replica_id, self.epoch) {
             Ok(_) | Err(Error::LeaseLost { .. }) => Ok(()),
@@ -329,6 +332,7 @@ impl TenantLease {
             return false;
         }
         state.phase = Phase::Released;
+        crate::metrics::fenced(FenceReason::LeaseReleased);
         true
     }
 

@@ -188,6 +188,7 @@ impl Shared {
             return Err(shut_down());
         }
         let now = read_monotonic(&*self.clock)?;
+        let started = std::time::Instant::now();
         let mut events = Vec::new();
         let due = self.scan(now, &mut events);
         let mut report = TickReport::default();
@@ -196,6 +197,7 @@ impl Shared {
         // bookkeeping below a little early.
         let after = read_monotonic(&*self.clock).unwrap_or(now);
         report.next_due_ms = self.record(&due, outcomes, after, &mut report, &mut events);
+        crate::metrics::keeper_round(started.elapsed());
         self.emit(events);
         Ok(report)
     }
@@ -217,6 +219,7 @@ impl Shared {
                 entry.fenced_reported = fenced;
                 let (key, epoch) = (key.clone(), entry.lease.epoch());
                 events.push(if fenced {
+                    crate::metrics::fenced(crate::FenceReason::LeaseExpiredLocally);
                     KeeperEvent::FencedLocally { key, epoch }
                 } else {
                     // Renewed through its own handle since the keeper saw it fenced.
@@ -253,6 +256,7 @@ impl Shared {
                 break;
             }
             report.batches += 1;
+            crate::metrics::keeper_batch(batch.len());
             match self.renew_batch(batch, events) {
                 Ok(answers) => outcomes.extend(answers),
                 Err(error) => {

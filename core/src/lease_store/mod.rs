@@ -310,13 +310,17 @@ pub(crate) fn only_outcome(outcomes: Vec<Result<LeaseRecord>>) -> Result<LeaseRe
 /// The write half of [`LeaseStore`], for a store whose inherent
 /// `fn apply_all(&self, &[(&str, Request)]) -> Result<Vec<Result<LeaseRecord>>>` runs
 /// requests in one transaction through [`decide`]: the argument checks and the shape of
-/// every answer are written here once, and each store supplies only its transaction.
+/// every answer are written here once, and each store supplies only its transaction. The
+/// argument is the store's [`crate::metrics::Store`] kind: every call is timed and counted
+/// here, so a new store is measured as soon as it uses the macro.
 macro_rules! lease_store_writes {
-    () => {
+    ($store:expr) => {
         fn acquire(&self, key: &str, owner: &str, ttl_ms: i64) -> $crate::Result<$crate::LeaseGrant> {
-            let request = $crate::lease_store::Request::acquire(key, owner, ttl_ms)?;
-            let record = $crate::lease_store::only_outcome(self.apply_all(&[(key, request)])?)?;
-            Ok($crate::LeaseGrant { record, ttl_ms })
+            $crate::metrics::store_call($store, $crate::metrics::StoreOp::Acquire, || {
+                let request = $crate::lease_store::Request::acquire(key, owner, ttl_ms)?;
+                let record = $crate::lease_store::only_outcome(self.apply_all(&[(key, request)])?)?;
+                Ok($crate::LeaseGrant { record, ttl_ms })
+            })
         }
 
         fn renew(
@@ -326,9 +330,11 @@ macro_rules! lease_store_writes {
             epoch: i64,
             ttl_ms: i64,
         ) -> $crate::Result<$crate::LeaseGrant> {
-            let request = $crate::lease_store::Request::renew(key, owner, epoch, ttl_ms)?;
-            let record = $crate::lease_store::only_outcome(self.apply_all(&[(key, request)])?)?;
-            Ok($crate::LeaseGrant { record, ttl_ms })
+            $crate::metrics::store_call($store, $crate::metrics::StoreOp::Renew, || {
+                let request = $crate::lease_store::Request::renew(key, owner, epoch, ttl_ms)?;
+                let record = $crate::lease_store::only_outcome(self.apply_all(&[(key, request)])?)?;
+                Ok($crate::LeaseGrant { record, ttl_ms })
+            })
         }
 
         fn renew_batch(
@@ -337,22 +343,31 @@ macro_rules! lease_store_writes {
             ttl_ms: i64,
             leases: &[(&str, i64)],
         ) -> $crate::Result<Vec<$crate::Result<$crate::LeaseGrant>>> {
-            $crate::lease_store::assert_lease_ttl(ttl_ms)?;
-            let answers = $crate::lease_store::batch_with(
-                owner,
-                leases,
-                |key, epoch| $crate::lease_store::Request::renew(key, owner, epoch, ttl_ms),
-                |valid| self.apply_all(valid),
-            )?;
-            Ok(answers
-                .into_iter()
-                .map(|a| a.map(|record| $crate::LeaseGrant { record, ttl_ms }))
-                .collect())
+            $crate::metrics::store_batch(
+                $store,
+                $crate::metrics::StoreOp::RenewBatch,
+                leases.len(),
+                || {
+                    $crate::lease_store::assert_lease_ttl(ttl_ms)?;
+                    let answers = $crate::lease_store::batch_with(
+                        owner,
+                        leases,
+                        |key, epoch| $crate::lease_store::Request::renew(key, owner, epoch, ttl_ms),
+                        |valid| self.apply_all(valid),
+                    )?;
+                    Ok(answers
+                        .into_iter()
+                        .map(|a| a.map(|record| $crate::LeaseGrant { record, ttl_ms }))
+                        .collect())
+                },
+            )
         }
 
         fn release(&self, key: &str, owner: &str, epoch: i64) -> $crate::Result<$crate::LeaseRecord> {
-            let request = $crate::lease_store::Request::release(key, owner, epoch)?;
-            $crate::lease_store::only_outcome(self.apply_all(&[(key, request)])?)
+            $crate::metrics::store_call($store, $crate::metrics::StoreOp::Release, || {
+                let request = $crate::lease_store::Request::release(key, owner, epoch)?;
+                $crate::lease_store::only_outcome(self.apply_all(&[(key, request)])?)
+            })
         }
 
         fn release_batch(
@@ -360,17 +375,26 @@ macro_rules! lease_store_writes {
             owner: &str,
             leases: &[(&str, i64)],
         ) -> $crate::Result<Vec<$crate::Result<$crate::LeaseRecord>>> {
-            $crate::lease_store::batch_with(
-                owner,
-                leases,
-                |key, epoch| $crate::lease_store::Request::release(key, owner, epoch),
-                |valid| self.apply_all(valid),
+            $crate::metrics::store_batch(
+                $store,
+                $crate::metrics::StoreOp::ReleaseBatch,
+                leases.len(),
+                || {
+                    $crate::lease_store::batch_with(
+                        owner,
+                        leases,
+                        |key, epoch| $crate::lease_store::Request::release(key, owner, epoch),
+                        |valid| self.apply_all(valid),
+                    )
+                },
             )
         }
 
         fn mark_forgotten(&self, key: &str, owner: &str, epoch: i64) -> $crate::Result<$crate::LeaseRecord> {
-            let request = $crate::lease_store::Request::forget(key, owner, epoch)?;
-            $crate::lease_store::only_outcome(self.apply_all(&[(key, request)])?)
+            $crate::metrics::store_call($store, $crate::metrics::StoreOp::Forget, || {
+                let request = $crate::lease_store::Request::forget(key, owner, epoch)?;
+                $crate::lease_store::only_outcome(self.apply_all(&[(key, request)])?)
+            })
         }
     };
 }

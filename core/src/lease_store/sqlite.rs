@@ -744,7 +744,7 @@ pub fn sqlite_code_name(extended: i32) -> &'static str {
 }
 
 impl LeaseStore for SqliteLeaseStore {
-    super::lease_store_writes!();
+    super::lease_store_writes!(crate::metrics::Store::Sqlite);
 
     /// One connection, behind one mutex.
     fn concurrent_calls(&self) -> usize {

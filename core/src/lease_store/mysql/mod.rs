@@ -783,7 +783,7 @@ fn fetch_records(
 }
 
 impl LeaseStore for MysqlLeaseStore {
-    super::lease_store_writes!();
+    super::lease_store_writes!(crate::metrics::Store::Mysql);
 
     fn read(&self, key: &str) -> Result<Option<LeaseRecord>> {
         assert_text("key", key)?;
