@@ -837,3 +837,126 @@ impl LeaseStore for PostgresLeaseStore {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_name_every_part() {
+        let options = PostgresOptions::from_url(
+            "postgresql://app%40east:p%3Ass%2Fw%40rd@db.internal:5433/lease%20s?prefix=t1_&timeout_ms=750",
+        )
+        .unwrap();
+        assert_eq!(options.user.as_deref(), Some("app@east"));
+        assert_eq!(options.password.as_deref(), Some("p:ss/w@rd"));
+        assert_eq!((options.host.as_str(), options.port), ("db.internal", 5433));
+        assert_eq!(options.database, "lease s");
+        assert_eq!(options.table_prefix, "t1_");
+        assert_eq!(options.timeout, Duration::from_millis(750));
+        assert_eq!(options.effective_ssl_mode(), SslMode::Require);
+        let options = PostgresOptions::from_url("postgres://[::1]/test").unwrap();
+        assert_eq!((options.host.as_str(), options.port), ("::1", 5432));
+        assert_eq!(options.effective_ssl_mode(), SslMode::Disable);
+        let options = PostgresOptions::from_url("postgres://db.internal/test?sslrootcert=%2Fca.pem").unwrap();
+        assert_eq!(options.effective_ssl_mode(), SslMode::VerifyFull);
+        assert_eq!(options.ssl_root_cert.as_deref(), Some(Path::new("/ca.pem")));
+        let options = PostgresOptions::from_url("postgres://db.internal/test?sslmode=disable").unwrap();
+        assert_eq!(options.effective_ssl_mode(), SslMode::Disable);
+    }
+
+    #[test]
+    fn bad_urls_are_refused_without_quoting_the_credentials() {
+        for (url, says) in [
+            ("postgres://alice:s3cret@host:0/db", "port"),
+            ("postgres://alice:s3cret@host", "names its database"),
+            ("postgres://alice:s3cret@/db", "names a host"),
+            ("postgres://alice:s3cret%zz@host/db", "badly percent-encoded"),
+            ("postgres://alice:s3cret@host/db?sslmode=prefer", "not offered"),
+            ("postgres://alice:s3cret@host/db?sslmode=allow", "not offered"),
+            (
+                "postgres://alice:s3cret@host/db?sslmode=verify-ca",
+                "require with sslrootcert",
+            ),
+            (
+                "postgres://alice:s3cret@host/db?sslmode=on",
+                "disable, require or verify-full",
+            ),
+            (
+                "postgres://alice:s3cret@host/db?sslmode=disable&sslrootcert=/ca.pem",
+                "checks no certificate",
+            ),
+            ("postgres://alice:s3cret@host/db?sslrootcert=", "names a file"),
+            ("postgres://alice:s3cret@host/db?prefix=a&prefix=b", "given twice"),
+            ("postgres://alice:s3cret@host/db?ssl-mode=required", "unknown"),
+            ("postgres://alice:s3cret@host/db?timeout_ms=soon", "whole number"),
+            ("pg://alice:s3cret@host/db", "starts with postgres://"),
+        ] {
+            let error = PostgresOptions::from_url(url).expect_err(url);
+            let shown = format!("{error} {error:?}");
+            assert!(matches!(error, Error::InvalidArgument { .. }), "{url}: {shown}");
+            assert!(shown.contains(says), "{url}: {shown}");
+            assert!(
+                !shown.contains("alice") && !shown.contains("s3cret"),
+                "{url}: {shown}"
+            );
+        }
+    }
+
+    #[test]
+    fn prefix_timeout_and_root_file_are_checked_before_connecting() {
+        // Port 1 on loopback: anything that reached the network would fail otherwise.
+        for (prefix, timeout_ms) in [
+            ("Upper_", 2_000),
+            ("semi;colon", 2_000),
+            (&*"p".repeat(33), 2_000),
+            ("ok_", 99),
+            ("ok_", 60_001),
+        ] {
+            let mut options = PostgresOptions::from_url("postgres://root@127.0.0.1:1/test").unwrap();
+            options.table_prefix = prefix.to_owned();
+            options.timeout = Duration::from_millis(timeout_ms);
+            assert!(
+                matches!(
+                    PostgresLeaseStore::open(options),
+                    Err(Error::InvalidArgument { .. })
+                ),
+                "{prefix:?} {timeout_ms}"
+            );
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let empty = dir.path().join("empty.pem");
+        std::fs::write(&empty, "").unwrap();
+        for (file, says) in [
+            (dir.path().join("missing.pem"), "cannot be read"),
+            (empty, "holds no certificate"),
+        ] {
+            let mut options = PostgresOptions::from_url("postgres://alice:s3cret@127.0.0.1:1/test").unwrap();
+            options.ssl_root_cert = Some(file.clone());
+            match PostgresLeaseStore::open(options) {
+                Err(Error::InvalidArgument { message }) => {
+                    assert!(message.contains(says) && !message.contains("s3cret"), "{message}")
+                }
+                other => panic!("{}: {:?}", file.display(), other.map(|_| ())),
+            }
+        }
+    }
+
+    #[test]
+    fn calls_work_from_inside_a_host_s_own_tokio_runtime() {
+        let host = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let error = host.block_on(async {
+            PostgresLeaseStore::open_url(&format!("postgres://u@127.0.0.1:{port}/test?timeout_ms=300"))
+                .unwrap_err()
+        });
+        assert!(matches!(error, Error::LeaseStoreUnavailable { .. }), "{error:?}");
+    }
+}

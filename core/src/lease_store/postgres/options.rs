@@ -167,9 +167,11 @@ impl PostgresOptions {
                     }
                     options.ssl_root_cert = Some(PathBuf::from(value));
                 }
-                other => return Err(Error::invalid_argument(format!(
+                other => {
+                    return Err(Error::invalid_argument(format!(
                     "unknown {scheme} URL option {other:?}; known: prefix, timeout_ms, sslmode, sslrootcert"
-                ))),
+                )))
+                }
             }
         }
         if options.ssl_mode == Some(SslMode::Disable) && options.ssl_root_cert.is_some() {
