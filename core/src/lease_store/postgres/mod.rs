@@ -11,7 +11,7 @@
 //! Why not one `INSERT ... ON CONFLICT DO UPDATE ... WHERE <rule>` statement: the rule
 //! would then be written a second time, in SQL, beside [`decide`] (a rule lives once), and
 //! the expiry judged on the server's clock alone, without the check of that clock against
-//! this process's monotonic one ([`super::server_clock`]). The lock, the clock reading and
+//! this process's monotonic one (`lease_store::server_clock`). The lock, the clock reading and
 //! `BEGIN` go in one round trip (the server runs them in order, so the clock is read after
 //! the locks are granted), and the write with `COMMIT` in a second: two round trips for any
 //! operation, as few as one statement would take with its own `BEGIN` and `COMMIT`.
@@ -20,7 +20,7 @@
 //!
 //! Expiry is decided on the server's `clock_timestamp()` (the time the statement runs;
 //! `now()` would be the transaction's start), read inside the transaction after the row
-//! locks are held, with the forward-jump detection of [`super::server_clock`]. Tests may
+//! locks are held, with the forward-jump detection of `lease_store::server_clock`. Tests may
 //! inject a [`WallClock`] instead.
 //!
 //! # Bounded waiting
