@@ -437,3 +437,96 @@ fn a_transaction_cut_mid_way_is_never_reported_and_its_locks_go_with_it() {
     locker.join().unwrap().unwrap();
     assert_eq!(store.renew("k", "holder", 1, 10_000).unwrap().record.epoch, 1);
 }
+
+// ---------------------------------------------------------------------------------------
+// TLS against the local server when it offers TLS (Debian's cluster does, with its
+// self-signed "snakeoil" certificate): encrypted without a check, and a checked mode that
+// refuses a certificate no trusted CA issued. A second server with a CA of its own is not
+// started here yet.
+
+#[test]
+#[cfg_attr(
+    gotry_skip_postgres,
+    ignore = "GOTRY_SKIP_POSTGRES=1: needs a PostgreSQL server"
+)]
+fn tls_require_encrypts_and_verify_full_refuses_an_untrusted_certificate() {
+    let url = server::server_url();
+    let offered = server::execute(&url, "SHOW ssl").unwrap();
+    assert_eq!(
+        offered[0][0].as_deref(),
+        Some("on"),
+        "these checks need a server that offers TLS (ssl = on)"
+    );
+    let mut scratch = ScratchTables::new(&url);
+    let prefix = server::fresh_prefix();
+    open(&mut scratch, &url, &prefix, 5_000);
+    let tls_url = server::with_option(
+        &server::with_option(&url, "prefix", &prefix),
+        "sslmode",
+        "require",
+    );
+    let store = PostgresLeaseStore::open_url(&tls_url).expect("sslmode=require");
+    store.acquire("k", "o", 10_000).unwrap();
+    let encrypted = server::execute(
+        &url,
+        "SELECT count(*) FROM pg_stat_ssl JOIN pg_stat_activity USING (pid)
+         WHERE application_name = 'gotry-tenant-state' AND ssl",
+    )
+    .unwrap();
+    assert_ne!(
+        encrypted[0][0].as_deref(),
+        Some("0"),
+        "no session of the store uses TLS"
+    );
+    let verify = server::with_option(&tls_url, "sslmode", "verify-full").replace("sslmode=require&", "");
+    match PostgresLeaseStore::open_url(&verify) {
+        Err(Error::LeaseStoreUnavailable { message }) => assert!(
+            message.starts_with(gotry_tenant_state::lease_store::postgres::TLS_CERTIFICATE)
+                && message.contains("sslmode=verify-full"),
+            "{message}"
+        ),
+        other => panic!(
+            "expected the certificate to be refused, got {:?}",
+            other.map(|_| ())
+        ),
+    }
+}
+
+#[test]
+#[cfg_attr(
+    gotry_skip_postgres,
+    ignore = "GOTRY_SKIP_POSTGRES=1: needs a PostgreSQL server"
+)]
+fn compacting_keeps_every_acquire_release_and_the_last_renewal_of_each_tenure() {
+    let url = server::server_url();
+    let mut scratch = ScratchTables::new(&url);
+    let prefix = server::fresh_prefix();
+    let store = open(&mut scratch, &url, &prefix, 5_000)
+        .with_log_retention(Duration::ZERO)
+        .unwrap();
+    store.acquire("k", "a", 60_000).unwrap();
+    for _ in 0..5 {
+        store.renew("k", "a", 1, 60_000).unwrap();
+    }
+    store.release("k", "a", 1).unwrap();
+    store.acquire("k", "b", 60_000).unwrap();
+    store.renew("k", "b", 2, 60_000).unwrap();
+    std::thread::sleep(Duration::from_millis(5));
+    store.compact_log().unwrap();
+    let ops: Vec<(&str, i64)> = store
+        .history(Some("k"))
+        .unwrap()
+        .iter()
+        .map(|e| (e.op.as_str(), e.epoch))
+        .collect();
+    assert_eq!(
+        ops,
+        [
+            ("acquire", 1),
+            ("renew", 1),
+            ("release", 1),
+            ("acquire", 2),
+            ("renew", 2)
+        ]
+    );
+}

@@ -164,7 +164,12 @@ impl Endpoint {
         }
         let mut source = std::error::Error::source(error);
         while let Some(cause) = source {
-            if let Some(tls) = cause.downcast_ref::<rustls::Error>() {
+            // An I/O error hides the rustls error it carries from `source()`.
+            let carried = cause
+                .downcast_ref::<std::io::Error>()
+                .and_then(|io| io.get_ref())
+                .and_then(|inner| inner.downcast_ref::<rustls::Error>());
+            if let Some(tls) = cause.downcast_ref::<rustls::Error>().or(carried) {
                 let certificate = matches!(
                     tls,
                     rustls::Error::InvalidCertificate(_) | rustls::Error::NoCertificatesPresented
