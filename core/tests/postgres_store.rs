@@ -286,6 +286,9 @@ fn nothing_listening_is_unavailable_within_the_timeout() {
 /// connection and refuses new ones).
 struct Proxy {
     port: u16,
+    /// The next COMMIT goes to the server, and its answer never comes back: the client's
+    /// connection is cut instead.
+    cut_after_commit: Arc<AtomicBool>,
     silent: Arc<AtomicBool>,
     down: Arc<AtomicBool>,
     sockets: Arc<Mutex<Vec<TcpStream>>>,
@@ -296,6 +299,8 @@ impl Proxy {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let silent = Arc::new(AtomicBool::new(false));
+        let cut_after_commit = Arc::new(AtomicBool::new(false));
+        let cut = Arc::clone(&cut_after_commit);
         let down = Arc::new(AtomicBool::new(false));
         let sockets = Arc::new(Mutex::new(Vec::new()));
         let (s, d, k) = (Arc::clone(&silent), Arc::clone(&down), Arc::clone(&sockets));
@@ -310,11 +315,14 @@ impl Proxy {
                 for socket in [&client, &server] {
                     k.lock().unwrap().push(socket.try_clone().unwrap());
                 }
-                for (mut from, mut to) in [
-                    (client.try_clone().unwrap(), server.try_clone().unwrap()),
-                    (server, client.try_clone().unwrap()),
+                // Set once this connection's COMMIT went through to the server.
+                let committed = Arc::new(AtomicBool::new(false));
+                for (mut from, mut to, to_server) in [
+                    (client.try_clone().unwrap(), server.try_clone().unwrap(), true),
+                    (server, client.try_clone().unwrap(), false),
                 ] {
                     let s = Arc::clone(&s);
+                    let (cut, committed) = (Arc::clone(&cut), Arc::clone(&committed));
                     std::thread::spawn(move || {
                         let mut buffer = [0u8; 16 * 1024];
                         while let Ok(n) = from.read(&mut buffer) {
@@ -323,6 +331,19 @@ impl Proxy {
                             }
                             while s.load(Ordering::SeqCst) {
                                 std::thread::sleep(Duration::from_millis(10));
+                            }
+                            // A simple-protocol Query message of the statement COMMIT.
+                            if to_server
+                                && buffer[..n].windows(7).any(|w| w == b"COMMIT\0")
+                                && cut.swap(false, Ordering::SeqCst)
+                            {
+                                committed.store(true, Ordering::SeqCst);
+                            }
+                            if !to_server && committed.load(Ordering::SeqCst) {
+                                // The server answered the COMMIT, so it ran it; the client
+                                // never hears.
+                                let _ = from.shutdown(Shutdown::Both);
+                                break;
                             }
                             if to.write_all(&buffer[..n]).is_err() {
                                 break;
@@ -335,6 +356,7 @@ impl Proxy {
         });
         Proxy {
             port,
+            cut_after_commit,
             silent,
             down,
             sockets,
@@ -529,4 +551,33 @@ fn compacting_keeps_every_acquire_release_and_the_last_renewal_of_each_tenure() 
             ("renew", 2)
         ]
     );
+}
+
+#[test]
+#[cfg_attr(
+    gotry_skip_postgres,
+    ignore = "GOTRY_SKIP_POSTGRES=1: needs a PostgreSQL server"
+)]
+fn a_commit_whose_answer_is_lost_is_never_reported_as_success() {
+    let url = server::server_url();
+    let options = PostgresOptions::from_url(&url).unwrap();
+    let proxy = Proxy::start(format!("{}:{}", options.host, options.port));
+    let mut scratch = ScratchTables::new(&url);
+    let prefix = server::fresh_prefix();
+    let direct = open(&mut scratch, &url, &prefix, 5_000);
+    let mut proxied = PostgresOptions::from_url(&url).unwrap();
+    proxied.port = proxy.port;
+    proxied.table_prefix = prefix.clone();
+    let store = PostgresLeaseStore::open(proxied).expect("open through the proxy");
+    proxy.cut_after_commit.store(true, Ordering::SeqCst);
+    match store.acquire("k", "holder", 10_000) {
+        Err(Error::LeaseStoreUnavailable { message }) => {
+            assert!(message.contains("may or may not have been applied"), "{message}")
+        }
+        other => panic!("expected LEASE_STORE_UNAVAILABLE, got {other:?}"),
+    }
+    // It was applied all the same, and runs out unused; nothing was retried on top of it.
+    let record = direct.read("k").unwrap().expect("the acquire committed");
+    assert_eq!((record.owner.as_str(), record.epoch), ("holder", 1));
+    assert_eq!(direct.history(Some("k")).unwrap().len(), 1);
 }

@@ -774,9 +774,24 @@ impl Inner {
             client.execute_typed(&self.sql.write, &params),
             client.batch_execute("COMMIT")
         );
-        wrote?;
-        committed.map_err(Failure::Commit)?;
+        settle(wrote, committed)?;
         Ok((outcomes, now, grants.len()))
+    }
+}
+
+/// The outcome of a write sent together with its COMMIT. A write the server refused was
+/// rolled back by that COMMIT. Otherwise a COMMIT without an answer may have been applied,
+/// whatever the write's own answer says (a connection cut after both were sent fails both):
+/// that is never retried, and never reported as done.
+fn settle<T>(
+    wrote: Result<T, tokio_postgres::Error>,
+    committed: Result<(), tokio_postgres::Error>,
+) -> Result<T, Failure> {
+    match (wrote, committed) {
+        (Err(refused), _) if refused.as_db_error().is_some() => Err(Failure::Db(refused)),
+        (_, Err(lost)) => Err(Failure::Commit(lost)),
+        (Err(failed), Ok(())) => Err(Failure::Db(failed)),
+        (Ok(value), Ok(())) => Ok(value),
     }
 }
 

@@ -135,9 +135,7 @@ impl Inner {
             client.execute_typed(&self.sql.set_mark, &through_param),
             client.batch_execute("COMMIT")
         );
-        let deleted = deleted?;
-        marked?;
-        committed.map_err(Failure::Commit)?;
+        let deleted = settle(deleted.and_then(|deleted| marked.map(|_| deleted)), committed)?;
         Ok((count, deleted))
     }
 }
