@@ -7,10 +7,13 @@
 # test/mysql.test.js needs a MySQL/MariaDB server: GOTRY_MYSQL_URL, or the local one, which
 # scripts/mariadb.sh starts when it is installed but stopped. GOTRY_SKIP_MYSQL=1 skips those
 # tests (they are reported as skipped); otherwise a missing server fails the run.
+# test/postgres.test.js likewise needs PostgreSQL: GOTRY_POSTGRES_URL, or the local one,
+# which scripts/postgres.sh starts; GOTRY_SKIP_POSTGRES=1 skips those tests.
 set -euo pipefail
 cd "$(dirname "$0")"
 
 ../scripts/mariadb.sh
+../scripts/postgres.sh
 
 npm ci --no-audit --no-fund
 npm test

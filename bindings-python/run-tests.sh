@@ -33,6 +33,7 @@ python -m pip install --quiet "maturin>=1.16,<2" "pytest>=8" "mypy>=1.18"
 
 step "MySQL/MariaDB server"
 "$root/scripts/mariadb.sh"
+"$root/scripts/postgres.sh"
 
 step "pip install ./bindings-python"
 # No build isolation: the maturin just installed builds it, so a run needs no second

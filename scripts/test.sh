@@ -4,6 +4,7 @@
 # is installed but stopped, and runs each language's suite. Exits non-zero on any failure.
 #
 #   GOTRY_SKIP_MYSQL=1  skip the tests that need a MySQL/MariaDB server (named in the output)
+#   GOTRY_SKIP_POSTGRES=1  skip the tests that need a PostgreSQL server (named in the output)
 #   GOTRY_SKIP_S3=1     skip the tests that need an S3-compatible server (named in the output)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,6 +23,9 @@ section "MariaDB server"
 
 section "a second MariaDB server that takes only TLS (the MySQL store's TLS tests; stops when this script ends)"
 eval "$(./scripts/mariadb-tls.sh --watch $$ || echo 'exit 1')"
+
+section "PostgreSQL server"
+./scripts/postgres.sh
 
 section "S3-compatible server (moto, from PyPI) for the durable store"
 GOTRY_MOTO_SERVER="$(./scripts/s3-server.sh)"

@@ -38,6 +38,8 @@ pub use keeper::{
     EventHandler, KeeperEvent, KeeperEventKind, KeeperOptions, LeaseKeeper, ShutdownReport, TickReport,
 };
 pub use lease_store::mysql::{MysqlLeaseStore, MysqlOptions};
+#[cfg(feature = "postgres")]
+pub use lease_store::postgres::{PostgresLeaseStore, PostgresOptions};
 pub use lease_store::sqlite::{SqliteLeaseStore, SqliteOptions};
 pub use lease_store::{
     assert_lease_ttl, call_begun_at, open_lease_store, HistoryEntry, LeaseGrant, LeaseOp, LeaseRecord,

@@ -24,6 +24,9 @@
 #   GOTRY_MYSQL_URL        the MySQL/MariaDB server of the store checks (default: the local
 #                          one that scripts/mariadb.sh starts, mysql://root@127.0.0.1:3306/test)
 #   GOTRY_SKIP_MYSQL=1     skip them, saying so; otherwise a missing server fails the run
+#   GOTRY_POSTGRES_URL     the PostgreSQL server of the same checks (default: the local one
+#                          that scripts/postgres.sh starts, postgres://postgres@127.0.0.1:5432/test)
+#   GOTRY_SKIP_POSTGRES=1  skip those, saying so
 #   GOTRY_S3_URL           an S3 durable store (s3://bucket/prefix?endpoint=...&region=...) on
 #                          which the stale-writer scenario runs too; unset, that run is
 #                          skipped, saying so
@@ -260,6 +263,26 @@ if [ "${GOTRY_SKIP_MYSQL:-}" = 1 ]; then
     printf '\n---- SKIPPED: the store on MySQL/MariaDB (GOTRY_SKIP_MYSQL=1)\n'
 else
     check "the store on MySQL/MariaDB by URL (GOTRY_MYSQL_URL, or the local server)" mysql_store
+fi
+
+# The same checks on PostgreSQL: every door opens it by URL, with no logic of its own.
+postgres_store() {
+    local base=${GOTRY_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/test} prefix="gttc$$_" separator='?' status=0
+    [[ $base == *\?* ]] && separator='&'
+    "$build/api_test_c" "$(scratch postgres)" "$base${separator}prefix=$prefix" || status=$?
+    # Best effort: the store itself never drops its tables, so they are dropped beside it.
+    if [ -z "${GOTRY_POSTGRES_URL:-}" ] && command -v psql >/dev/null; then
+        psql -X -q -h 127.0.0.1 -U postgres -d test -c \
+            "DROP TABLE IF EXISTS ${prefix}leases, ${prefix}lease_log, ${prefix}lease_log_pruned CASCADE;
+             DROP FUNCTION IF EXISTS ${prefix}leases_guard(), ${prefix}lease_log_guard()" ||
+            echo "left tables ${prefix}leases, ${prefix}lease_log and ${prefix}lease_log_pruned behind"
+    fi
+    return "$status"
+}
+if [ "${GOTRY_SKIP_POSTGRES:-}" = 1 ]; then
+    printf '\n---- SKIPPED: the store on PostgreSQL (GOTRY_SKIP_POSTGRES=1)\n'
+else
+    check "the store on PostgreSQL by URL (GOTRY_POSTGRES_URL, or the local server)" postgres_store
 fi
 
 fuzz_seed=${GOTRY_FUZZ_SEED:-$(date +%s)}

@@ -149,3 +149,54 @@ fn a_folder_as_store_is_named_a_folder() {
         assert!(line.contains("leases.db is a folder"), "{args:?}: {line}");
     }
 }
+
+/// The CLI hands a `postgres://` URL to the core's opener, with no logic of its own: what
+/// a core store wrote there, the CLI reads. The server is `GOTRY_POSTGRES_URL` or the local
+/// one that scripts/postgres.sh starts.
+#[test]
+#[cfg_attr(
+    gotry_skip_postgres,
+    ignore = "GOTRY_SKIP_POSTGRES=1: needs a PostgreSQL server"
+)]
+fn a_postgres_url_opens_the_store_on_the_server() {
+    let base = std::env::var("GOTRY_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
+    let prefix = format!("gtcli{}_", std::process::id());
+    let url = format!(
+        "{base}{}prefix={prefix}",
+        if base.contains('?') { '&' } else { '?' }
+    );
+    let store = gotry_tenant_state::open_lease_store(&url).unwrap_or_else(|e| {
+        panic!("no PostgreSQL server (scripts/postgres.sh, or GOTRY_SKIP_POSTGRES=1): {e}")
+    });
+    store.acquire("acme/pg", "replica-pg", 60_000).unwrap();
+    let sandbox = Sandbox::new();
+    let read = sandbox
+        .run(["lease", "read", "acme/pg", "--store", &url, "--json"])
+        .json();
+    let postgresql = url.replacen("postgres://", "postgresql://", 1);
+    let list = sandbox
+        .run(["lease", "list", "--store", &postgresql, "--json"])
+        .json();
+    // Best effort: the store never drops its tables.
+    let _ = std::process::Command::new("psql")
+        .args([
+            "-X",
+            "-q",
+            "-h",
+            "127.0.0.1",
+            "-U",
+            "postgres",
+            "-d",
+            "test",
+            "-c",
+        ])
+        .arg(format!(
+            "DROP TABLE IF EXISTS {prefix}leases, {prefix}lease_log, {prefix}lease_log_pruned CASCADE; \
+             DROP FUNCTION IF EXISTS {prefix}leases_guard(), {prefix}lease_log_guard()"
+        ))
+        .status();
+    assert_eq!(read["owner"], "replica-pg");
+    assert_eq!(read["epoch"], 1);
+    assert_eq!(list["leases"][0]["key"], "acme/pg");
+}

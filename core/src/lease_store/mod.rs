@@ -11,9 +11,12 @@
 
 mod deadline;
 pub mod mysql;
+#[cfg(feature = "postgres")]
+pub mod postgres;
 mod server_clock;
 pub mod sqlite;
 mod url;
+mod url_parts;
 
 pub use deadline::call_begun_at;
 pub(crate) use deadline::Deadline;

@@ -9,7 +9,8 @@ use crate::errors::{Error, Result};
 
 /// Opens the store a URL names: `sqlite:///absolute/path.db`, `sqlite://relative/path.db`
 /// or `sqlite:path.db`; or `mysql://user:password@host:3306/database?prefix=gotry_&timeout_ms=2000`
-/// (see [`super::mysql`]).
+/// (see [`super::mysql`]); or `postgres://user:password@host:5432/database?prefix=gotry_&timeout_ms=2000`
+/// (also `postgresql://`; see `lease_store::postgres`).
 pub fn open_lease_store(url: &str) -> Result<Arc<dyn LeaseStore>> {
     let (scheme, rest) = url
         .split_once(':')
@@ -30,10 +31,12 @@ pub fn open_lease_store(url: &str) -> Result<Arc<dyn LeaseStore>> {
             Ok(Arc::new(SqliteLeaseStore::open(path)?))
         }
         "mysql" => Ok(Arc::new(MysqlLeaseStore::open_url(url)?)),
+        #[cfg(feature = "postgres")]
+        "postgres" | "postgresql" => Ok(Arc::new(super::postgres::PostgresLeaseStore::open_url(url)?)),
         // The text before the first ':' is not quoted: in `user:password@host` it is a
         // user name, and credentials never appear in errors.
         _ => Err(Error::invalid_argument(
-            "a lease store URL starts with sqlite: or mysql://",
+            "a lease store URL starts with sqlite:, mysql://, postgres:// or postgresql://",
         )),
     }
 }

@@ -9,3 +9,4 @@ pub mod conformance;
 pub mod faulty;
 pub mod moto;
 pub mod mysql;
+pub mod postgres;
