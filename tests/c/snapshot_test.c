@@ -144,7 +144,7 @@ int main(int argc, char **argv) {
     STATUS(gotry_epoch_copies_write_copy(plain, a, root_a, strlen(root_a), &written, &err),
            GOTRY_STATUS_STORAGE_ERROR);
     CHECK(message_has(err, "gotry-state.db") && message_has(err, "open"));
-    ERROR_IS(GOTRY_STATUS_STORAGE_ERROR, "OPEN_IN_PROCESS");
+    ERROR_IS(GOTRY_STATUS_OPEN_IN_PROCESS, "GOTRY_TENANT_OPEN_IN_PROCESS");
     CHECK(written.files == 0 && written.epoch == 0);
     CHECK(file_size(wal) == wal_size);
     CHECK(host_insert(ledger.db, "five") == 0);
@@ -216,7 +216,7 @@ int main(int argc, char **argv) {
     /* Into the root the host still holds: refused, the host's ledger as it was. */
     STATUS(gotry_epoch_copies_restore(plain, b, root_a, strlen(root_a), NULL, NULL, &report, &err),
            GOTRY_STATUS_STORAGE_ERROR);
-    ERROR_IS(GOTRY_STATUS_STORAGE_ERROR, "OPEN_IN_PROCESS");
+    ERROR_IS(GOTRY_STATUS_OPEN_IN_PROCESS, "GOTRY_TENANT_OPEN_IN_PROCESS");
     CHECK(report == NULL);
     host_rows(ledger.db, rows, sizeof rows);
     CHECK(strcmp(rows, "one,two,three,four,five,six,seven") == 0);
@@ -237,7 +237,7 @@ int main(int argc, char **argv) {
     STATUS(gotry_epoch_copies_restore(plain, b, root_a, strlen(root_a), NULL, NULL, &report, &err),
            GOTRY_STATUS_STORAGE_ERROR);
     STATUS(gotry_error_host_code(err, &code), GOTRY_STATUS_NO_VALUE);
-    ERROR_IS(GOTRY_STATUS_STORAGE_ERROR, "OPEN_IN_PROCESS");
+    ERROR_IS(GOTRY_STATUS_OPEN_IN_PROCESS, "GOTRY_TENANT_OPEN_IN_PROCESS");
 
     arguments(durable, &host);
 
