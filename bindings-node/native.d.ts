@@ -335,7 +335,7 @@ export declare function tenantRootFor(stateRoot: unknown, organizationId: unknow
 /** One tenant as operators and metrics see it. */
 export interface TenantStatus {
   key: string
-  state: 'opening' | 'serving' | 'draining' | 'lost'
+  state: 'opening' | 'serving' | 'draining' | 'lost' | 'closed'
   /** 0 while the tenant is still being opened. */
   epoch: number
   inFlight: number

@@ -345,7 +345,7 @@ impl NativeTenantHandle {
 #[napi(object, js_name = "TenantStatus", use_nullable = true)]
 pub struct JsTenantStatus {
     pub key: String,
-    #[napi(ts_type = "'opening' | 'serving' | 'draining' | 'lost'")]
+    #[napi(ts_type = "'opening' | 'serving' | 'draining' | 'lost' | 'closed'")]
     pub state: String,
     /// 0 while the tenant is still being opened.
     pub epoch: f64,

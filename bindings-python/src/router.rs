@@ -459,7 +459,7 @@ impl PyTenantStatus {
         &self.0.key
     }
 
-    /// `"opening"`, `"serving"`, `"draining"` or `"lost"`.
+    /// `"opening"`, `"serving"`, `"draining"`, `"lost"` or `"closed"`.
     #[getter]
     fn state(&self) -> &'static str {
         self.0.state.as_str()
