@@ -597,6 +597,10 @@ export interface TenantHandle {
     isHeld(): boolean;
 }
 
+/** How long a handoff or close waits for running calls; the core's default (one TTL) if absent. */
+export interface HandoffOptions {
+    timeoutMs?: number;
+}
 export type TenantState = 'opening' | 'serving' | 'draining' | 'lost' | 'closed';
 
 /** One tenant, as operators and metrics see it. */
@@ -645,15 +649,25 @@ export declare class TenantRouter {
      */
     open(organization: string, tenant: string): Promise<TenantHandle>;
     /**
-     * One call of a served tenant; resolves to what `fn` resolves to. FencedError when the
-     * gate closed meanwhile (even if `fn` succeeded); in strict durability, once a copy holds
-     * it. A throw of `fn` rejects with that value, the call unacknowledged.
+     * One call of a served tenant; resolves to what `fn` resolves to (in strict durability,
+     * once a copy holds it). Refused before `fn` ran (nothing written, a retry is safe):
+     * RouterClosedError, LeaseLostError, TenantDrainingError, FencedError. After `fn`
+     * returned, when the gate closed meanwhile or (strict) its copy failed: CallInDoubtError,
+     * whose `cause` says why; the write may be durable or not. A throw of `fn` rejects with
+     * that value, the call unacknowledged.
      */
     run<T>(key: string, fn: (handle: TenantHandle) => T | Promise<T>): Promise<T>;
-    /** Drains, copies, releases; DrainTimeoutError (the tenant serving again) after `timeoutMs`. */
-    handoff(key: string, timeoutMs?: number): Promise<void>;
-    /** Hands every tenant off, then refuses every open with RouterClosedError. */
-    close(timeoutMs?: number): Promise<CloseReport>;
+    /**
+     * Drains, copies, releases; DrainTimeoutError (the tenant serving again) after
+     * `timeoutMs` (default: the core's, one TTL). A bare number is taken as `timeoutMs`.
+     */
+    handoff(key: string, options?: HandoffOptions | number): Promise<void>;
+    /**
+     * Hands every tenant off (`timeoutMs` each), then refuses every open with
+     * RouterClosedError; opens in flight reject so too, and a tenant whose drain timed out
+     * shows `closed` until its last call ends.
+     */
+    close(options?: HandoffOptions | number): Promise<CloseReport>;
     /** Every tenant this replica knows, ordered by key. */
     status(): TenantStatus[];
 }

@@ -43,7 +43,7 @@ pub use lease_store::{
     LeaseStore, MAX_LEASE_TTL_MS, MIN_LEASE_TTL_MS,
 };
 pub use router::{
-    CloseReport, CopyPolicy, Durability, RouterCall, RouterEvent, RouterOptions, TenantHandle, TenantRouter,
+    default_handoff_timeout, CloseReport, CopyPolicy, Durability, RouterCall, RouterEvent, RouterOptions, TenantHandle, TenantRouter,
     TenantState, TenantStatus,
 };
 pub use tenant_lease::{LeaseOptions, TenantLease, Turn};

@@ -147,6 +147,14 @@ const QUIET_WAIT: Duration = Duration::from_secs(5);
 /// that tenant's copy until they returned, and nobody else.
 const COPY_GRACE: Duration = Duration::from_millis(100);
 
+/// How long a handoff (or a close) waits for a tenant's running calls when the host names no
+/// timeout: one TTL. The keeper renews the lease meanwhile, so a drain may take longer than a
+/// TTL; waiting one TTL gives calls as long as a lease lasts without renewals, which is what
+/// the next replica would wait for anyway had this one died.
+pub fn default_handoff_timeout(ttl_ms: i64) -> Duration {
+    Duration::from_millis(u64::try_from(ttl_ms).unwrap_or(0))
+}
+
 /// Descriptors a served tenant costs: the ledger, its WAL and its shared-memory file.
 const DESCRIPTORS_PER_TENANT: u64 = 3;
 
@@ -294,6 +302,7 @@ struct Shared {
     copies: EpochCopies,
     state_root: PathBuf,
     capacity: usize,
+    ttl_ms: i64,
     policy: CopyPolicy,
     verify: Option<SharedFoldCheck>,
     on_event: Option<RouterEventHandler>,
@@ -352,7 +361,9 @@ impl TenantRouter {
                 shared.keeper_event(event);
             }
         }));
+        let ttl_ms = options.ttl_ms;
         let shared = Arc::new(Shared {
+            ttl_ms,
             keeper: LeaseKeeper::start(keeper_options)?,
             copies: EpochCopies::new(options.durable_store).with_host_snapshot(options.snapshot),
             state_root: options.state_root,
@@ -389,6 +400,12 @@ impl TenantRouter {
 
     pub fn capacity(&self) -> usize {
         self.shared.capacity
+    }
+
+    /// [`default_handoff_timeout`] for this router's TTL: what a handoff or close waits when
+    /// the host names no timeout.
+    pub fn default_handoff_timeout(&self) -> Duration {
+        default_handoff_timeout(self.shared.ttl_ms)
     }
 
     /// Serves a tenant: see the [module docs](self). Opening a tenant already served returns
