@@ -17,7 +17,10 @@ export type TenantStateErrorCode =
     | 'GOTRY_TENANT_DRAINING'
     | 'GOTRY_TENANT_DRAIN_TIMEOUT'
     | 'GOTRY_TENANT_ROUTER_CLOSED'
-    | 'GOTRY_TENANT_REPLICA_AT_CAPACITY';
+    | 'GOTRY_TENANT_REPLICA_AT_CAPACITY'
+    | 'GOTRY_TENANT_BUSY'
+    | 'GOTRY_TENANT_OPEN_IN_PROCESS'
+    | 'GOTRY_TENANT_CALL_IN_DOUBT';
 
 export declare const ERROR_CODES: readonly TenantStateErrorCode[];
 
@@ -84,6 +87,31 @@ export declare class RouterClosedError extends TenantStateError {
 export declare class ReplicaAtCapacityError extends TenantStateError {
     limit: number;
     constructor(limit: number);
+}
+/** A copy could not read the tenant's files while `running` calls kept running; nothing copied. */
+export declare class TenantBusyError extends TenantStateError {
+    key: string;
+    running: number;
+    waitedMs: number;
+    constructor(key: string, running: number, waitedMs: number);
+}
+/**
+ * A file is open through another handle of this process: copy with a snapshot function
+ * (`betterSqlite3Snapshot`), close the host's handles before a restore. Nothing was touched.
+ */
+export declare class OpenInProcessError extends TenantStateError {
+    constructor(message: string);
+}
+/**
+ * A router call's handler ran, but its acknowledgement could not be confirmed (the gate closed
+ * after it, or in strict durability its copy failed): the write may be durable or not; `cause`
+ * says why. Every other failure of `run` comes before the handler: nothing written, retry safe.
+ */
+export declare class CallInDoubtError extends TenantStateError {
+    key: string;
+    epoch: number;
+    cause?: Error;
+    constructor(key: string, epoch: number, options?: ErrorOptions);
 }
 
 // ---- ids -------------------------------------------------------------------------------
@@ -363,7 +391,7 @@ export type HostSnapshot = (source: string, image: string) => void | Promise<voi
 export interface HostSnapshotOptions {
     /**
      * How copies read the files this process holds open. Without it, a copy of a root with
-     * such a file rejects with an Error whose `code` is `OPEN_IN_PROCESS`: the addon's own
+     * such a file rejects with an OpenInProcessError (`GOTRY_TENANT_OPEN_IN_PROCESS`): the addon's own
      * SQLite, closing its connection, would drop the host's locks and delete its WAL.
      */
     snapshot?: HostSnapshot;
@@ -403,7 +431,7 @@ export declare class EpochCopies {
     writeCopy(lease: TenantLease, root: string): Promise<WrittenCopy>;
     /**
      * Restores the newest copy that verifies into `root`, atomically, and records the tenure.
-     * Rejects with an `OPEN_IN_PROCESS` Error, changing nothing, while this process holds a
+     * Rejects with an OpenInProcessError, changing nothing, while this process holds a
      * file of `root` open.
      */
     restore(lease: TenantLease, root: string, options?: RestoreOptions): Promise<RestoreReport>;
@@ -569,7 +597,11 @@ export interface TenantHandle {
     isHeld(): boolean;
 }
 
-export type TenantState = 'opening' | 'serving' | 'draining' | 'lost';
+/** How long a handoff or close waits for running calls; the core's default (one TTL) if absent. */
+export interface HandoffOptions {
+    timeoutMs?: number;
+}
+export type TenantState = 'opening' | 'serving' | 'draining' | 'lost' | 'closed';
 
 /** One tenant, as operators and metrics see it. */
 export interface TenantStatus {
@@ -617,15 +649,25 @@ export declare class TenantRouter {
      */
     open(organization: string, tenant: string): Promise<TenantHandle>;
     /**
-     * One call of a served tenant; resolves to what `fn` resolves to. FencedError when the
-     * gate closed meanwhile (even if `fn` succeeded); in strict durability, once a copy holds
-     * it. A throw of `fn` rejects with that value, the call unacknowledged.
+     * One call of a served tenant; resolves to what `fn` resolves to (in strict durability,
+     * once a copy holds it). Refused before `fn` ran (nothing written, a retry is safe):
+     * RouterClosedError, LeaseLostError, TenantDrainingError, FencedError. After `fn`
+     * returned, when the gate closed meanwhile or (strict) its copy failed: CallInDoubtError,
+     * whose `cause` says why; the write may be durable or not. A throw of `fn` rejects with
+     * that value, the call unacknowledged.
      */
     run<T>(key: string, fn: (handle: TenantHandle) => T | Promise<T>): Promise<T>;
-    /** Drains, copies, releases; DrainTimeoutError (the tenant serving again) after `timeoutMs`. */
-    handoff(key: string, timeoutMs?: number): Promise<void>;
-    /** Hands every tenant off, then refuses every open with RouterClosedError. */
-    close(timeoutMs?: number): Promise<CloseReport>;
+    /**
+     * Drains, copies, releases; DrainTimeoutError (the tenant serving again) after
+     * `timeoutMs` (default: the core's, one TTL). A bare number is taken as `timeoutMs`.
+     */
+    handoff(key: string, options?: HandoffOptions | number): Promise<void>;
+    /**
+     * Hands every tenant off (`timeoutMs` each), then refuses every open with
+     * RouterClosedError; opens in flight reject so too, and a tenant whose drain timed out
+     * shows `closed` until its last call ends.
+     */
+    close(options?: HandoffOptions | number): Promise<CloseReport>;
     /** Every tenant this replica knows, ordered by key. */
     status(): TenantStatus[];
 }

@@ -128,8 +128,8 @@ export declare class NativeRouterCall {
   /** The tenant the call runs for. */
   get handle(): NativeTenantHandle
   /**
-   * The call succeeded: FENCED when the gate closed meanwhile; in `strict` durability it
-   * settles once a copy holds the call (and fails with that copy's error).
+   * The call's handler returned: CALL_IN_DOUBT when the gate closed meanwhile; in `strict` durability it
+   * settles once a copy holds the call (and fails CALL_IN_DOUBT, caused by the copy's error).
    */
   finish(): Promise<void>
   /** The call failed: it is no longer in flight, and nothing of it is acknowledged. */
@@ -335,7 +335,7 @@ export declare function tenantRootFor(stateRoot: unknown, organizationId: unknow
 /** One tenant as operators and metrics see it. */
 export interface TenantStatus {
   key: string
-  state: 'opening' | 'serving' | 'draining' | 'lost'
+  state: 'opening' | 'serving' | 'draining' | 'lost' | 'closed'
   /** 0 while the tenant is still being opened. */
   epoch: number
   inFlight: number

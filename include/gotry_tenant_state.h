@@ -90,8 +90,8 @@
  *
  * - `0`: `GOTRY_STATUS_OK`.
  * - `1` to `99`: the `GOTRY_TENANT_*` codes of the registry, shared with every language
- *   (`gotry_status_code` gives the code string). 1 to 12 are this release's twelve; 13 to 99
- *   are reserved for codes added later, each taking the next free number.
+ *   (`gotry_status_code` gives the code string). 1 to 15 are used; 16 to 99 are reserved for
+ *   codes added later, each taking the next free number.
  * - `100` to `199`: the failures that have no such code (arguments, storage, the library
  *   itself, a host's callback). 100 to 106 are used; 107 to 199 are reserved.
  *
@@ -162,6 +162,24 @@ typedef enum GotryStatus {
      * the limit is in the error.
      */
     GOTRY_STATUS_REPLICA_AT_CAPACITY = 12,
+    /**
+     * GOTRY_TENANT_BUSY: a copy could not read a tenant's files because calls of it kept
+     * running; nothing was copied, the calls are unaffected.
+     */
+    GOTRY_STATUS_BUSY = 13,
+    /**
+     * GOTRY_TENANT_OPEN_IN_PROCESS: a file is open through another handle of this process,
+     * so this library may not open it (a copy needs a `GotrySnapshotFn`; a restore needs the
+     * host's handles closed). Nothing was touched.
+     */
+    GOTRY_STATUS_OPEN_IN_PROCESS = 14,
+    /**
+     * GOTRY_TENANT_CALL_IN_DOUBT: a router call's handler ran, but its acknowledgement could
+     * not be confirmed (the gate closed after it, or its strict copy failed): its write may
+     * be durable or not. The message names the cause. Every other failure of
+     * `gotry_router_call_begin` / `_finish` comes before the handler: nothing was written.
+     */
+    GOTRY_STATUS_CALL_IN_DOUBT = 15,
     /**
      * An argument out of its range: a TTL, margin, epoch, text length, list index, or text
      * that must be UTF-8 and is not (`RangeError` in JavaScript, `ValueError` in Python).
@@ -393,6 +411,11 @@ typedef enum GotryTenantState {
      * `lost`: its lease was lost; it leaves the router when its last call ends.
      */
     GOTRY_TENANT_STATE_LOST = 4,
+    /**
+     * `closed`: the router was closed while its calls still ran (its drain timed out); its
+     * lease is no longer kept and it leaves the router when its last call ends.
+     */
+    GOTRY_TENANT_STATE_CLOSED = 5,
 } GotryTenantState;
 
 /**
@@ -2633,7 +2656,7 @@ void gotry_close_report_free(struct GotryCloseReport *report);
 
 /**
  * The core's name of a `GotryTenantState` value (`"opening"`, `"serving"`, `"draining"`,
- * `"lost"`); NULL for any other value. Static; thread-safe.
+ * `"lost"`, `"closed"`); NULL for any other value. Static; thread-safe.
  */
 const char *gotry_tenant_state_name(int state);
 

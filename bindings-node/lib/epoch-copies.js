@@ -42,7 +42,7 @@ class EpochCopies {
      * image of `source`, a file of a tenant root that this process holds open, to `image`,
      * through the library that holds it: `betterSqlite3Snapshot(Database)` for ledgers open in
      * better-sqlite3. Without it, copying a root with such a file rejects with an Error whose
-     * code is OPEN_IN_PROCESS: the core's own SQLite would delete the host's WAL.
+     * code is GOTRY_TENANT_OPEN_IN_PROCESS: the core's own SQLite would delete the host's WAL.
      */
     constructor(storeOrOptions, options) {
         let store;
@@ -66,7 +66,7 @@ class EpochCopies {
      * Writes a complete copy of `root` under the lease's epoch: `{ epoch, seq, files, bytes }`.
      * Rejects with FencedError when the gate is closed before the first object or after the
      * manifest, CopyConflictError when anything in this epoch's prefix was not written by
-     * this holder, DurableStoreUnavailableError when the store fails, an OPEN_IN_PROCESS
+     * this holder, DurableStoreUnavailableError when the store fails, an OpenInProcessError
      * Error when this process holds a file of the root open and there is no `snapshot`, and
      * whatever `snapshot` throws.
      */
@@ -80,7 +80,7 @@ class EpochCopies {
      * bytes }`; `restored` is null for an empty start. `verify(dir)` is called with the
      * folder a copy was fetched into, before it is installed; false skips it ('fold').
      * Rejects with RestoreVerificationError (`skipped`) when copies exist but none verifies,
-     * with whatever `verify` throws, and with an OPEN_IN_PROCESS Error, changing nothing,
+     * with whatever `verify` throws, and with an OpenInProcessError, changing nothing,
      * while this process holds a file of `root` open (close the ledger first).
      */
     restore(lease, root, options = {}) {

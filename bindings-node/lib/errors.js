@@ -110,6 +110,49 @@ class ReplicaAtCapacityError extends TenantStateError {
     }
 }
 
+/**
+ * A copy could not read the tenant's files: `running` calls kept running for `waitedMs`.
+ * Nothing was copied; the calls themselves go on.
+ */
+class TenantBusyError extends TenantStateError {
+    key;
+    running;
+    waitedMs;
+    constructor(key, running, waitedMs) {
+        super('GOTRY_TENANT_BUSY', `tenant ${key}: ${running} call(s) kept running for ${waitedMs} ms, so no copy could read its files`);
+        this.key = key;
+        this.running = running;
+        this.waitedMs = waitedMs;
+    }
+}
+
+/**
+ * A file is open through another handle of this process, so the library may not open it: copy
+ * with a snapshot function (`betterSqlite3Snapshot`), or close the host's handles before a
+ * restore. Nothing was touched.
+ */
+class OpenInProcessError extends TenantStateError {
+    constructor(message) {
+        super('GOTRY_TENANT_OPEN_IN_PROCESS', message);
+    }
+}
+
+/**
+ * A router call's handler ran and returned, but its acknowledgement could not be confirmed: the
+ * gate closed after it, or (strict durability) its copy failed. Its write may be durable or
+ * not; `cause` says why. Every other failure of `router.run` comes before the handler ran:
+ * nothing was written, a retry is safe.
+ */
+class CallInDoubtError extends TenantStateError {
+    key;
+    epoch;
+    constructor(key, epoch, options) {
+        super('GOTRY_TENANT_CALL_IN_DOUBT', `tenant ${key} epoch ${epoch}: the call ran but its copy is unconfirmed, so its write may or may not be durable`, options);
+        this.key = key;
+        this.epoch = epoch;
+    }
+}
+
 module.exports = {
     TenantStateError,
     LeaseHeldError,
@@ -124,4 +167,7 @@ module.exports = {
     DrainTimeoutError,
     RouterClosedError,
     ReplicaAtCapacityError,
+    TenantBusyError,
+    OpenInProcessError,
+    CallInDoubtError,
 };

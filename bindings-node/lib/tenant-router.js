@@ -201,14 +201,15 @@ class TenantRouter {
     /**
      * Hands `key` off: refuses new calls (TenantDrainingError) while the running ones finish,
      * takes a final copy, releases the lease (the next replica may open it at once). When
-     * calls still run after `timeoutMs` (default: the TTL), rejects with DrainTimeoutError
-     * and the tenant serves again, nothing copied or released; when the final copy fails, it
-     * serves again too. The `closed` event reaches onEvent before this settles.
+     * calls still run after `options.timeoutMs` (default: the core's, one TTL), rejects with
+     * DrainTimeoutError and the tenant serves again, nothing copied or released; when the
+     * final copy fails, it serves again too. The `closed` event reaches onEvent before this
+     * settles. `options` is `{ timeoutMs? }`; a bare number is taken as `timeoutMs`.
      */
-    handoff(key, timeoutMs = this.ttlMs) {
+    handoff(key, options) {
         return settle(async () => {
             try {
-                return await this.#native.handoff(key, timeoutMs);
+                return await this.#native.handoff(key, timeoutOf(options));
             } finally {
                 this.#deliver();
             }
@@ -216,14 +217,15 @@ class TenantRouter {
     }
 
     /**
-     * Hands every tenant off (`timeoutMs` each, default: the TTL), then refuses every later
+     * Hands every tenant off (`options.timeoutMs` each, default: the core's, one TTL; a bare
+     * number is taken as `timeoutMs`), then refuses every later
      * open with RouterClosedError and stops the keeper (which releases the leases of tenants
      * whose handoff timed out). Resolves to `{ handedOff: [key], timedOut: [key], failed:
      * [{ key, error }] }`.
      */
-    close(timeoutMs = this.ttlMs) {
+    close(options) {
         return settle(async () => {
-            const report = await finalReport(() => this.#native.close(timeoutMs), () => this.#deliver());
+            const report = await finalReport(() => this.#native.close(timeoutOf(options)), () => this.#deliver());
             running.delete(this);
             return report;
         });
@@ -241,6 +243,15 @@ class TenantRouter {
     #deliver() {
         deliverEvents(this.#native, this.#onEvent);
     }
+}
+
+/**
+ * The `timeoutMs` of a handoff's or close's options (`{ timeoutMs? }`, or the number itself);
+ * `undefined` leaves the default to the core. The number is checked by the native side.
+ */
+function timeoutOf(options) {
+    if (options === undefined || options === null || typeof options !== 'object') return options;
+    return options.timeoutMs;
 }
 
 module.exports = { TenantRouter, TenantHandle };

@@ -21,6 +21,9 @@ const FROM_NATIVE = {
     GOTRY_TENANT_DRAIN_TIMEOUT: e => new errors.DrainTimeoutError(e.key, e.inFlight, e.timeoutMs),
     GOTRY_TENANT_ROUTER_CLOSED: () => new errors.RouterClosedError(),
     GOTRY_TENANT_REPLICA_AT_CAPACITY: e => new errors.ReplicaAtCapacityError(e.limit),
+    GOTRY_TENANT_BUSY: e => new errors.TenantBusyError(e.key, e.running, e.waitedMs),
+    GOTRY_TENANT_OPEN_IN_PROCESS: e => new errors.OpenInProcessError(e.message),
+    GOTRY_TENANT_CALL_IN_DOUBT: e => new errors.CallInDoubtError(e.key, e.epoch, { cause: translate(e.cause) }),
 };
 
 /**
@@ -36,17 +39,13 @@ function backendCause(code) {
 }
 
 /**
- * Codes outside the registry that pass through as plain Errors (as SQLite's do), and what a
- * Node host can do about each: the core's message names the file and the danger, in the
- * core's words; this adds the names of this package.
+ * What a Node host can do about a failure: the core's message names the file and the danger,
+ * in the core's words; this adds the names of this package.
  */
 const NODE_HINTS = {
-    OPEN_IN_PROCESS:
+    GOTRY_TENANT_OPEN_IN_PROCESS:
         "In Node.js: to copy a root whose ledger the host keeps open, give EpochCopies or TenantRouter.start a snapshot function, { snapshot: betterSqlite3Snapshot(Database) } with the host's own better-sqlite3 class; to restore into a root, close the host's handles on its files first.",
 };
-
-/** Errors whose message already carries its hint (an error may be translated twice). */
-const hinted = new WeakSet();
 
 function translate(error) {
     if (!(error instanceof Error) || error instanceof errors.TenantStateError) return error;
@@ -56,12 +55,8 @@ function translate(error) {
         // for an error a host makes itself. Set before anything reads `stack`, which V8
         // words on first read, so the stack's first line says the same.
         const rebuilt = rebuild(error);
-        rebuilt.message = error.message;
+        rebuilt.message = Object.hasOwn(NODE_HINTS, error.code) ? `${error.message}. ${NODE_HINTS[error.code]}` : error.message;
         return rebuilt;
-    }
-    if (Object.hasOwn(NODE_HINTS, error.code) && !hinted.has(error)) {
-        hinted.add(error);
-        error.message = `${error.message}. ${NODE_HINTS[error.code]}`;
     }
     return error;
 }

@@ -13,7 +13,7 @@ use crate::args::{safe_count, safe_number};
 use crate::copies::JsSkippedCopy;
 use crate::store::JsLeaseRecord;
 
-/// The twelve stable codes, in the core's order, so the JS layer can prove that its classes
+/// The stable codes, in the core's order, so the JS layer can prove that its classes
 /// cover exactly this list.
 #[napi]
 pub fn error_codes() -> Vec<String> {
@@ -48,15 +48,25 @@ pub fn to_js_error(env: &Env, error: Error) -> napi::Error {
 }
 
 fn build(env: &Env, error: &Error) -> napi::Result<napi::Error> {
+    Ok(napi::Error::from(build_object(env, error)?.to_unknown()))
+}
+
+fn build_object<'env>(env: &'env Env, error: &Error) -> napi::Result<Object<'env>> {
     let mut object = new_error(env, error)?;
     // A field that does not fit a JS number turns the whole error into that RangeError.
     let fields = set_fields(&mut object, error);
-    let object = match fields {
-        Ok(()) => object,
-        Err(Ok(refused)) => new_error(env, &refused)?,
+    let fields = match fields {
+        Ok(()) => Ok(()),
+        Err(Ok(refused)) => return new_error(env, &refused),
         Err(Err(napi_failure)) => return Err(napi_failure),
     };
-    Ok(napi::Error::from(object.to_unknown()))
+    // What left a call in doubt is its `cause`, a native error of its own, which the JS
+    // layer translates as it does any other.
+    if let (Ok(()), Error::CallInDoubt { cause, .. }) = (fields, error) {
+        let cause = build_object(env, cause)?;
+        object.set("cause", cause)?;
+    }
+    Ok(object)
 }
 
 type FieldResult = std::result::Result<(), std::result::Result<Error, napi::Error>>;
@@ -96,6 +106,19 @@ fn set_fields(object: &mut Object<'_>, error: &Error) -> FieldResult {
             napi(object.set("timeoutMs", count("timeoutMs", *timeout_ms)?))
         }
         Error::ReplicaAtCapacity { limit } => napi(object.set("limit", count("limit", *limit)?)),
+        Error::TenantBusy {
+            key,
+            running,
+            waited_ms,
+        } => {
+            napi(object.set("key", key.as_str()))?;
+            napi(object.set("running", count("running", *running)?))?;
+            napi(object.set("waitedMs", count("waitedMs", *waited_ms)?))
+        }
+        Error::CallInDoubt { key, epoch, .. } => {
+            napi(object.set("key", key.as_str()))?;
+            napi(object.set("epoch", number("epoch", *epoch)?))
+        }
         _ => Ok(()),
     }
 }

@@ -215,7 +215,7 @@ impl NativeRouter {
         let router = self.router.clone();
         queue(&env, None, || {
             let key = args::string("key", &key)?;
-            let timeout = args::millis("timeoutMs", &timeout_ms)?;
+            let timeout = handoff_timeout(&router, &timeout_ms)?;
             Ok(Job::new(None, move || router.handoff(&key, timeout)))
         })
     }
@@ -225,7 +225,7 @@ impl NativeRouter {
     pub fn close(&self, env: Env, timeout_ms: Unknown<'_>) -> napi::Result<Pending<CloseTask>> {
         let router = self.router.clone();
         queue(&env, None, || {
-            let timeout = args::millis("timeoutMs", &timeout_ms)?;
+            let timeout = handoff_timeout(&router, &timeout_ms)?;
             Ok(Job::new(None, move || {
                 Ok(CloseReportValue(router.close(timeout)))
             }))
@@ -243,6 +243,15 @@ impl NativeRouter {
     #[napi(ts_return_type = "Array<RouterEventValue>")]
     pub fn take_events(&self) -> Vec<RouterEventValue> {
         self.events.as_ref().map_or_else(Vec::new, |queue| queue.drain())
+    }
+}
+
+/// A drain's timeout: the host's `timeoutMs`, or the core's default when it gave none.
+fn handoff_timeout(router: &TenantRouter, timeout_ms: &Unknown<'_>) -> Result<std::time::Duration> {
+    if args::is_nullish(timeout_ms)? {
+        Ok(router.default_handoff_timeout())
+    } else {
+        args::millis("timeoutMs", timeout_ms)
     }
 }
 
@@ -267,8 +276,8 @@ impl NativeRouterCall {
         }
     }
 
-    /// The call succeeded: FENCED when the gate closed meanwhile; in `strict` durability it
-    /// settles once a copy holds the call (and fails with that copy's error).
+    /// The call's handler returned: CALL_IN_DOUBT when the gate closed meanwhile; in `strict` durability it
+    /// settles once a copy holds the call (and fails CALL_IN_DOUBT, caused by the copy's error).
     #[napi(ts_return_type = "Promise<void>")]
     pub fn finish(&mut self, env: Env) -> napi::Result<Pending<UnitTask>> {
         let lane = self.finish.clone();
@@ -345,7 +354,7 @@ impl NativeTenantHandle {
 #[napi(object, js_name = "TenantStatus", use_nullable = true)]
 pub struct JsTenantStatus {
     pub key: String,
-    #[napi(ts_type = "'opening' | 'serving' | 'draining' | 'lost'")]
+    #[napi(ts_type = "'opening' | 'serving' | 'draining' | 'lost' | 'closed'")]
     pub state: String,
     /// 0 while the tenant is still being opened.
     pub epoch: f64,

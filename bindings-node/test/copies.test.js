@@ -577,10 +577,9 @@ test('a copy of a root whose ledger the host holds open, without a snapshot, is 
     try {
         const wal = fs.statSync(path.join(root, `${LEDGER}-wal`));
         const error = await rejection(copies.writeCopy(lease, root));
-        // A storage code, passed through as a plain Error (as SQLite's are), with a message
-        // that names the file and what to do in Node.
-        assert.ok(error instanceof Error && !(error instanceof pkg.TenantStateError), String(error));
-        assert.equal(error.code, 'OPEN_IN_PROCESS');
+        // A code of the registry, with a message that names the file and what to do in Node.
+        assert.ok(error instanceof pkg.OpenInProcessError, String(error));
+        assert.equal(error.code, 'GOTRY_TENANT_OPEN_IN_PROCESS');
         assert.ok(error.message.includes(path.join(root, LEDGER)), error.message);
         assert.match(error.message, /betterSqlite3Snapshot\(Database\)/);
         assertSameWal(root, wal);
@@ -698,8 +697,7 @@ test('a restore into a root whose ledger the host holds open is OPEN_IN_PROCESS 
         const wal = fs.statSync(path.join(rootB, `${LEDGER}-wal`));
         const files = filesOf(rootB);
         const error = await rejection(copies.restore(b, rootB));
-        assert.ok(error instanceof Error && !(error instanceof pkg.TenantStateError), String(error));
-        assert.equal(error.code, 'OPEN_IN_PROCESS');
+        assert.ok(error instanceof pkg.OpenInProcessError, String(error));
         assert.match(error.message, /restore/);
         assertSameWal(rootB, wal);
         assert.deepEqual(filesOf(rootB), files);

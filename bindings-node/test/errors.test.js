@@ -20,11 +20,14 @@ const CLASSES = [
     ['DrainTimeoutError', 'GOTRY_TENANT_DRAIN_TIMEOUT', () => new pkg.DrainTimeoutError('k', 2, 500)],
     ['RouterClosedError', 'GOTRY_TENANT_ROUTER_CLOSED', () => new pkg.RouterClosedError()],
     ['ReplicaAtCapacityError', 'GOTRY_TENANT_REPLICA_AT_CAPACITY', () => new pkg.ReplicaAtCapacityError(8)],
+    ['TenantBusyError', 'GOTRY_TENANT_BUSY', () => new pkg.TenantBusyError('k', 2, 100)],
+    ['OpenInProcessError', 'GOTRY_TENANT_OPEN_IN_PROCESS', () => new pkg.OpenInProcessError('m')],
+    ['CallInDoubtError', 'GOTRY_TENANT_CALL_IN_DOUBT', () => new pkg.CallInDoubtError('k', 2, { cause: new pkg.RouterClosedError() })],
 ];
 
 test('the exported codes are exactly the core ErrorCode::ALL list, in its order', () => {
     const core = native.errorCodes();
-    assert.equal(core.length, 12);
+    assert.equal(core.length, 15);
     assert.deepEqual([...pkg.ERROR_CODES], core);
     assert.deepEqual(Object.keys(FROM_NATIVE), core);
     assert.deepEqual(CLASSES.map(([, code]) => code), core);
@@ -85,12 +88,20 @@ test('every native code is rebuilt as its class with its fields', () => {
     const sqlite = Object.assign(new Error('x'), { code: 'SQLITE_NOTADB' });
     assert.equal(translate(sqlite), sqlite);
     assert.equal(sqlite.message, 'x');
-    // OPEN_IN_PROCESS passes through too, its message told what to do in Node, once.
-    const open = Object.assign(new Error('OPEN_IN_PROCESS: /r/ledger.db is open'), { code: 'OPEN_IN_PROCESS' });
-    assert.equal(translate(translate(open)), open);
-    assert.equal(open.code, 'OPEN_IN_PROCESS');
-    assert.match(open.message, /^OPEN_IN_PROCESS: \/r\/ledger\.db is open\. In Node\.js: .*betterSqlite3Snapshot\(Database\)/);
+    // OPEN_IN_PROCESS is told what to do in Node, once.
+    const native = Object.assign(new Error('/r/ledger.db is open'), { code: 'GOTRY_TENANT_OPEN_IN_PROCESS' });
+    const open = translate(native);
+    assert.ok(open instanceof pkg.OpenInProcessError);
+    assert.equal(translate(open), open);
+    assert.match(open.message, /^\/r\/ledger\.db is open\. In Node\.js: .*betterSqlite3Snapshot\(Database\)/);
     assert.equal(open.message.split('In Node.js').length, 2);
+    // An in-doubt call's cause is translated as well.
+    const doubt = translate(Object.assign(new Error('in doubt'), {
+        code: 'GOTRY_TENANT_CALL_IN_DOUBT', key: 'k', epoch: 3,
+        cause: Object.assign(new Error('fenced'), { code: 'GOTRY_TENANT_FENCED', reason: 'lease_lost', key: 'k', epoch: 3 }),
+    }));
+    assert.ok(doubt instanceof pkg.CallInDoubtError && doubt.cause instanceof pkg.FencedError);
+    assert.deepEqual([doubt.key, doubt.epoch, doubt.cause.reason], ['k', 3, 'lease_lost']);
 });
 
 test('errors thrown or rejected by the native side are instances of the package classes', async () => {

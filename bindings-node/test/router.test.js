@@ -271,8 +271,10 @@ test('strict durability: a call resolves once a copy holds it; a failing store r
     fs.writeFileSync(orgs, 'in the way');
     try {
         const error = await rejection(router.run(key, handle => { append(handle, 'three'); return 'acknowledged?'; }));
-        assert.ok(isA(pkg.DurableStoreUnavailableError, 'GOTRY_TENANT_DURABLE_STORE_UNAVAILABLE')(error));
-        assert.equal(error.cause.code, 'ENOTDIR');
+        // The handler ran: the call is in doubt, not refused; its cause is the store's failure.
+        assert.ok(isA(pkg.CallInDoubtError, 'GOTRY_TENANT_CALL_IN_DOUBT')(error), String(error));
+        assert.ok(isA(pkg.DurableStoreUnavailableError, 'GOTRY_TENANT_DURABLE_STORE_UNAVAILABLE')(error.cause));
+        assert.equal(error.cause.cause.code, 'ENOTDIR');
         const status = statusOf(router, key);
         assert.equal(status.inFlight, 0);
         assert.match(status.lastCopyError, /GOTRY_TENANT_DURABLE_STORE_UNAVAILABLE/);
@@ -333,8 +335,9 @@ test('a lost lease is told as lost then closed; a call in flight then rejects FE
     const taker = await TenantLease.acquire({ key: idle.key, replicaId: 'replica-2', store: w.leaseStore, ttlMs: TTL_MS, marginMs: MARGIN_MS });
     assert.equal(taker.epoch, 2);
     const error = await rejection(running);
-    assert.ok(isA(pkg.FencedError, 'GOTRY_TENANT_FENCED')(error));
-    assert.equal(error.reason, 'lease_lost');
+    assert.ok(isA(pkg.CallInDoubtError, 'GOTRY_TENANT_CALL_IN_DOUBT')(error), String(error));
+    assert.ok(isA(pkg.FencedError, 'GOTRY_TENANT_FENCED')(error.cause));
+    assert.equal(error.cause.reason, 'lease_lost');
     assert.equal(lostSeen, false, 'the gate was closed by the time the host was told');
     assert.throws(() => busyHandle.assertHeld(), pkg.FencedError);
     await until(() => events.filter(e => e.kind === 'closed').length === 2, 'both closed');
@@ -413,7 +416,7 @@ test('a host connection kept open across calls: the handoff copies it through be
     try {
         await three.run(other.key, () => db.prepare('INSERT INTO entries (text) VALUES (?)').run('kept'));
         const error = await rejection(three.handoff(other.key, 1_000));
-        assert.equal(error.code, 'OPEN_IN_PROCESS');
+        assert.ok(error instanceof pkg.OpenInProcessError, String(error));
         assert.equal(statusOf(three, other.key).state, 'serving');
         assert.deepEqual(db.prepare('SELECT text FROM entries').all().map(r => r.text), ['kept']);
     } finally {

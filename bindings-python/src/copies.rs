@@ -13,7 +13,7 @@
 //! locks (they belong to the process) and could delete the WAL of a ledger that Python's
 //! `sqlite3` still writes to. Such files go to the host's `snapshot(source, image)`, which
 //! reads them through the library that has them open; without one the copy is refused with
-//! `TenantStateStorageError(code="OPEN_IN_PROCESS")`, as is a restore into a root the host
+//! `OpenInProcessError`, as is a restore into a root the host
 //! still holds. `gotry_tenant_state.sqlite3_snapshot` is that function for the standard
 //! library's `sqlite3`.
 

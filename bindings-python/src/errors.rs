@@ -29,7 +29,15 @@ impl From<CoreError> for PyErr {
                 Err(other) => PyRuntimeError::new_err(format!("a host callback failed: {other}")),
             },
             Error::InvalidArgument { message } => PyValueError::new_err(message),
-            other => Python::attach(|py| typed_exception(py, &other).unwrap_or_else(|failure| failure)),
+            // What left a call in doubt is the exception's `__cause__`, converted as any
+            // failure is (a snapshot function's own exception comes back as itself).
+            other => Python::attach(|py| {
+                let exception = typed_exception(py, &other).unwrap_or_else(|failure| failure);
+                if let Error::CallInDoubt { cause, .. } = other {
+                    exception.set_cause(py, Some(PyErr::from(CoreError(*cause))));
+                }
+                exception
+            }),
         }
     }
 }
@@ -161,6 +169,19 @@ fn typed_exception(py: Python<'_>, error: &Error) -> PyResult<PyErr> {
                     fields.set_item("timeout_ms", timeout_ms)?;
                 }
                 Error::ReplicaAtCapacity { limit } => fields.set_item("limit", limit)?,
+                Error::TenantBusy {
+                    key,
+                    running,
+                    waited_ms,
+                } => {
+                    fields.set_item("key", key)?;
+                    fields.set_item("running", running)?;
+                    fields.set_item("waited_ms", waited_ms)?;
+                }
+                Error::CallInDoubt { key, epoch, .. } => {
+                    fields.set_item("key", key)?;
+                    fields.set_item("epoch", epoch)?;
+                }
                 _ => {}
             }
             match ErrorCode::ALL
@@ -316,6 +337,28 @@ mod tests {
                 ),
                 (Error::RouterClosed, "RouterClosedError"),
                 (Error::ReplicaAtCapacity { limit: 64 }, "ReplicaAtCapacityError"),
+                (
+                    Error::TenantBusy {
+                        key: "k".into(),
+                        running: 2,
+                        waited_ms: 100,
+                    },
+                    "TenantBusyError",
+                ),
+                (
+                    Error::OpenInProcess {
+                        message: "open".into(),
+                    },
+                    "OpenInProcessError",
+                ),
+                (
+                    Error::CallInDoubt {
+                        key: "k".into(),
+                        epoch: 4,
+                        cause: Box::new(Error::Draining { key: "k".into() }),
+                    },
+                    "CallInDoubtError",
+                ),
             ];
             assert_eq!(cases.len(), ErrorCode::ALL.len());
             for ((error, expected_class), code) in cases.into_iter().zip(ErrorCode::ALL) {
@@ -353,6 +396,15 @@ mod tests {
                         assert_eq!(field::<u64>(&exception, "timeout_ms"), 250);
                     }
                     ErrorCode::ReplicaAtCapacity => assert_eq!(field::<u64>(&exception, "limit"), 64),
+                    ErrorCode::TenantBusy => {
+                        assert_eq!(field::<u64>(&exception, "running"), 2);
+                        assert_eq!(field::<u64>(&exception, "waited_ms"), 100);
+                    }
+                    ErrorCode::CallInDoubt => {
+                        assert_eq!(field::<i64>(&exception, "epoch"), 4);
+                        let cause = exception.getattr("__cause__").unwrap();
+                        assert_eq!(class_name(&cause), "TenantDrainingError");
+                    }
                     _ => {}
                 }
             }

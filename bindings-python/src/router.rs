@@ -60,16 +60,6 @@ struct Routed {
     margin_ms: i64,
 }
 
-impl Routed {
-    /// `close()`, `handoff()` and the context manager wait one TTL for running calls by
-    /// default: the lease is renewed while a tenant drains, so a longer wait is possible, but
-    /// a call still running after a whole TTL is stuck rather than slow, and holding the
-    /// tenant for it keeps every other replica from serving it.
-    fn default_timeout(&self) -> Duration {
-        Duration::from_millis(self.ttl_ms.unsigned_abs())
-    }
-}
-
 /// The routers that the exit hook closes.
 static LIVE: Live<Routed> = Live::new();
 
@@ -80,7 +70,7 @@ pub fn _close_routers_at_exit(py: Python<'_>) {
     py.detach(move || {
         for routed in alive {
             // Nobody is left to read the report: a lease not released runs out at its TTL.
-            let _ = routed.router.close(routed.default_timeout());
+            let _ = routed.router.close(routed.router.default_handoff_timeout());
         }
     });
 }
@@ -147,7 +137,7 @@ impl PyTenantRouter {
     fn timeout(&self, timeout_ms: Option<&Bound<'_, PyAny>>) -> PyResult<Duration> {
         match timeout_ms {
             Some(value) if !value.is_none() => Ok(milliseconds("timeout_ms", value)?),
-            _ => Ok(self.routed.default_timeout()),
+            _ => Ok(self.routed.router.default_handoff_timeout()),
         }
     }
 
@@ -459,7 +449,7 @@ impl PyTenantStatus {
         &self.0.key
     }
 
-    /// `"opening"`, `"serving"`, `"draining"` or `"lost"`.
+    /// `"opening"`, `"serving"`, `"draining"`, `"lost"` or `"closed"`.
     #[getter]
     fn state(&self) -> &'static str {
         self.0.state.as_str()

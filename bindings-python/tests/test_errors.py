@@ -24,6 +24,9 @@ REFERENCE = [
     ("GOTRY_TENANT_DRAIN_TIMEOUT", "DrainTimeoutError"),
     ("GOTRY_TENANT_ROUTER_CLOSED", "RouterClosedError"),
     ("GOTRY_TENANT_REPLICA_AT_CAPACITY", "ReplicaAtCapacityError"),
+    ("GOTRY_TENANT_BUSY", "TenantBusyError"),
+    ("GOTRY_TENANT_OPEN_IN_PROCESS", "OpenInProcessError"),
+    ("GOTRY_TENANT_CALL_IN_DOUBT", "CallInDoubtError"),
 ]
 
 RECORD = gts.LeaseRecord("acme/t-1", "replica-a", 4, 1234, 2)
@@ -45,12 +48,15 @@ def examples() -> list[gts.TenantStateError]:
         gts.DrainTimeoutError("still running", in_flight=3, timeout_ms=250),
         gts.RouterClosedError("closed"),
         gts.ReplicaAtCapacityError("full", limit=64),
+        gts.TenantBusyError("busy", key="acme/t-1", running=2, waited_ms=100),
+        gts.OpenInProcessError("open"),
+        gts.CallInDoubtError("in doubt", key="acme/t-1", epoch=4),
     ]
 
 
 def test_error_codes_are_exactly_the_core_registry() -> None:
     assert gts.ERROR_CODES == tuple(code for code, _ in REFERENCE)
-    assert len(set(gts.ERROR_CODES)) == 12
+    assert len(set(gts.ERROR_CODES)) == 15
 
 
 def test_every_code_has_its_reference_class() -> None:
@@ -75,7 +81,9 @@ def test_every_exception_survives_pickling(index: int) -> None:
 
 
 def test_extra_fields_have_the_reference_names_in_snake_case() -> None:
-    held, _, fenced, _, _, durable, restore, _, _, drain, _, capacity = examples()
+    held, _, fenced, _, _, durable, restore, _, _, drain, _, capacity, busy, _, doubt = examples()
+    assert (busy.key, busy.running, busy.waited_ms) == ("acme/t-1", 2, 100)
+    assert (doubt.key, doubt.epoch) == ("acme/t-1", 4)
     assert isinstance(held, gts.LeaseHeldError) and held.record == RECORD
     assert isinstance(fenced, gts.FencedError) and fenced.reason == "lease_lost"
     assert isinstance(durable, gts.DurableStoreUnavailableError) and durable.backend_code == "EROFS"

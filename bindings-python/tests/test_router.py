@@ -266,9 +266,12 @@ def test_a_call_whose_after_check_fails_is_fenced(site: Site) -> None:
         handle.lease.release()
         return "effects that must not be acknowledged"
 
-    with pytest.raises(gts.FencedError) as caught:
+    # The handler ran: in doubt, not refused, with the closed gate as its cause.
+    with pytest.raises(gts.CallInDoubtError) as caught:
         router.run(key, release_meanwhile)
-    assert (caught.value.code, caught.value.reason) == ("GOTRY_TENANT_FENCED", "lease_released")
+    cause = caught.value.__cause__
+    assert isinstance(cause, gts.FencedError)
+    assert (caught.value.code, cause.reason) == ("GOTRY_TENANT_CALL_IN_DOUBT", "lease_released")
     with pytest.raises(gts.FencedError):
         router.run(key, append("later"))
 
@@ -371,8 +374,11 @@ def test_close_reports_a_tenant_whose_calls_outlast_the_timeout(site: Site) -> N
     assert (report.handed_off, report.timed_out, report.failed) == ([], [key], [])
     # The keeper then released the lease: the call still running cannot be acknowledged.
     assert report.keeper.released == (key,)
+    # The slow call's own handler checks the gate, so its FencedError is the handler's own.
     result = slow.finish()
     assert isinstance(result, gts.FencedError)
+    # The tenant whose drain timed out was closed, not serving, and left with its call.
+    assert a.status() == []
 
 
 def test_the_context_manager_reports_what_it_could_not_hand_off(site: Site) -> None:
@@ -425,9 +431,11 @@ def test_strict_durability_acknowledges_only_copied_calls(site: Site) -> None:
     store_folder = Path(site.durable.path)
     (store_folder / "orgs").rename(store_folder / "orgs-away")
     (store_folder / "orgs").write_text("")
-    with pytest.raises(gts.DurableStoreUnavailableError) as caught:
+    with pytest.raises(gts.CallInDoubtError) as caught:
         router.run(key, append("not acknowledged"))
-    assert caught.value.backend_code == "ENOTDIR"
+    cause = caught.value.__cause__
+    assert isinstance(cause, gts.DurableStoreUnavailableError)
+    assert cause.backend_code == "ENOTDIR"
     (status,) = router.status()
     assert status.state == "serving"
     assert status.last_copy_error is not None
@@ -510,9 +518,9 @@ def test_a_ledger_the_host_keeps_open_is_copied_through_its_snapshot(site: Site)
     # Without a snapshot function, a strict call cannot be copied: refused, not corrupted.
     plain = site.router("replica-plain", durability="strict", on_event=on_event)
     key = plain.open(ORG, tenant).key
-    with pytest.raises(gts.TenantStateStorageError) as caught:
+    with pytest.raises(gts.CallInDoubtError) as caught:
         plain.run(key, write("not copied"))
-    assert caught.value.code == "OPEN_IN_PROCESS"
+    assert isinstance(caught.value.__cause__, gts.OpenInProcessError)
     wal = site.root("replica-plain", tenant) / f"{LEDGER}-wal"
     assert wal.exists()
     with lock:

@@ -10,7 +10,7 @@ use std::fmt;
 use crate::epoch_copies::SkippedCopy;
 use crate::lease_store::LeaseRecord;
 
-/// The twelve stable codes of the reference implementation, in its order.
+/// The stable codes: the reference implementation's twelve in its order, then this layer's own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ErrorCode {
     LeaseHeld,
@@ -25,11 +25,14 @@ pub enum ErrorCode {
     DrainTimeout,
     RouterClosed,
     ReplicaAtCapacity,
+    TenantBusy,
+    OpenInProcess,
+    CallInDoubt,
 }
 
 impl ErrorCode {
     /// Every code, so that each binding can prove it exposes exactly this list.
-    pub const ALL: [ErrorCode; 12] = [
+    pub const ALL: [ErrorCode; 15] = [
         ErrorCode::LeaseHeld,
         ErrorCode::LeaseLost,
         ErrorCode::Fenced,
@@ -42,6 +45,9 @@ impl ErrorCode {
         ErrorCode::DrainTimeout,
         ErrorCode::RouterClosed,
         ErrorCode::ReplicaAtCapacity,
+        ErrorCode::TenantBusy,
+        ErrorCode::OpenInProcess,
+        ErrorCode::CallInDoubt,
     ];
 
     /// The stable string that callers branch on.
@@ -59,6 +65,9 @@ impl ErrorCode {
             ErrorCode::DrainTimeout => "GOTRY_TENANT_DRAIN_TIMEOUT",
             ErrorCode::RouterClosed => "GOTRY_TENANT_ROUTER_CLOSED",
             ErrorCode::ReplicaAtCapacity => "GOTRY_TENANT_REPLICA_AT_CAPACITY",
+            ErrorCode::TenantBusy => "GOTRY_TENANT_BUSY",
+            ErrorCode::OpenInProcess => "GOTRY_TENANT_OPEN_IN_PROCESS",
+            ErrorCode::CallInDoubt => "GOTRY_TENANT_CALL_IN_DOUBT",
         }
     }
 
@@ -77,6 +86,9 @@ impl ErrorCode {
             ErrorCode::DrainTimeout => "DrainTimeoutError",
             ErrorCode::RouterClosed => "RouterClosedError",
             ErrorCode::ReplicaAtCapacity => "ReplicaAtCapacityError",
+            ErrorCode::TenantBusy => "TenantBusyError",
+            ErrorCode::OpenInProcess => "OpenInProcessError",
+            ErrorCode::CallInDoubt => "CallInDoubtError",
         }
     }
 }
@@ -171,6 +183,27 @@ pub enum Error {
     ReplicaAtCapacity {
         limit: u64,
     },
+    /// A copy could not read a tenant's files: `running` calls of it kept running for
+    /// `waited_ms`. Nothing was copied; the calls themselves are unaffected.
+    TenantBusy {
+        key: String,
+        running: u64,
+        waited_ms: u64,
+    },
+    /// A file is open through another handle of this process, so this library's SQLite may
+    /// not open it (POSIX locks belong to the process: it would drop the host's locks).
+    OpenInProcess {
+        message: String,
+    },
+    /// A router call's handler ran and returned, but its acknowledgement could not be
+    /// confirmed (the gate closed after it, or its strict copy failed): its write may be in a
+    /// durable copy or not. Every failure of a router call that is not this one was raised
+    /// before the handler ran, so nothing was written and a retry is safe.
+    CallInDoubt {
+        key: String,
+        epoch: i64,
+        cause: Box<Error>,
+    },
     /// An argument out of its range (TTL, margin, epoch, text length): `RangeError` in JS.
     InvalidArgument {
         message: String,
@@ -204,6 +237,9 @@ impl Error {
             Error::DrainTimeout { .. } => ErrorCode::DrainTimeout,
             Error::RouterClosed => ErrorCode::RouterClosed,
             Error::ReplicaAtCapacity { .. } => ErrorCode::ReplicaAtCapacity,
+            Error::TenantBusy { .. } => ErrorCode::TenantBusy,
+            Error::OpenInProcess { .. } => ErrorCode::OpenInProcess,
+            Error::CallInDoubt { .. } => ErrorCode::CallInDoubt,
             Error::InvalidArgument { .. } | Error::Storage { .. } | Error::Host(_) => return None,
         })
     }
@@ -271,8 +307,6 @@ impl Error {
     }
 }
 
-/// An errno as Node names it (`ENOENT`, `ENOTDIR`, ...), so hosts see the same code in every
-/// language.
 /// The `errno` names the layer reports, by the platform's own constants, so each name means
 /// what this platform's number does; any other failure is `EIO`.
 macro_rules! errno_names {
@@ -360,6 +394,20 @@ impl fmt::Display for Unmasked<'_> {
                 f,
                 "this replica already serves its configured maximum of {limit} tenants"
             ),
+            Error::TenantBusy {
+                key,
+                running,
+                waited_ms,
+            } => write!(
+                f,
+                "tenant {key}: {running} call(s) kept running for {waited_ms} ms, so no copy could read its files"
+            ),
+            Error::CallInDoubt { key, epoch, cause } => write!(
+                f,
+                "tenant {key} epoch {epoch}: the call ran but its copy is unconfirmed, so its write may or may not be durable ({}: {})",
+                cause.code_str(),
+                Unmasked(cause)
+            ),
             Error::Storage { code, message } => write!(f, "{code}: {message}"),
             Error::Host(source) => write!(f, "host callback failed: {source}"),
             Error::LeaseLost { message }
@@ -368,6 +416,7 @@ impl fmt::Display for Unmasked<'_> {
             | Error::DurableStoreUnavailable { message, .. }
             | Error::RestoreInvalid { message, .. }
             | Error::CopyConflict { message }
+            | Error::OpenInProcess { message }
             | Error::InvalidArgument { message } => f.write_str(message),
         }
     }
@@ -377,6 +426,7 @@ impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Error::Host(source) => Some(source.as_ref()),
+            Error::CallInDoubt { cause, .. } => Some(cause.as_ref()),
             _ => None,
         }
     }
@@ -401,7 +451,7 @@ mod tests {
             assert!(code.as_str().starts_with("GOTRY_TENANT_"));
             assert!(seen.insert(code.as_str()), "duplicate {code}");
         }
-        assert_eq!(seen.len(), 12);
+        assert_eq!(seen.len(), ErrorCode::ALL.len());
     }
 
     #[test]

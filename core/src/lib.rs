@@ -46,8 +46,8 @@ pub use lease_store::{
     LeaseStore, MAX_LEASE_TTL_MS, MIN_LEASE_TTL_MS,
 };
 pub use router::{
-    CloseReport, CopyPolicy, Durability, RouterCall, RouterEvent, RouterOptions, TenantHandle, TenantRouter,
-    TenantState, TenantStatus,
+    default_handoff_timeout, CloseReport, CopyPolicy, Durability, RouterCall, RouterEvent, RouterOptions,
+    TenantHandle, TenantRouter, TenantState, TenantStatus,
 };
 pub use tenant_lease::{LeaseOptions, TenantLease, Turn};
 

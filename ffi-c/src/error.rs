@@ -118,6 +118,10 @@ impl GotryError {
             },
             Error::ReplicaAtCapacity { limit } => Detail::ReplicaAtCapacity { limit: *limit },
             Error::Host(_) => host_code(error).map_or(Detail::None, |code| Detail::Host { code }),
+            // The details of what left the call in doubt (a backend code, a host callback's
+            // return value) are read from the in-doubt error itself; its message names the
+            // cause's code.
+            Error::CallInDoubt { cause, .. } => GotryError::from_core(cause).detail,
             _ => Detail::None,
         };
         GotryError {

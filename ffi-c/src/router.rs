@@ -846,17 +846,21 @@ pub enum GotryTenantState {
     Draining = 3,
     /// `lost`: its lease was lost; it leaves the router when its last call ends.
     Lost = 4,
+    /// `closed`: the router was closed while its calls still ran (its drain timed out); its
+    /// lease is no longer kept and it leaves the router when its last call ends.
+    Closed = 5,
 }
 
-const TENANT_STATES: [(GotryTenantState, TenantState); 4] = [
+const TENANT_STATES: [(GotryTenantState, TenantState); 5] = [
     (GotryTenantState::Opening, TenantState::Opening),
     (GotryTenantState::Serving, TenantState::Serving),
     (GotryTenantState::Draining, TenantState::Draining),
     (GotryTenantState::Lost, TenantState::Lost),
+    (GotryTenantState::Closed, TenantState::Closed),
 ];
 
 /// The core's name of a `GotryTenantState` value (`"opening"`, `"serving"`, `"draining"`,
-/// `"lost"`); NULL for any other value. Static; thread-safe.
+/// `"lost"`, `"closed"`); NULL for any other value. Static; thread-safe.
 #[no_mangle]
 pub extern "C" fn gotry_tenant_state_name(state: c_int) -> *const c_char {
     static NAMES: OnceLock<Vec<CString>> = OnceLock::new();
@@ -1054,7 +1058,7 @@ mod tests {
         );
         assert!(gotry_router_event_kind_name(0).is_null());
         assert_eq!(text(gotry_tenant_state_name(4)).as_deref(), Some("lost"));
-        assert!(gotry_tenant_state_name(5).is_null());
+        assert!(gotry_tenant_state_name(6).is_null());
         for (ours, core) in TENANT_STATES {
             assert_eq!(
                 text(gotry_tenant_state_name(ours as c_int)).as_deref(),

@@ -10,8 +10,8 @@ use gotry_core::{Error, ErrorCode, FenceReason, LeaseOp, SkipReason};
 ///
 /// - `0`: `GOTRY_STATUS_OK`.
 /// - `1` to `99`: the `GOTRY_TENANT_*` codes of the registry, shared with every language
-///   (`gotry_status_code` gives the code string). 1 to 12 are this release's twelve; 13 to 99
-///   are reserved for codes added later, each taking the next free number.
+///   (`gotry_status_code` gives the code string). 1 to 15 are used; 16 to 99 are reserved for
+///   codes added later, each taking the next free number.
 /// - `100` to `199`: the failures that have no such code (arguments, storage, the library
 ///   itself, a host's callback). 100 to 106 are used; 107 to 199 are reserved.
 ///
@@ -59,7 +59,19 @@ pub enum GotryStatus {
     /// GOTRY_TENANT_REPLICA_AT_CAPACITY: this replica serves as many tenants as configured;
     /// the limit is in the error.
     ReplicaAtCapacity = 12,
-    // 13..=99: reserved for the registry's next codes.
+    /// GOTRY_TENANT_BUSY: a copy could not read a tenant's files because calls of it kept
+    /// running; nothing was copied, the calls are unaffected.
+    Busy = 13,
+    /// GOTRY_TENANT_OPEN_IN_PROCESS: a file is open through another handle of this process,
+    /// so this library may not open it (a copy needs a `GotrySnapshotFn`; a restore needs the
+    /// host's handles closed). Nothing was touched.
+    OpenInProcess = 14,
+    /// GOTRY_TENANT_CALL_IN_DOUBT: a router call's handler ran, but its acknowledgement could
+    /// not be confirmed (the gate closed after it, or its strict copy failed): its write may
+    /// be durable or not. The message names the cause. Every other failure of
+    /// `gotry_router_call_begin` / `_finish` comes before the handler: nothing was written.
+    CallInDoubt = 15,
+    // 16..=99: reserved for the registry's next codes.
 
     // 100..=199: failures with no GOTRY_TENANT_* code.
     /// An argument out of its range: a TTL, margin, epoch, text length, list index, or text
@@ -90,7 +102,7 @@ pub enum GotryStatus {
 impl GotryStatus {
     /// Every status, in value order: the only list that turns a number back into a status.
     /// A test compares it with the header, so a variant missing here fails it.
-    pub(crate) const ALL: [GotryStatus; 20] = [
+    pub(crate) const ALL: [GotryStatus; 23] = [
         GotryStatus::Ok,
         GotryStatus::LeaseHeld,
         GotryStatus::LeaseLost,
@@ -104,6 +116,9 @@ impl GotryStatus {
         GotryStatus::DrainTimeout,
         GotryStatus::RouterClosed,
         GotryStatus::ReplicaAtCapacity,
+        GotryStatus::Busy,
+        GotryStatus::OpenInProcess,
+        GotryStatus::CallInDoubt,
         GotryStatus::InvalidArgument,
         GotryStatus::StorageError,
         GotryStatus::NullArgument,
@@ -136,6 +151,9 @@ impl GotryStatus {
             GotryStatus::DrainTimeout => c"GOTRY_STATUS_DRAIN_TIMEOUT",
             GotryStatus::RouterClosed => c"GOTRY_STATUS_ROUTER_CLOSED",
             GotryStatus::ReplicaAtCapacity => c"GOTRY_STATUS_REPLICA_AT_CAPACITY",
+            GotryStatus::Busy => c"GOTRY_STATUS_BUSY",
+            GotryStatus::OpenInProcess => c"GOTRY_STATUS_OPEN_IN_PROCESS",
+            GotryStatus::CallInDoubt => c"GOTRY_STATUS_CALL_IN_DOUBT",
             GotryStatus::InvalidArgument => c"GOTRY_STATUS_INVALID_ARGUMENT",
             GotryStatus::StorageError => c"GOTRY_STATUS_STORAGE_ERROR",
             GotryStatus::NullArgument => c"GOTRY_STATUS_NULL_ARGUMENT",
@@ -162,6 +180,9 @@ impl GotryStatus {
             ErrorCode::DrainTimeout => GotryStatus::DrainTimeout,
             ErrorCode::RouterClosed => GotryStatus::RouterClosed,
             ErrorCode::ReplicaAtCapacity => GotryStatus::ReplicaAtCapacity,
+            ErrorCode::TenantBusy => GotryStatus::Busy,
+            ErrorCode::OpenInProcess => GotryStatus::OpenInProcess,
+            ErrorCode::CallInDoubt => GotryStatus::CallInDoubt,
         }
     }
 
@@ -181,6 +202,9 @@ impl GotryStatus {
             GotryStatus::DrainTimeout => ErrorCode::DrainTimeout,
             GotryStatus::RouterClosed => ErrorCode::RouterClosed,
             GotryStatus::ReplicaAtCapacity => ErrorCode::ReplicaAtCapacity,
+            GotryStatus::Busy => ErrorCode::TenantBusy,
+            GotryStatus::OpenInProcess => ErrorCode::OpenInProcess,
+            GotryStatus::CallInDoubt => ErrorCode::CallInDoubt,
             GotryStatus::Ok
             | GotryStatus::InvalidArgument
             | GotryStatus::StorageError
@@ -417,7 +441,7 @@ mod tests {
 
     /// Every status of this release with its number. Hosts compiled against this header
     /// hold these numbers: a line of this list may be added, never changed or removed.
-    const RELEASED: [(&str, c_int); 20] = [
+    const RELEASED: [(&str, c_int); 23] = [
         ("GOTRY_STATUS_OK", 0),
         ("GOTRY_STATUS_LEASE_HELD", 1),
         ("GOTRY_STATUS_LEASE_LOST", 2),
@@ -431,6 +455,9 @@ mod tests {
         ("GOTRY_STATUS_DRAIN_TIMEOUT", 10),
         ("GOTRY_STATUS_ROUTER_CLOSED", 11),
         ("GOTRY_STATUS_REPLICA_AT_CAPACITY", 12),
+        ("GOTRY_STATUS_BUSY", 13),
+        ("GOTRY_STATUS_OPEN_IN_PROCESS", 14),
+        ("GOTRY_STATUS_CALL_IN_DOUBT", 15),
         ("GOTRY_STATUS_INVALID_ARGUMENT", 100),
         ("GOTRY_STATUS_STORAGE_ERROR", 101),
         ("GOTRY_STATUS_NULL_ARGUMENT", 102),

@@ -98,6 +98,9 @@ static void test_status_table(void) {
         {GOTRY_STATUS_ROUTER_CLOSED, 11, "GOTRY_STATUS_ROUTER_CLOSED", "GOTRY_TENANT_ROUTER_CLOSED"},
         {GOTRY_STATUS_REPLICA_AT_CAPACITY, 12, "GOTRY_STATUS_REPLICA_AT_CAPACITY",
          "GOTRY_TENANT_REPLICA_AT_CAPACITY"},
+        {GOTRY_STATUS_BUSY, 13, "GOTRY_STATUS_BUSY", "GOTRY_TENANT_BUSY"},
+        {GOTRY_STATUS_OPEN_IN_PROCESS, 14, "GOTRY_STATUS_OPEN_IN_PROCESS", "GOTRY_TENANT_OPEN_IN_PROCESS"},
+        {GOTRY_STATUS_CALL_IN_DOUBT, 15, "GOTRY_STATUS_CALL_IN_DOUBT", "GOTRY_TENANT_CALL_IN_DOUBT"},
         {GOTRY_STATUS_INVALID_ARGUMENT, 100, "GOTRY_STATUS_INVALID_ARGUMENT", NULL},
         {GOTRY_STATUS_STORAGE_ERROR, 101, "GOTRY_STATUS_STORAGE_ERROR", NULL},
         {GOTRY_STATUS_NULL_ARGUMENT, 102, "GOTRY_STATUS_NULL_ARGUMENT", NULL},
@@ -121,7 +124,7 @@ static void test_status_table(void) {
         if (gotry_status_code(value) != NULL) CHECK(value >= 1 && value <= 99);
     }
     CHECK(named == (int)count);
-    CHECK(gotry_status_name(13) == NULL && gotry_status_name(99) == NULL && gotry_status_name(107) == NULL);
+    CHECK(gotry_status_name(16) == NULL && gotry_status_name(99) == NULL && gotry_status_name(107) == NULL);
     CHECK(gotry_status_name(INT_MIN) == NULL && gotry_status_name(INT_MAX) == NULL);
     CHECK(strcmp(gotry_fence_reason_name(GOTRY_FENCE_REASON_LEASE_RELEASED), "lease_released") == 0);
     CHECK(strcmp(gotry_fence_reason_name(GOTRY_FENCE_REASON_LEASE_LOST), "lease_lost") == 0);

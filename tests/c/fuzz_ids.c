@@ -423,7 +423,7 @@ static void fuzz_tenant_root(void) {
 static void fuzz_names(void) {
     /* Across both blocks, their reserved numbers and past them. */
     int value = (int)(next_u64() % 256) - 16;
-    int coded = value >= GOTRY_STATUS_LEASE_HELD && value <= GOTRY_STATUS_REPLICA_AT_CAPACITY;
+    int coded = value >= GOTRY_STATUS_LEASE_HELD && value <= GOTRY_STATUS_CALL_IN_DOUBT;
     int known = value == GOTRY_STATUS_OK || coded ||
                 (value >= GOTRY_STATUS_INVALID_ARGUMENT && value <= GOTRY_STATUS_HOST_CALLBACK_FAILED);
     calls++;

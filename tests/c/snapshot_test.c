@@ -8,8 +8,8 @@
  * host's POSIX locks (they belong to the process) and, seeing no other connection it knows
  * of, checkpointed and deleted the WAL the host still writes to. So:
  *
- *   (a) a copy without a snapshot function fails with GOTRY_STATUS_STORAGE_ERROR, code
- *       OPEN_IN_PROCESS; the -wal file is still there, unchanged, and the host's connection
+ *   (a) a copy without a snapshot function fails with GOTRY_STATUS_OPEN_IN_PROCESS (code
+ *       GOTRY_TENANT_OPEN_IN_PROCESS); the -wal file is still there, unchanged, and the host's connection
  *       goes on working; nothing was stored;
  *   (b) with the host's snapshot function (the backup API of the host's own connection, then
  *       VACUUM INTO) the copy succeeds, and a restore into another root has the WAL-only rows;
@@ -142,9 +142,9 @@ int main(int argc, char **argv) {
     memset(&written, 0, sizeof written);
     STATUS(gotry_epoch_copies_new(durable, &plain), GOTRY_STATUS_OK);
     STATUS(gotry_epoch_copies_write_copy(plain, a, root_a, strlen(root_a), &written, &err),
-           GOTRY_STATUS_STORAGE_ERROR);
+           GOTRY_STATUS_OPEN_IN_PROCESS);
     CHECK(message_has(err, "gotry-state.db") && message_has(err, "open"));
-    ERROR_IS(GOTRY_STATUS_STORAGE_ERROR, "OPEN_IN_PROCESS");
+    ERROR_IS(GOTRY_STATUS_OPEN_IN_PROCESS, "GOTRY_TENANT_OPEN_IN_PROCESS");
     CHECK(written.files == 0 && written.epoch == 0);
     CHECK(file_size(wal) == wal_size);
     CHECK(host_insert(ledger.db, "five") == 0);
@@ -215,8 +215,8 @@ int main(int argc, char **argv) {
     GotryRestoreReport *report = NULL;
     /* Into the root the host still holds: refused, the host's ledger as it was. */
     STATUS(gotry_epoch_copies_restore(plain, b, root_a, strlen(root_a), NULL, NULL, &report, &err),
-           GOTRY_STATUS_STORAGE_ERROR);
-    ERROR_IS(GOTRY_STATUS_STORAGE_ERROR, "OPEN_IN_PROCESS");
+           GOTRY_STATUS_OPEN_IN_PROCESS);
+    ERROR_IS(GOTRY_STATUS_OPEN_IN_PROCESS, "GOTRY_TENANT_OPEN_IN_PROCESS");
     CHECK(report == NULL);
     host_rows(ledger.db, rows, sizeof rows);
     CHECK(strcmp(rows, "one,two,three,four,five,six,seven") == 0);
@@ -235,9 +235,9 @@ int main(int argc, char **argv) {
     CHECK(strcmp(rows, "one,two,three,four,five,six") == 0);
     /* And the other error kinds carry no host code. */
     STATUS(gotry_epoch_copies_restore(plain, b, root_a, strlen(root_a), NULL, NULL, &report, &err),
-           GOTRY_STATUS_STORAGE_ERROR);
+           GOTRY_STATUS_OPEN_IN_PROCESS);
     STATUS(gotry_error_host_code(err, &code), GOTRY_STATUS_NO_VALUE);
-    ERROR_IS(GOTRY_STATUS_STORAGE_ERROR, "OPEN_IN_PROCESS");
+    ERROR_IS(GOTRY_STATUS_OPEN_IN_PROCESS, "GOTRY_TENANT_OPEN_IN_PROCESS");
 
     arguments(durable, &host);
 

@@ -10,7 +10,7 @@ lease's epoch, so a stale holder can cost availability but never make its writes
 new holder restores. A file of a tenant root that this process has open elsewhere (a ledger
 the host's ``sqlite3`` connection holds) is read only through the host's ``snapshot``
 function (``sqlite3_snapshot`` for the standard library's ``sqlite3``); without one its copy
-is refused with ``TenantStateStorageError(code="OPEN_IN_PROCESS")``.
+is refused with ``OpenInProcessError``.
 
 ``TenantRouter`` serves many tenants from one replica: capacity, open with restore, calls
 fenced before and after, background or strict copies, handoff and close.
@@ -30,6 +30,9 @@ from ._errors import (
     LeaseLostError,
     LeaseStoreUnavailableError,
     ReplicaAtCapacityError,
+    TenantBusyError,
+    OpenInProcessError,
+    CallInDoubtError,
     RestoreVerificationError,
     RouterClosedError,
     TenantDrainingError,
@@ -110,6 +113,9 @@ __all__ = [
     "ManualClock",
     "OrganizationKey",
     "ReplicaAtCapacityError",
+    "TenantBusyError",
+    "OpenInProcessError",
+    "CallInDoubtError",
     "RestoreReport",
     "RestoreVerificationError",
     "RouterClosedError",

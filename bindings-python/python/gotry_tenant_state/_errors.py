@@ -30,6 +30,9 @@ __all__ = [
     "DrainTimeoutError",
     "RouterClosedError",
     "ReplicaAtCapacityError",
+    "TenantBusyError",
+    "OpenInProcessError",
+    "CallInDoubtError",
     "TenantStateStorageError",
 ]
 
@@ -48,7 +51,7 @@ class _Picklable(Exception):
 
 
 class TenantStateError(_Picklable):
-    """Base of the twelve failures that have a ``GOTRY_TENANT_*`` code."""
+    """Base of the failures that have a ``GOTRY_TENANT_*`` code."""
 
     code: ClassVar[str]
 
@@ -164,6 +167,41 @@ class ReplicaAtCapacityError(TenantStateError):
     def __init__(self, message: str, *, limit: int) -> None:
         super().__init__(message)
         self.limit = limit
+
+
+class TenantBusyError(TenantStateError):
+    """A copy could not read the tenant's files: ``running`` calls kept running for
+    ``waited_ms``. Nothing was copied; the calls themselves go on."""
+
+    code = "GOTRY_TENANT_BUSY"
+
+    def __init__(self, message: str, *, key: str, running: int, waited_ms: int) -> None:
+        super().__init__(message)
+        self.key = key
+        self.running = running
+        self.waited_ms = waited_ms
+
+
+class OpenInProcessError(TenantStateError):
+    """A file is open through another handle of this process, so the library may not open it
+    (SQLite's locks belong to the process): copy with ``snapshot=sqlite3_snapshot``, close the
+    host's connections before a restore. Nothing was touched."""
+
+    code = "GOTRY_TENANT_OPEN_IN_PROCESS"
+
+
+class CallInDoubtError(TenantStateError):
+    """A router call's handler ran and returned, but its acknowledgement could not be
+    confirmed (the gate closed after it, or in strict durability its copy failed): its write
+    may be durable or not; ``__cause__`` says why. Every other failure of ``run`` comes before
+    the handler ran: nothing was written, a retry is safe."""
+
+    code = "GOTRY_TENANT_CALL_IN_DOUBT"
+
+    def __init__(self, message: str, *, key: str, epoch: int) -> None:
+        super().__init__(message)
+        self.key = key
+        self.epoch = epoch
 
 
 class TenantStateStorageError(_Picklable):

@@ -64,7 +64,7 @@ _KeyBytes = bytes | bytearray | memoryview
 _LeaseOpName = Literal["acquire", "renew", "release", "forget"]
 _KeeperEventKind = Literal["lost", "fenced_locally", "resumed", "renew_failed"]
 _SkipReason = Literal["manifest", "tenant", "checksum", "integrity", "fold", "superseded"]
-_TenantState = Literal["opening", "serving", "draining", "lost"]
+_TenantState = Literal["opening", "serving", "draining", "lost", "closed"]
 _RouterEventKind = Literal["lost", "closed", "copy_failed"]
 _T = TypeVar("_T")
 
@@ -506,7 +506,7 @@ class EpochCopies:
     read through ``snapshot(source, image)``, called with the GIL on the copy's thread (use
     ``sqlite3_snapshot`` for the standard library's ``sqlite3``; a host using another SQLite
     binding passes a function written with that binding). Without ``snapshot`` such a copy
-    is refused with ``TenantStateStorageError`` (``code == "OPEN_IN_PROCESS"``); an exception
+    is refused with ``OpenInProcessError``; an exception
     ``snapshot`` raises fails the copy and comes out of ``write_copy`` as itself."""
 
     def __new__(cls, store: DurableStore, *, snapshot: _Snapshot | None = None) -> Self: ...
@@ -517,7 +517,7 @@ class EpochCopies:
         elsewhere through ``snapshot``). FencedError when the gate is closed before the first
         object or after the manifest, CopyConflictError when anything in the epoch's prefix
         was not written by this holder, DurableStoreUnavailableError when the store fails,
-        TenantStateStorageError(code="OPEN_IN_PROCESS") for a held file without ``snapshot``."""
+        OpenInProcessError for a held file without ``snapshot``."""
     def restore(
         self,
         lease: TenantLease,
@@ -532,7 +532,7 @@ class EpochCopies:
         place: False passes it over (``fold``), an exception it raises comes out of this
         call unchanged. RestoreVerificationError (``skipped``) when copies exist but none
         verifies; an empty start when there is none. A root of which this process still has
-        a file open is refused with TenantStateStorageError(code="OPEN_IN_PROCESS"), before
+        a file open is refused with OpenInProcessError, before
         anything changes: the host would go on writing into a file that is no longer the
         tenant's."""
     def list(self, key: str) -> builtins.list[CopyListing]:

@@ -18,8 +18,7 @@ def sqlite3_snapshot(source: str, image: str) -> None:
     ``snapshot=`` to ``EpochCopies`` or ``TenantRouter`` when this process keeps a tenant's
     ledger open with ``sqlite3``.
 
-    Why it is needed: the copies refuse (``TenantStateStorageError``, ``code`` ==
-    ``"OPEN_IN_PROCESS"``) to open a file that another descriptor of this process has open,
+    Why it is needed: the copies refuse (``OpenInProcessError``) to open a file that another descriptor of this process has open,
     because they would read it through the module's own bundled SQLite. POSIX locks belong to
     the process, so when that second SQLite closed its connection it would drop the locks of
     the host's connection, and, knowing of no other connection, it would checkpoint and

@@ -182,8 +182,7 @@ fn open_in_process() -> Result<HashSet<(u64, u64)>> {
 }
 
 fn open_in_process_error(path: &Path, what: &str, remedy: &str) -> Error {
-    Error::Storage {
-        code: "OPEN_IN_PROCESS".to_owned(),
+    Error::OpenInProcess {
         message: format!(
             "{} is open through another handle in this process, so it cannot be {what} here: \
              this library's SQLite would release that handle's locks and could delete its WAL. \

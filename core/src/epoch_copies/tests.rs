@@ -865,8 +865,7 @@ fn files_the_host_has_open_are_read_only_through_its_snapshot() {
 
     let error = world.copies().write_copy(&a, &root).unwrap_err();
     assert!(
-        matches!(&error, Error::Storage { code, message }
-            if code == "OPEN_IN_PROCESS" && message.contains("gotry-state.db")),
+        matches!(&error, Error::OpenInProcess { message } if message.contains("gotry-state.db")),
         "{error:?}"
     );
     assert!(wal.exists(), "the host's WAL was left alone");
@@ -891,10 +890,7 @@ fn files_the_host_has_open_are_read_only_through_its_snapshot() {
 
     let b = world.next_holder("replica-b");
     let error = copies.restore(&b, &root, None).unwrap_err();
-    assert!(
-        matches!(&error, Error::Storage { code, .. } if code == "OPEN_IN_PROCESS"),
-        "{error:?}"
-    );
+    assert!(matches!(&error, Error::OpenInProcess { .. }), "{error:?}");
     let count: i64 = host
         .query_row("SELECT count(*) FROM entries", [], |r| r.get(0))
         .unwrap();

@@ -9,18 +9,27 @@
 //!   `record.owner`), and otherwise acquires the lease and restores the newest valid copy
 //!   into the tenant root before the first call can run.
 //! * [`TenantRouter::run`] counts a call in flight and asserts the write gate before and
-//!   after it: a call whose after-check fails is FENCED, since its effects cannot be
-//!   acknowledged. A tenant that drains refuses new calls (DRAINING); a lost lease stops
-//!   the tenant at once (FENCED), and the host is told when its last call ended.
+//!   after it. A tenant that drains refuses new calls (DRAINING); a lost lease stops the
+//!   tenant at once (FENCED), and the host is told when its last call ended.
+//! * Every failure of a call says whether its handler ran. Refused before it ran
+//!   (ROUTER_CLOSED, LEASE_LOST, DRAINING, FENCED): nothing was written, a retry is safe.
+//!   Ran, and its acknowledgement could not be confirmed (the gate closed meanwhile, or in
+//!   `Strict` mode its copy failed): CALL_IN_DOUBT, whose cause says why; its write may be in
+//!   a durable copy or not, so the host must not report it as refused.
 //! * Copies follow the [`CopyPolicy`]: in `Async` mode a background thread copies every
 //!   tenant that was written to, once per interval, and a failing durable store is reported
-//!   and visible as lag; in `Strict` mode the call's acknowledgement waits for its copy, and
-//!   DURABLE_STORE_UNAVAILABLE refuses it.
+//!   and visible as lag; in `Strict` mode the call's acknowledgement waits for its copy.
+//! * A copy reads a tenant's files while none of its calls runs: it holds new calls back
+//!   and waits for the running ones, at most [`COPY_GRACE`]. Calls still running then
+//!   delay that tenant's copy until they returned (TENANT_BUSY, not reported as a
+//!   failure), and the held calls go on: no call waits behind the copier longer than the
+//!   grace and one snapshot. A strict call waits for such calls at most [`QUIET_WAIT`].
 //! * [`TenantRouter::handoff`] drains (the lease keeps being renewed meanwhile), takes a
 //!   final copy, releases. Calls still running at the timeout leave the tenant serving,
 //!   with nothing flushed or released (DRAIN_TIMEOUT).
 
 use std::collections::HashMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
 use std::thread::JoinHandle;
@@ -129,8 +138,22 @@ impl RouterOptions {
     }
 }
 
-/// How long a copy waits for a tenant's running calls to return before it gives up.
+/// How long a strict call waits, in all, for a copy that holds it while other calls of its
+/// tenant keep running, before it answers CALL_IN_DOUBT (cause TENANT_BUSY).
 const QUIET_WAIT: Duration = Duration::from_secs(5);
+
+/// How long a copy holds a tenant's new calls back while waiting for its running ones: what
+/// a call may wait behind the copier beyond one snapshot. Calls still running then delay
+/// that tenant's copy until they returned, and nobody else.
+const COPY_GRACE: Duration = Duration::from_millis(100);
+
+/// How long a handoff (or a close) waits for a tenant's running calls when the host names no
+/// timeout: one TTL. The keeper renews the lease meanwhile, so a drain may take longer than a
+/// TTL; waiting one TTL gives calls as long as a lease lasts without renewals, which is what
+/// the next replica would wait for anyway had this one died.
+pub fn default_handoff_timeout(ttl_ms: i64) -> Duration {
+    Duration::from_millis(u64::try_from(ttl_ms).unwrap_or(0))
+}
 
 /// Descriptors a served tenant costs: the ledger, its WAL and its shared-memory file.
 const DESCRIPTORS_PER_TENANT: u64 = 3;
@@ -163,6 +186,9 @@ pub enum TenantState {
     Draining,
     /// The lease was lost; the tenant leaves the router when its last call ends.
     Lost,
+    /// The router was closed while the tenant still had calls running (its drain timed
+    /// out): its lease is no longer kept; it leaves the router when its last call ends.
+    Closed,
 }
 
 impl TenantState {
@@ -172,6 +198,7 @@ impl TenantState {
             TenantState::Serving => "serving",
             TenantState::Draining => "draining",
             TenantState::Lost => "lost",
+            TenantState::Closed => "closed",
         }
     }
 }
@@ -217,17 +244,55 @@ pub struct CloseReport {
     pub keeper: ShutdownReport,
 }
 
+/// A tenant's place in its life, with the handle every state after opening has: no state
+/// can be reached without it.
+enum Life {
+    Opening,
+    Serving(Arc<TenantHandle>),
+    Draining(Arc<TenantHandle>),
+    Lost(Arc<TenantHandle>),
+    Closed(Arc<TenantHandle>),
+}
+
+impl Life {
+    fn state(&self) -> TenantState {
+        match self {
+            Life::Opening => TenantState::Opening,
+            Life::Serving(_) => TenantState::Serving,
+            Life::Draining(_) => TenantState::Draining,
+            Life::Lost(_) => TenantState::Lost,
+            Life::Closed(_) => TenantState::Closed,
+        }
+    }
+
+    fn handle(&self) -> Option<&Arc<TenantHandle>> {
+        match self {
+            Life::Opening => None,
+            Life::Serving(h) | Life::Draining(h) | Life::Lost(h) | Life::Closed(h) => Some(h),
+        }
+    }
+
+    fn epoch(&self) -> i64 {
+        self.handle().map_or(0, |h| h.epoch())
+    }
+}
+
 struct Tenant {
-    handle: Option<Arc<TenantHandle>>,
-    state: TenantState,
+    life: Life,
     in_flight: u64,
     writes_since_copy: u64,
     last_copy: Option<CopyId>,
     last_good_copy_at: Instant,
     last_copy_error: Option<String>,
     copying: bool,
-    /// Calls inside the host's code, which may open the tenant's files.
-    running: u64,
+    /// Calls inside the host's code, which may open the tenant's files, by their number.
+    running: std::collections::BTreeSet<u64>,
+    /// The number the next call of the tenant gets.
+    next_call: u64,
+    /// A copy gave up waiting for the calls numbered up to this one: no copy holds new calls
+    /// back again before they all returned, so a long call delays its tenant's copy, not the
+    /// tenant's other calls.
+    blocked_by: Option<u64>,
     /// New calls wait: a copy is reading the tenant's files (see [`Shared::copy_now`]).
     held_back: bool,
 }
@@ -237,6 +302,7 @@ struct Shared {
     copies: EpochCopies,
     state_root: PathBuf,
     capacity: usize,
+    ttl_ms: i64,
     policy: CopyPolicy,
     verify: Option<SharedFoldCheck>,
     on_event: Option<RouterEventHandler>,
@@ -295,7 +361,9 @@ impl TenantRouter {
                 shared.keeper_event(event);
             }
         }));
+        let ttl_ms = options.ttl_ms;
         let shared = Arc::new(Shared {
+            ttl_ms,
             keeper: LeaseKeeper::start(keeper_options)?,
             copies: EpochCopies::new(options.durable_store).with_host_snapshot(options.snapshot),
             state_root: options.state_root,
@@ -334,6 +402,12 @@ impl TenantRouter {
         self.shared.capacity
     }
 
+    /// [`default_handoff_timeout`] for this router's TTL: what a handoff or close waits when
+    /// the host names no timeout.
+    pub fn default_handoff_timeout(&self) -> Duration {
+        default_handoff_timeout(self.shared.ttl_ms)
+    }
+
     /// Serves a tenant: see the [module docs](self). Opening a tenant already served returns
     /// the same handle.
     pub fn open(&self, organization: &str, tenant: &str) -> Result<Arc<TenantHandle>> {
@@ -346,17 +420,14 @@ impl TenantRouter {
                 if *lock(&shared.closed) {
                     return Err(Error::RouterClosed);
                 }
-                match tenants.get(&key) {
-                    Some(t) if t.state == TenantState::Opening => {
+                match tenants.get(&key).map(|t| &t.life) {
+                    Some(Life::Opening) => {
                         tenants = shared.changed.wait(tenants).unwrap_or_else(|p| p.into_inner());
                     }
-                    Some(t) if t.state == TenantState::Serving => {
-                        return Ok(t.handle.clone().expect("a serving tenant has its handle"));
-                    }
-                    Some(t) if t.state == TenantState::Draining => {
-                        return Err(Error::Draining { key });
-                    }
-                    Some(t) => return Err(fenced_for(&key, t)),
+                    Some(Life::Serving(handle)) => return Ok(handle.clone()),
+                    Some(Life::Draining(_)) => return Err(Error::Draining { key }),
+                    Some(Life::Closed(_)) => return Err(Error::RouterClosed),
+                    Some(Life::Lost(handle)) => return Err(fenced(&key, handle.epoch())),
                     None => break,
                 }
             }
@@ -368,15 +439,16 @@ impl TenantRouter {
             tenants.insert(
                 key.clone(),
                 Tenant {
-                    handle: None,
-                    state: TenantState::Opening,
+                    life: Life::Opening,
                     in_flight: 0,
                     writes_since_copy: 0,
                     last_copy: None,
                     last_good_copy_at: Instant::now(),
                     last_copy_error: None,
                     copying: false,
-                    running: 0,
+                    running: Default::default(),
+                    next_call: 0,
+                    blocked_by: None,
                     held_back: false,
                 },
             );
@@ -401,24 +473,41 @@ impl TenantRouter {
             }
         });
         let mut tenants = lock(&shared.tenants);
+        // An open that close() overtook is refused as such, whatever the keeper (shut down
+        // meanwhile) answered: the host asked a closed router.
+        let closed = *lock(&shared.closed);
         let result = match opened {
-            Ok(handle) => {
-                let tenant = tenants.get_mut(&key).expect("an opening tenant stays listed");
-                tenant.handle = Some(handle.clone());
-                tenant.last_copy = handle.restored_from;
-                tenant.state = TenantState::Serving;
+            Ok(handle) if !closed => {
+                if let Some(tenant) = tenants.get_mut(&key) {
+                    tenant.last_copy = handle.restored_from;
+                    tenant.life = Life::Serving(handle.clone());
+                }
                 Ok(handle)
+            }
+            Ok(_) => {
+                tenants.remove(&key);
+                drop(tenants);
+                let _ = shared.keeper.remove(&key);
+                tenants = lock(&shared.tenants);
+                Err(Error::RouterClosed)
+            }
+            Err(_) if closed => {
+                tenants.remove(&key);
+                Err(Error::RouterClosed)
             }
             Err(error) => {
                 tenants.remove(&key);
                 Err(error)
             }
         };
+        drop(tenants);
         shared.changed.notify_all();
         result
     }
 
-    /// Runs one call of a served tenant; see the [module docs](self).
+    /// Runs one call of a served tenant; see the [module docs](self). A failure before `call`
+    /// ran is the refusal's own class (nothing was written: a retry is safe); a failure after
+    /// it returned is CALL_IN_DOUBT; `call`'s own error is returned as it is.
     pub fn run<T>(&self, key: &str, call: impl FnOnce(&TenantHandle) -> Result<T>) -> Result<T> {
         let started = self.begin(key)?;
         let value = call(started.handle())?;
@@ -429,10 +518,11 @@ impl TenantRouter {
     /// JS promise): counted in flight, the gate checked, until the [`RouterCall`] is finished
     /// or dropped. [`TenantRouter::run`] is this around a closure.
     pub fn begin(&self, key: &str) -> Result<RouterCall> {
-        let handle = self.shared.enter(key)?;
+        let (handle, number) = self.shared.enter(key)?;
         let call = RouterCall {
             shared: self.shared.clone(),
             handle,
+            number,
             open: true,
         };
         call.handle.lease.assert_held()?;
@@ -444,11 +534,17 @@ impl TenantRouter {
         self.shared.handoff(key, timeout)
     }
 
-    /// Hands every tenant off, then refuses every later open with ROUTER_CLOSED.
+    /// Hands every tenant off, then refuses every later open with ROUTER_CLOSED. An open in
+    /// flight is refused so too; a tenant whose drain timed out is `closed` from then on (its
+    /// lease is no longer kept) and leaves when its last call ends.
     pub fn close(&self, timeout: Duration) -> CloseReport {
         let shared = &self.shared;
         *lock(&shared.closed) = true;
-        let keys: Vec<String> = lock(&shared.tenants).keys().cloned().collect();
+        let keys: Vec<String> = lock(&shared.tenants)
+            .iter()
+            .filter(|(_, t)| !matches!(t.life, Life::Opening))
+            .map(|(key, _)| key.clone())
+            .collect();
         let mut report = CloseReport::default();
         for key in keys {
             match shared.handoff(&key, timeout) {
@@ -463,6 +559,25 @@ impl TenantRouter {
             let _ = copier.join();
         }
         report.keeper = shared.keeper.shutdown(timeout);
+        let mut left = Vec::new();
+        {
+            let mut tenants = lock(&shared.tenants);
+            for (key, tenant) in tenants.iter_mut() {
+                if let Life::Serving(h) | Life::Draining(h) = &tenant.life {
+                    tenant.life = Life::Closed(h.clone());
+                }
+                if tenant.in_flight == 0 {
+                    if let Some(h) = tenant.life.handle() {
+                        left.push((key.clone(), h.epoch()));
+                    }
+                }
+            }
+            tenants.retain(|_, t| t.in_flight > 0 || matches!(t.life, Life::Opening));
+        }
+        shared.changed.notify_all();
+        for (key, epoch) in left {
+            shared.emit(RouterEvent::Closed { key, epoch });
+        }
         report.handed_off.sort();
         report.timed_out.sort();
         report.failed.sort_by(|a, b| a.0.cmp(&b.0));
@@ -476,8 +591,8 @@ impl TenantRouter {
             .iter()
             .map(|(key, t)| TenantStatus {
                 key: key.clone(),
-                state: t.state,
-                epoch: t.handle.as_ref().map_or(0, |h| h.epoch()),
+                state: t.life.state(),
+                epoch: t.life.epoch(),
                 in_flight: t.in_flight,
                 last_copy: t.last_copy,
                 writes_since_copy: t.writes_since_copy,
@@ -500,13 +615,13 @@ impl Drop for TenantRouter {
     }
 }
 
-/// A lost tenant waiting for its last call: this replica cannot serve it until that tenure
-/// is over.
 /// A call in flight. [`RouterCall::finish`] acknowledges it; dropping it unfinished counts
 /// it as failed (nothing to copy for it).
 pub struct RouterCall {
     shared: Arc<Shared>,
     handle: Arc<TenantHandle>,
+    /// The call's number among its tenant's calls (see `Tenant::blocked_by`).
+    number: u64,
     open: bool,
 }
 
@@ -524,84 +639,133 @@ impl RouterCall {
         &self.handle
     }
 
-    /// The call succeeded: FENCED when the gate closed meanwhile (its effects cannot be
-    /// acknowledged); in `Strict` mode, waits for a copy that holds it and fails with the
-    /// copy's error. Blocks on the durable store in `Strict` mode only.
+    /// The call's handler returned: CALL_IN_DOUBT when the gate closed meanwhile (its
+    /// effects cannot be acknowledged) or, in `Strict` mode, when no copy holding it could be
+    /// written (the cause is in the error). Blocks on the durable store in `Strict` mode only.
     pub fn finish(mut self) -> Result<()> {
         self.open = false;
         let shared = &self.shared;
-        shared.stop_running(&self.handle.key);
+        shared.stop_running(&self.handle.key, self.number);
         let outcome = self
             .handle
             .lease
             .assert_held()
             .and_then(|()| match shared.policy.durability {
-                Durability::Strict => shared.copy_now(&self.handle),
+                Durability::Strict => shared.copy_for_call(&self.handle),
                 Durability::Async => Ok(()),
             });
         shared.leave(
             &self.handle.key,
             outcome.is_ok() && shared.policy.durability == Durability::Async,
         );
-        outcome
+        outcome.map_err(|cause| Error::CallInDoubt {
+            key: self.handle.key.clone(),
+            epoch: self.handle.epoch(),
+            cause: Box::new(cause),
+        })
     }
 }
 
 impl Drop for RouterCall {
     fn drop(&mut self) {
         if self.open {
-            self.shared.stop_running(&self.handle.key);
+            self.shared.stop_running(&self.handle.key, self.number);
             self.shared.leave(&self.handle.key, false);
         }
     }
 }
 
-fn fenced_for(key: &str, tenant: &Tenant) -> Error {
+fn fenced(key: &str, epoch: i64) -> Error {
     Error::Fenced {
         reason: FenceReason::LeaseLost,
         key: key.to_owned(),
-        epoch: tenant.handle.as_ref().map_or(0, |h| h.epoch()),
+        epoch,
     }
 }
 
+fn not_served(key: &str) -> Error {
+    Error::lease_lost(format!("{key} is not served by this replica"))
+}
+
+/// Clears a tenant's copy marks however a copy ends, a panic included: a mark left set
+/// would hold every later call or copy of the tenant back for good.
+struct CopyMarks<'a> {
+    shared: &'a Shared,
+    key: &'a str,
+}
+
+impl Drop for CopyMarks<'_> {
+    fn drop(&mut self) {
+        if let Some(t) = lock(&self.shared.tenants).get_mut(self.key) {
+            t.copying = false;
+            t.held_back = false;
+        }
+        self.shared.changed.notify_all();
+    }
+}
+
+/// What a panic carried, for the error that reports it.
+fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_default()
+}
+
 impl Shared {
+    /// Calls the host's handler; a panic in it is caught, as the keeper catches its
+    /// handler's, so that no host bug stops the router's threads.
     fn emit(&self, event: RouterEvent) {
         if let Some(handler) = &self.on_event {
-            handler(event);
+            let _ = catch_unwind(AssertUnwindSafe(|| handler(event)));
         }
     }
 
-    fn enter(&self, key: &str) -> Result<Arc<TenantHandle>> {
+    fn enter(&self, key: &str) -> Result<(Arc<TenantHandle>, u64)> {
         if *lock(&self.closed) {
             return Err(Error::RouterClosed);
         }
         let mut tenants = lock(&self.tenants);
         while tenants
             .get(key)
-            .is_some_and(|t| t.held_back && t.state == TenantState::Serving)
+            .is_some_and(|t| t.held_back && matches!(t.life, Life::Serving(_)))
         {
             tenants = self.changed.wait(tenants).unwrap_or_else(|p| p.into_inner());
         }
         let Some(tenant) = tenants.get_mut(key) else {
-            return Err(Error::lease_lost(format!("{key} is not served by this replica")));
+            return Err(not_served(key));
         };
-        match tenant.state {
-            TenantState::Serving => {
+        match &tenant.life {
+            Life::Serving(handle) => {
+                let handle = handle.clone();
+                let number = tenant.next_call;
+                tenant.next_call += 1;
                 tenant.in_flight += 1;
-                tenant.running += 1;
-                Ok(tenant.handle.clone().expect("a serving tenant has its handle"))
+                tenant.running.insert(number);
+                Ok((handle, number))
             }
-            TenantState::Draining => Err(Error::Draining { key: key.to_owned() }),
-            TenantState::Opening => Err(Error::lease_lost(format!("{key} is still being opened"))),
-            TenantState::Lost => Err(fenced_for(key, tenant)),
+            Life::Draining(_) => Err(Error::Draining { key: key.to_owned() }),
+            Life::Opening => Err(Error::lease_lost(format!("{key} is still being opened"))),
+            Life::Closed(_) => Err(Error::RouterClosed),
+            Life::Lost(handle) => Err(fenced(key, handle.epoch())),
         }
     }
 
     /// A call's host code has returned: the tenant's files are the router's to copy.
-    fn stop_running(&self, key: &str) {
-        if let Some(tenant) = lock(&self.tenants).get_mut(key) {
-            tenant.running -= 1;
+    fn stop_running(&self, key: &str, number: u64) {
+        let mut tenants = lock(&self.tenants);
+        if let Some(tenant) = tenants.get_mut(key) {
+            tenant.running.remove(&number);
+            if tenant
+                .blocked_by
+                .is_some_and(|last| tenant.running.first().is_none_or(|first| *first > last))
+            {
+                tenant.blocked_by = None;
+                self.copier_wake.notify_all();
+            }
         }
+        drop(tenants);
         self.changed.notify_all();
     }
 
@@ -614,8 +778,8 @@ impl Shared {
         if wrote {
             tenant.writes_since_copy += 1;
         }
-        let closed = tenant.in_flight == 0 && tenant.state == TenantState::Lost;
-        let epoch = tenant.handle.as_ref().map_or(0, |h| h.epoch());
+        let closed = tenant.in_flight == 0 && matches!(tenant.life, Life::Lost(_) | Life::Closed(_));
+        let epoch = tenant.life.epoch();
         if closed {
             tenants.remove(key);
         }
@@ -629,8 +793,42 @@ impl Shared {
         }
     }
 
+    /// A strict call's copy: written as soon as the tenant is quiet. While other calls of the
+    /// tenant keep running the call waits for them (without holding anyone back), at most
+    /// [`QUIET_WAIT`] in all, then TENANT_BUSY.
+    fn copy_for_call(&self, handle: &TenantHandle) -> Result<()> {
+        let deadline = Instant::now() + QUIET_WAIT;
+        loop {
+            match self.copy_now(handle, deadline) {
+                Err(Error::TenantBusy { .. }) if Instant::now() < deadline => {
+                    self.wait_unblocked(&handle.key, deadline);
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// Waits until the calls that blocked the tenant's last copy have returned, or the
+    /// deadline.
+    fn wait_unblocked(&self, key: &str, deadline: Instant) {
+        let mut tenants = lock(&self.tenants);
+        while tenants.get(key).is_some_and(|t| t.blocked_by.is_some()) {
+            let now = Instant::now();
+            if now >= deadline {
+                return;
+            }
+            tenants = self
+                .changed
+                .wait_timeout(tenants, deadline - now)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+    }
+
     /// Writes a copy of a tenant and records its outcome; one copy of a tenant at a time.
-    fn copy_now(&self, handle: &TenantHandle) -> Result<()> {
+    /// Waits for running calls at most [`COPY_GRACE`] (and never past `deadline`): calls that
+    /// run longer make it TENANT_BUSY and keep it from trying again until they returned.
+    fn copy_now(&self, handle: &TenantHandle, deadline: Instant) -> Result<()> {
         let started = Instant::now();
         let writes_before = {
             let mut tenants = lock(&self.tenants);
@@ -647,19 +845,22 @@ impl Shared {
                 }
             }
         };
+        let marks = CopyMarks {
+            shared: self,
+            key: &handle.key,
+        };
         // The host may open the tenant's files only inside its calls: POSIX locks belong to
         // the process, so this library's SQLite reading a file the host's SQLite opens at
         // the same moment would let either drop the other's locks. New calls wait, and the
         // running ones are waited for, until the snapshot is taken (not the upload).
-        let quiet = self.hold_calls_back(&handle.key);
+        let quiet = self.hold_calls_back(&handle.key, deadline.min(started + COPY_GRACE));
         let outcome = quiet.and_then(|()| {
             self.copies
                 .write_copy_with(&handle.lease, &handle.root, &|| self.let_calls_in(&handle.key))
         });
-        self.let_calls_in(&handle.key);
+        drop(marks);
         let mut tenants = lock(&self.tenants);
         if let Some(t) = tenants.get_mut(&handle.key) {
-            t.copying = false;
             match &outcome {
                 Ok(written) => {
                     t.last_copy = Some(CopyId {
@@ -670,6 +871,8 @@ impl Shared {
                     t.writes_since_copy -= writes_before.min(t.writes_since_copy);
                     t.last_copy_error = None;
                 }
+                // A long call delays the copy; that is no failure of the store.
+                Err(Error::TenantBusy { .. }) => {}
                 Err(error) => t.last_copy_error = Some(format!("{}: {error}", error.code_str())),
             }
         }
@@ -678,33 +881,39 @@ impl Shared {
         outcome.map(|_| ())
     }
 
-    /// Holds a tenant's new calls back and waits for its running ones, at most
-    /// [`QUIET_WAIT`]: a call that runs longer fails this copy (the host hears of it), it
-    /// does not stall every later one.
-    fn hold_calls_back(&self, key: &str) -> Result<()> {
-        let deadline = Instant::now() + QUIET_WAIT;
+    /// Holds a tenant's new calls back and waits for its running ones until `until`. Calls
+    /// still running then fail this copy with TENANT_BUSY and are noted in `blocked_by`: the
+    /// held calls go on at once, so no call waits behind the copier longer than the grace
+    /// and one snapshot.
+    fn hold_calls_back(&self, key: &str, until: Instant) -> Result<()> {
+        let started = Instant::now();
         let mut tenants = lock(&self.tenants);
         if let Some(t) = tenants.get_mut(key) {
             t.held_back = true;
         }
         loop {
-            let running = tenants.get(key).map_or(0, |t| t.running);
-            let now = Instant::now();
-            if running == 0 {
+            let Some(t) = tenants.get_mut(key) else {
+                return Ok(());
+            };
+            if t.running.is_empty() {
                 return Ok(());
             }
-            if now >= deadline {
-                return Err(Error::Storage {
-                    code: "TENANT_BUSY".to_owned(),
-                    message: format!(
-                        "{key}: {running} call(s) kept running for {} ms, so no copy could read its files",
-                        QUIET_WAIT.as_millis()
-                    ),
+            let now = Instant::now();
+            if now >= until {
+                t.held_back = false;
+                t.blocked_by = t.running.last().copied();
+                let running = t.running.len() as u64;
+                drop(tenants);
+                self.changed.notify_all();
+                return Err(Error::TenantBusy {
+                    key: key.to_owned(),
+                    running,
+                    waited_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
                 });
             }
             tenants = self
                 .changed
-                .wait_timeout(tenants, deadline - now)
+                .wait_timeout(tenants, until - now)
                 .unwrap_or_else(|p| p.into_inner())
                 .0;
         }
@@ -722,20 +931,22 @@ impl Shared {
         let handle = {
             let mut tenants = lock(&self.tenants);
             let Some(tenant) = tenants.get_mut(key) else {
-                return Err(Error::lease_lost(format!("{key} is not served by this replica")));
+                return Err(not_served(key));
             };
-            match tenant.state {
-                TenantState::Serving => tenant.state = TenantState::Draining,
-                TenantState::Draining => return Err(Error::Draining { key: key.to_owned() }),
-                _ => return Err(fenced_for(key, tenant)),
-            }
-            let handle = tenant.handle.clone().expect("a serving tenant has its handle");
+            let handle = match &tenant.life {
+                Life::Serving(handle) => handle.clone(),
+                Life::Draining(_) => return Err(Error::Draining { key: key.to_owned() }),
+                Life::Opening => return Err(Error::lease_lost(format!("{key} is still being opened"))),
+                Life::Closed(_) => return Err(Error::RouterClosed),
+                Life::Lost(handle) => return Err(fenced(key, handle.epoch())),
+            };
+            tenant.life = Life::Draining(handle.clone());
             // The keeper goes on renewing the lease while the calls finish.
             while tenants.get(key).is_some_and(|t| t.in_flight > 0) {
                 let now = Instant::now();
                 if now >= deadline {
                     let tenant = tenants.get_mut(key).expect("a draining tenant stays listed");
-                    tenant.state = TenantState::Serving;
+                    tenant.life = Life::Serving(handle.clone());
                     let in_flight = tenant.in_flight;
                     drop(tenants);
                     self.changed.notify_all();
@@ -753,10 +964,11 @@ impl Shared {
             }
             handle
         };
-        if let Err(error) = self.copy_now(&handle) {
+        // No call runs any more: the copy does not wait for one.
+        if let Err(error) = self.copy_now(&handle, Instant::now() + QUIET_WAIT) {
             // Nothing was released: the tenant serves again and the host decides.
             if let Some(t) = lock(&self.tenants).get_mut(key) {
-                t.state = TenantState::Serving;
+                t.life = Life::Serving(handle.clone());
             }
             self.changed.notify_all();
             return Err(error);
@@ -779,10 +991,11 @@ impl Shared {
         let Some(tenant) = tenants.get_mut(&key) else {
             return;
         };
-        if tenant.handle.as_ref().map(|h| h.epoch()) != Some(epoch) {
-            return;
-        }
-        tenant.state = TenantState::Lost;
+        let handle = match &tenant.life {
+            Life::Serving(h) | Life::Draining(h) if h.epoch() == epoch => h.clone(),
+            _ => return,
+        };
+        tenant.life = Life::Lost(handle);
         let idle = tenant.in_flight == 0;
         if idle {
             tenants.remove(&key);
@@ -799,24 +1012,38 @@ impl Shared {
     }
 
     /// One pass of the `Async` copier: every serving tenant written to since its last good
-    /// copy, whose interval has passed.
+    /// copy, whose interval has passed and whose last copy no running call still blocks.
+    /// A copy that panics is reported as a failed one; the copier carries on.
     fn copy_due(&self) {
         let due: Vec<Arc<TenantHandle>> = lock(&self.tenants)
             .values()
             .filter(|t| {
-                t.state == TenantState::Serving
-                    && t.writes_since_copy > 0
+                t.writes_since_copy > 0
+                    && t.blocked_by.is_none()
                     && t.last_good_copy_at.elapsed() >= self.policy.interval
             })
-            .filter_map(|t| t.handle.clone())
+            .filter_map(|t| match &t.life {
+                Life::Serving(h) => Some(h.clone()),
+                _ => None,
+            })
             .collect();
         for handle in due {
-            if let Err(error) = self.copy_now(&handle) {
-                self.emit(RouterEvent::CopyFailed {
+            let copied = catch_unwind(AssertUnwindSafe(|| {
+                self.copy_now(&handle, Instant::now() + COPY_GRACE)
+            }))
+            .unwrap_or_else(|panic| {
+                Err(Error::Storage {
+                    code: "PANIC".to_owned(),
+                    message: format!("a copy of {} panicked: {}", handle.key, panic_text(&*panic)),
+                })
+            });
+            match copied {
+                Ok(()) | Err(Error::TenantBusy { .. }) => {}
+                Err(error) => self.emit(RouterEvent::CopyFailed {
                     key: handle.key.clone(),
                     epoch: handle.epoch(),
                     error,
-                });
+                }),
             }
         }
     }

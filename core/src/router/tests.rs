@@ -249,8 +249,9 @@ fn a_lost_lease_fences_the_tenant_and_closes_it_after_its_last_call() {
     );
     finish.wait();
     assert!(
-        matches!(call.join().unwrap(), Err(Error::Fenced { .. })),
-        "its after-check fails"
+        matches!(call.join().unwrap(), Err(Error::CallInDoubt { cause, .. })
+            if matches!(*cause, Error::Fenced { .. })),
+        "its after-check fails, after its handler ran: in doubt"
     );
     assert_eq!(
         *lock(&events),
@@ -304,10 +305,99 @@ fn strict_durability_refuses_the_acknowledgement_without_a_copy() {
     ));
     fs::remove_dir_all(&epoch_dir).unwrap();
     fs::write(&epoch_dir, b"in the way").unwrap();
-    assert!(matches!(
-        router.run(&key(T1), |h| append(h, "two")),
-        Err(Error::DurableStoreUnavailable { .. })
-    ));
+    let refused = router.run(&key(T1), |h| append(h, "two")).unwrap_err();
+    assert!(
+        matches!(&refused, Error::CallInDoubt { cause, epoch: 1, .. }
+            if matches!(**cause, Error::DurableStoreUnavailable { .. })),
+        "{refused:?}"
+    );
+    assert_eq!(refused.code(), Some(crate::ErrorCode::CallInDoubt));
+}
+
+#[test]
+fn close_refuses_opens_in_flight_and_shows_timed_out_tenants_closed() {
+    let world = World::new();
+    let (a, _) = world.router("replica-a", 8, Durability::Async);
+    a.open(ORG, T1).unwrap();
+    a.run(&key(T1), |h| append(h, "one")).unwrap();
+    a.handoff(&key(T1), Duration::from_secs(5)).unwrap();
+
+    // An open held inside its restore (the fold check waits) while close() runs.
+    let in_verify = Arc::new(Barrier::new(2));
+    let release = Arc::new(Barrier::new(2));
+    let mut options = RouterOptions::new(
+        world.leases.clone(),
+        world.durable.clone(),
+        world.dir.path().join("replica-b"),
+        "replica-b".to_owned(),
+        3_000,
+        500,
+    );
+    let (entered, go) = (in_verify.clone(), release.clone());
+    options.verify = Some(Arc::new(move |_| {
+        entered.wait();
+        go.wait();
+        Ok(true)
+    }));
+    let b = Arc::new(TenantRouter::start(options).unwrap());
+    let opening = {
+        let b = b.clone();
+        std::thread::spawn(move || b.open(ORG, T1))
+    };
+    in_verify.wait();
+    assert_eq!(b.status()[0].state, TenantState::Opening);
+    let report = b.close(Duration::from_secs(1));
+    assert!(report.failed.is_empty(), "{:?}", report.failed);
+    release.wait();
+    assert!(matches!(opening.join().unwrap(), Err(Error::RouterClosed)));
+    assert!(b.status().is_empty());
+
+    // A tenant whose drain timed out at close is closed, not serving, until its call ends.
+    let (c, events) = world.router("replica-c", 8, Durability::Async);
+    c.open(ORG, T1).unwrap();
+    let call = c.begin(&key(T1)).unwrap();
+    let report = c.close(Duration::from_millis(20));
+    assert_eq!(report.timed_out, [key(T1)]);
+    let status = c.status();
+    assert_eq!((status[0].state, status[0].in_flight), (TenantState::Closed, 1));
+    assert!(matches!(c.run(&key(T1), |_| Ok(())), Err(Error::RouterClosed)));
+    assert!(matches!(call.finish(), Err(Error::CallInDoubt { .. })));
+    assert!(c.status().is_empty());
+    assert!(
+        lock(&events)
+            .iter()
+            .any(|e| e.starts_with(&format!("closed {} ", key(T1)))),
+        "{:?}",
+        lock(&events)
+    );
+}
+
+/// A long call delays its own tenant's copy, and only once holds the other calls back.
+#[test]
+fn a_long_call_delays_its_tenants_copy_not_its_other_calls() {
+    let world = World::new();
+    let (router, events) = world.router("replica-a", 8, Durability::Async);
+    router.open(ORG, T1).unwrap();
+    router.run(&key(T1), |h| append(h, "one")).unwrap();
+    let long = router.begin(&key(T1)).unwrap();
+    // The copier finds the tenant due and gives up on it after its grace.
+    wait_for("the copier to give up", || {
+        lock(&router.shared.tenants)[&key(T1)].blocked_by.is_some()
+    });
+    let tenant_now = |f: &dyn Fn(&Tenant) -> bool| f(&lock(&router.shared.tenants)[&key(T1)]);
+    assert!(tenant_now(&|t| !t.held_back), "calls are let in at once");
+    for i in 0..20 {
+        router.run(&key(T1), |h| append(h, &format!("q{i}"))).unwrap();
+        assert!(
+            tenant_now(&|t| !t.held_back && t.blocked_by.is_some()),
+            "held back again"
+        );
+    }
+    assert_eq!(router.status()[0].last_copy, None);
+    assert_eq!(router.status()[0].last_copy_error, None, "a delay is no failure");
+    assert!(!lock(&events).iter().any(|e| e.starts_with("copy_failed")));
+    long.finish().unwrap();
+    wait_for("the delayed copy", || router.status()[0].last_copy.is_some());
 }
 
 #[test]
