@@ -156,6 +156,11 @@ export declare class NativeStore {
   static openUrlAsync(url: unknown): Promise<NativeStore>
   /** Whether every operation needs a store clock reading taken by the caller. */
   get hostClock(): boolean
+  /**
+   * Answered on the JS thread when that cannot wait ([`LeaseStore::read_now`]) and no
+   * call made before it is still queued or running, so it sees them all; on the store's
+   * lane otherwise. The reference reads on the event loop too, without the first check.
+   */
   read(key: unknown): Promise<LeaseRecord | null>
   acquire(key: unknown, owner: unknown, ttlMs: unknown, wallNowMs?: unknown | undefined | null): Promise<LeaseGrant>
   renew(key: unknown, owner: unknown, epoch: unknown, ttlMs: unknown, wallNowMs?: unknown | undefined | null): Promise<LeaseGrant>

@@ -276,6 +276,8 @@ impl Pool {
 pub struct Pending<T: Task + 'static> {
     lane: Option<Arc<Lane>>,
     task: T,
+    /// What `compute` would have given, when the call was answered on the JS thread.
+    answered: Option<T::Output>,
 }
 
 impl<T: Task + 'static> Pending<T> {
@@ -285,8 +287,57 @@ impl<T: Task + 'static> Pending<T> {
         Pending {
             lane: lane.cloned(),
             task,
+            answered: None,
         }
     }
+
+    /// A call already answered on the JS thread without waiting: its promise is settled
+    /// before the call returns, with no thread woken and no wake of the event loop after.
+    pub fn answered(task: T, output: T::Output) -> Pending<T> {
+        Pending {
+            lane: None,
+            task,
+            answered: Some(output),
+        }
+    }
+}
+
+impl Lane {
+    /// Whether no call of this lane is queued or running: a call answered now, on the JS
+    /// thread, then comes after every call made before it, as a queued one would.
+    pub fn is_idle(&self) -> bool {
+        let state = self.lock();
+        state.running == 0 && state.calls.is_empty()
+    }
+}
+
+/// The promise of a call answered on the JS thread, settled at once.
+///
+/// # Safety
+/// On the JS thread of `raw_env`, inside a call from JavaScript.
+unsafe fn settled_promise<T: Task>(
+    raw_env: sys::napi_env,
+    mut task: T,
+    output: T::Output,
+) -> napi::Result<sys::napi_value> {
+    let env = Env::from_raw(raw_env);
+    let value = task.resolve(env, output);
+    task.finally(env)?;
+    // The value is made before the promise, so that no deferred is left unsettled.
+    let value = match value {
+        Ok(value) => Ok(unsafe { T::JsValue::to_napi_value(raw_env, value) }?),
+        Err(error) => Err(unsafe { napi::JsError::from(error).into_value(raw_env) }),
+    };
+    let (mut deferred, mut promise) = (std::ptr::null_mut(), std::ptr::null_mut());
+    // SAFETY: the caller's env and thread; each deferred is settled exactly once below.
+    unsafe {
+        napi::check_status!(sys::napi_create_promise(raw_env, &mut deferred, &mut promise))?;
+        match value {
+            Ok(value) => napi::check_status!(sys::napi_resolve_deferred(raw_env, deferred, value))?,
+            Err(error) => napi::check_status!(sys::napi_reject_deferred(raw_env, deferred, error))?,
+        }
+    }
+    Ok(promise)
 }
 
 /// `lane`, or none when the call may wait for JavaScript or for other calls of this addon: it
@@ -323,6 +374,10 @@ fn take(slot: &Mutex<Option<Box<dyn Call>>>) -> Option<Box<dyn Call>> {
 
 impl<T: Task + 'static> ToNapiValue for Pending<T> {
     unsafe fn to_napi_value(raw_env: sys::napi_env, pending: Pending<T>) -> napi::Result<sys::napi_value> {
+        if let Some(output) = pending.answered {
+            // SAFETY: napi converts a call's return value on the JS thread, inside the call.
+            return unsafe { settled_promise(raw_env, pending.task, output) };
+        }
         let env = Env::from_raw(raw_env);
         let (deferred, promise) = env.create_deferred()?;
         let asked = Instant::now();

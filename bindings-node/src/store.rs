@@ -176,11 +176,19 @@ impl NativeStore {
         self.host_clock
     }
 
+    /// Answered on the JS thread when that cannot wait ([`LeaseStore::read_now`]) and no
+    /// call made before it is still queued or running, so it sees them all; on the store's
+    /// lane otherwise. The reference reads on the event loop too, without the first check.
     #[napi(ts_return_type = "Promise<LeaseRecord | null>")]
     pub fn read(&self, env: Env, key: Unknown<'_>) -> napi::Result<Pending<ReadTask>> {
+        let key = args::text("key", &key).or_throw(&env)?;
         let store = self.store.clone();
+        if self.lane.is_idle() {
+            if let Some(answer) = store.read_now(&key) {
+                return Ok(Pending::answered(ReadTask(Job::done()), answer));
+            }
+        }
         queue(&env, Some(&self.lane), || {
-            let key = args::text("key", &key)?;
             Ok(Job::new(None, move || store.read(&key)))
         })
     }

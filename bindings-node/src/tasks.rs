@@ -41,6 +41,11 @@ impl<T> Job<T> {
         }
     }
 
+    /// A job whose answer was found on the JS thread: its task only builds the JS value.
+    pub fn done() -> Job<T> {
+        Job { work: None }
+    }
+
     fn run(&mut self) -> Result<T> {
         match self.work.take() {
             Some(work) => work(),

@@ -79,3 +79,60 @@ test('a lock held past the busy timeout is LeaseStoreUnavailableError, and nothi
     assert.deepEqual(store.history().map(e => e.owner), ['python', 'o']);
     store.close();
 });
+
+/**
+ * A read with nothing else in flight on its store is answered on the event loop (no thread
+ * hop), and only when that cannot wait. These pin down both halves: it is answered before any
+ * macrotask runs, and it never waits on the loop for a lock that another process holds.
+ */
+test('a read with nothing in flight is settled before the event loop turns', async () => {
+    const store = new pkg.SqliteLeaseStore({ path: tempDbPath() });
+    await store.acquire('k', 'o', 1_000);
+    let record;
+    const read = store.read('k').then(answer => { record = answer; });
+    // A few microtask turns: a promise settled by another thread would need a macrotask.
+    for (let i = 0; i < 5; i += 1) await null;
+    assert.equal(record?.owner, 'o', 'the read was not answered on the event loop');
+    await read;
+    store.close();
+});
+
+test('reads made while another process holds the write lock for 2 s never block the loop', async t => {
+    const file = tempDbPath();
+    const store = new pkg.SqliteLeaseStore({ path: file });
+    await store.acquire('warm-up', 'o', 1_000);
+    const holder = holdWriteLock(file, HOLD_SECONDS);
+    await holder.locked;
+
+    let ticks = 0;
+    let longestGapMs = 0;
+    let last = performance.now();
+    const timer = setInterval(() => {
+        const now = performance.now();
+        longestGapMs = Math.max(longestGapMs, now - last);
+        last = now;
+        ticks += 1;
+    }, 10);
+    // Nothing in flight: a WAL read does not need the write lock, and answers at once.
+    const free = await store.read('warm-up');
+    // The store's one connection now waits for the lock in this acquire; a read behind it
+    // waits its turn on the addon's threads, not on the loop, and sees the acquire.
+    const acquired = store.acquire('k', 'o', 1_000);
+    let ticksAtRead = -1;
+    const behind = await store.read('k').then(answer => {
+        ticksAtRead = ticks;
+        return answer;
+    });
+    await acquired;
+    clearInterval(timer);
+    await holder.exited;
+
+    assert.equal(free.owner, 'o');
+    assert.equal(behind?.epoch, 1, 'the read did not see the acquire made before it');
+    t.diagnostic(`ticks before the queued read was answered: ${ticksAtRead}; longest gap between ticks: ${longestGapMs.toFixed(0)} ms`);
+    // A read that waited on the loop for the connection would have let no timer run at all
+    // until the other process committed, 2 s later.
+    assert.ok(ticksAtRead >= 20, `only ${ticksAtRead} timer ticks while the read waited`);
+    assert.ok(longestGapMs < HOLD_SECONDS * 1_000 / 2, `the loop stood still for ${longestGapMs.toFixed(0)} ms`);
+    store.close();
+});

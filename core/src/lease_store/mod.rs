@@ -166,6 +166,14 @@ pub trait LeaseStore: Send + Sync {
     fn concurrent_calls(&self) -> usize {
         usize::MAX
     }
+    /// `read` answered at once, or `None` when answering could wait for anything (a lock,
+    /// another call, the network): what lets a host whose calling thread must never block (a
+    /// JS event loop) answer a read without handing it to another thread and back, and hand
+    /// it over only when it must. By default a store cannot tell, and answers `None`.
+    fn read_now(&self, key: &str) -> Option<Result<Option<LeaseRecord>>> {
+        let _ = key;
+        None
+    }
 }
 
 /// A TTL the store accepts: an integer number of milliseconds within

@@ -12,7 +12,7 @@
 //! behind a locked file must not wait eight timeouts. SQLite is given what is left of it.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::time::Duration;
 
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
@@ -284,24 +284,28 @@ impl SqliteLeaseStore {
             .and_then(|mut st| st.query_row([], |r| r.get(0)).optional())
             .map_err(storage_error)?
             .unwrap_or(0);
-        let rows: Vec<(i64, String, i64, String, i64)> = tx
+        // Read only up to the first row still inside the retention: on a log that pruning
+        // keeps up with, that is the first row, and a write reads one row here, not `budget`.
+        let rows: Vec<(i64, String, i64, bool)> = tx
             .prepare_cached(
-                "SELECT id, key, epoch, op, at_ms FROM lease_log WHERE id > ?1 ORDER BY id LIMIT ?2",
+                "SELECT id, key, epoch, op = 'renew', at_ms FROM lease_log WHERE id > ?1 ORDER BY id LIMIT ?2",
             )
             .and_then(|mut st| {
-                st.query_map(params![start, budget as i64], |r| {
-                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
-                })?
-                .collect()
+                let mut cursor = st.query(params![start, budget as i64])?;
+                let mut old = Vec::new();
+                while let Some(r) = cursor.next()? {
+                    if r.get::<_, i64>(4)? >= cutoff {
+                        break;
+                    }
+                    old.push((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?));
+                }
+                Ok(old)
             })
             .map_err(storage_error)?;
         let (mut through, mut judged, mut deleted) = (start, 0, 0);
-        for (id, key, epoch, op, at_ms) in &rows {
-            if *at_ms >= cutoff {
-                break;
-            }
+        for (id, key, epoch, renewal) in &rows {
             (through, judged) = (*id, judged + 1);
-            if op == "renew" {
+            if *renewal {
                 deleted += tx
                     .prepare_cached(
                         "DELETE FROM lease_log WHERE id = ?1 AND EXISTS (SELECT 1 FROM lease_log
@@ -754,6 +758,45 @@ impl LeaseStore for SqliteLeaseStore {
     fn read(&self, key: &str) -> Result<Option<LeaseRecord>> {
         assert_text("key", key)?;
         self.with_open(|connection| select_row(connection, key))
+    }
+
+    /// A read of one row in WAL mode waits for nothing but two things, and both are
+    /// refused here instead of waited for: the store's one connection, busy with another
+    /// call (which may itself be waiting up to the busy timeout for another process's write
+    /// lock), is only tried, never waited for; and with no busy handler, SQLite answers
+    /// `SQLITE_BUSY` at once where a reader would wait (another process running WAL
+    /// recovery, or holding the file in exclusive locking mode). A writer holding the WAL
+    /// write lock does not stop a reader. Either refusal answers `None`, and the caller reads
+    /// the slow way, on a thread that may wait.
+    fn read_now(&self, key: &str) -> Option<Result<Option<LeaseRecord>>> {
+        if let Err(error) = assert_text("key", key) {
+            return Some(Err(error));
+        }
+        let mut guard = match self.connection.try_lock() {
+            Ok(guard) => guard,
+            // As `connection` takes it over: a panic cannot leave a half-done write behind.
+            Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(TryLockError::WouldBlock) => return None,
+        };
+        let Some(connection) = guard.as_mut() else {
+            return Some(Err(Error::unavailable("the lease store is closed")));
+        };
+        // Every other call gives the connection its own busy timeout before it starts.
+        if let Err(error) = connection.busy_timeout(Duration::ZERO) {
+            return Some(Err(storage_error(error)));
+        }
+        match connection
+            .prepare_cached(SELECT_ROW)
+            .and_then(|mut st| st.query_row([key], row_to_record).optional())
+        {
+            Err(rusqlite::Error::SqliteFailure(failure, _))
+                if failure.code == rusqlite::ErrorCode::DatabaseBusy
+                    || failure.code == rusqlite::ErrorCode::DatabaseLocked =>
+            {
+                None
+            }
+            answer => Some(answer.map_err(storage_error)),
+        }
     }
 
     fn history(&self, key: Option<&str>) -> Result<Vec<HistoryEntry>> {
