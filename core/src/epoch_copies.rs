@@ -53,19 +53,23 @@ use crate::errors::{Error, Result};
 use crate::paths::{assert_not_working_dir, assert_root};
 use crate::tenant_lease::TenantLease;
 
+mod delta;
 mod layout;
 mod restore;
 mod snapshot;
 
 use layout::{
-    copy_prefix, epoch_prefix, parse_padded, tenant_prefix, Layout, ListedCopy, Manifest, ManifestFile,
-    TenureMarker, MANIFEST, TENURE,
+    copy_prefix, epoch_prefix, layable, parse_padded, tenant_prefix, AnyManifest, FileV2, Layout, ManifestV2,
+    ObjectRef, TenureMarker, MANIFEST, TENURE,
 };
 use restore::{relative_path, tree_size, write_durably, Restored, Scratch, Staged};
 use snapshot::{assert_root_not_open, backup_sqlite, Snapshot};
 
-/// The manifest format this build writes and the only one it restores.
-pub const FORMAT_VERSION: u32 = 1;
+/// The manifest format this build writes. It restores this one and format 1 (every file one
+/// whole object of its own copy, checked by SHA-256 and `integrity_check` at restore).
+pub const FORMAT_VERSION: u32 = 2;
+/// The format of the tenure marker, which format 2 left as it was.
+const MARKER_FORMAT: u32 = 1;
 const SQLITE_HEADER: &[u8; 16] = b"SQLite format 3\0";
 
 /// A copy's place in the order restores follow: epoch first, then sequence.
@@ -136,7 +140,15 @@ pub struct WrittenCopy {
     pub epoch: i64,
     pub seq: u64,
     pub files: usize,
+    /// The size of the files the copy holds.
     pub bytes: u64,
+    /// What this copy stored: its objects (bases and deltas) and their bytes, the manifest
+    /// aside (one more object).
+    pub pieces_uploaded: usize,
+    pub bytes_uploaded: u64,
+    /// What it references of earlier copies of its lineage instead of storing it again.
+    pub pieces_reused: usize,
+    pub bytes_reused: u64,
 }
 
 /// One copy as the store lists it, without reading it.
@@ -174,6 +186,26 @@ pub type FoldCheck<'a> = &'a dyn Fn(&Path) -> Result<bool>;
 struct Tenure {
     marker: bool,
     seqs: BTreeSet<u64>,
+    /// The files of the last copy this tenure wrote or restored, which the next copy builds on
+    /// (`None`: the next copy stores every file whole).
+    lineage: Option<Arc<Lineage>>,
+}
+
+/// Files of a copy by path, each with the block digests of its base, against which the next
+/// copy finds the changed blocks without reading the base back.
+type Lineage = HashMap<String, Known>;
+
+#[derive(Debug, Clone)]
+struct Known {
+    file: FileV2,
+    base_blocks: Arc<Vec<[u8; 32]>>,
+}
+
+/// One file of a copy being written, and what storing it cost.
+struct Placed {
+    known: Known,
+    uploaded: (usize, u64),
+    reused: (usize, u64),
 }
 
 /// A lease key and its epoch: one tenure.
@@ -185,6 +217,7 @@ pub struct EpochCopies {
     store: Arc<dyn DurableStore>,
     tenures: Mutex<HashMap<TenureKey, Arc<Mutex<Tenure>>>>,
     snapshot: Option<HostSnapshot>,
+    full_check: bool,
 }
 
 impl std::fmt::Debug for EpochCopies {
@@ -202,7 +235,16 @@ impl EpochCopies {
             store,
             tenures: Mutex::default(),
             snapshot: None,
+            full_check: false,
         }
+    }
+
+    /// Restores also run `PRAGMA integrity_check` on every database (as Litestream's
+    /// `-integrity-check`). Without it a restore checks digests only: every image was checked
+    /// with `quick_check` before the manifest that names it was published.
+    pub fn with_integrity_check(mut self, full: bool) -> EpochCopies {
+        self.full_check = full;
+        self
     }
 
     /// Reads the files that the host has open through `snapshot` (see [`HostSnapshot`]).
@@ -267,44 +309,137 @@ impl EpochCopies {
         let seq = self.claim_next_seq(lease, &mut tenure, &prefix, &found?)?;
         let snapshot = snapshot?;
         let copy_prefix = format!("{prefix}{seq:020}/");
+        let epochs = tenant_prefix(lease.key())?;
         snapshot_taken();
-        let files = in_parallel(&snapshot.files, |index, file| {
+        let lineage = tenure.lineage.clone().unwrap_or_default();
+        let placed = in_parallel(&snapshot.files, |index, file| {
             let content = file.content()?;
-            let content = &*content;
-            // The hash (CPU) runs while the object is stored (I/O): a put costs the longer of
-            // the two, not their sum.
-            let sha256 = std::thread::scope(|scope| {
-                let hash = scope.spawn(|| sha256_hex(content));
-                self.create(&format!("{copy_prefix}files/{index:06}"), content)?;
-                Ok::<_, Error>(hash.join().expect("hashing does not panic"))
-            })?;
-            Ok(ManifestFile {
-                path: file.path.clone(),
-                size: content.len() as u64,
-                sha256,
-                sqlite: file.sqlite,
-            })
+            self.place(
+                &content,
+                file,
+                lineage.get(&file.path),
+                |name| format!("{}{name}", &copy_prefix[epochs.len()..]),
+                |object, bytes| self.create(&format!("{epochs}{object}"), bytes),
+                index,
+            )
         })
         .into_iter()
         .collect::<Result<Vec<_>>>()?;
-        let bytes = files.iter().map(|f| f.size).sum();
-        let manifest = Manifest {
+        let sum = |pick: fn(&Placed) -> (usize, u64)| {
+            placed
+                .iter()
+                .map(pick)
+                .fold((0, 0), |(n, b), (m, c)| (n + m, b + c))
+        };
+        let (pieces_uploaded, bytes_uploaded) = sum(|p| p.uploaded);
+        let (pieces_reused, bytes_reused) = sum(|p| p.reused);
+        let manifest = ManifestV2 {
             format_version: FORMAT_VERSION,
             key: lease.key().to_owned(),
             epoch: lease.epoch(),
             seq,
             replica_id: lease.replica_id().to_owned(),
             written_at_ms: wall_ms(),
-            files,
+            files: placed.iter().map(|p| p.known.file.clone()).collect(),
         };
-        let json = serde_json::to_vec_pretty(&manifest).expect("a manifest serializes");
+        let bytes = manifest.files.iter().map(|f| f.size).sum();
+        let json = serde_json::to_vec(&manifest).expect("a manifest serializes");
         self.create(&format!("{copy_prefix}{MANIFEST}"), &json)?;
+        tenure.lineage = Some(Arc::new(
+            placed
+                .into_iter()
+                .map(|p| (p.known.file.path.clone(), p.known))
+                .collect(),
+        ));
         lease.assert_held()?;
         Ok(WrittenCopy {
             epoch: lease.epoch(),
             seq,
             files: manifest.files.len(),
             bytes,
+            pieces_uploaded,
+            bytes_uploaded,
+            pieces_reused,
+            bytes_reused,
+        })
+    }
+
+    /// Stores one file of a copy as what changed since `known`, its state in the lineage's
+    /// last copy: nothing when it is the same, a delta of the blocks that differ from its base
+    /// while that stays under half the file, else a new base, which a database passes only
+    /// with `quick_check` (an image that fails it is never published).
+    fn place(
+        &self,
+        content: &[u8],
+        file: &snapshot::SnapshotFile,
+        known: Option<&Known>,
+        name: impl Fn(&str) -> String,
+        store: impl Fn(&str, &[u8]) -> Result<()>,
+        index: usize,
+    ) -> Result<Placed> {
+        let blocks = delta::block_digests(content);
+        let size = content.len() as u64;
+        let digest = delta::digest_of(&blocks, size);
+        if let Some(known) = known.filter(|k| k.file.digest == digest && k.file.sqlite == file.sqlite) {
+            let reused = std::iter::once(&known.file.base).chain(&known.file.delta);
+            return Ok(Placed {
+                known: known.clone(),
+                uploaded: (0, 0),
+                reused: reused.fold((0, 0), |(n, b), o| (n + 1, b + o.size)),
+            });
+        }
+        let entry = |base: ObjectRef, delta: Option<ObjectRef>| FileV2 {
+            path: file.path.clone(),
+            size,
+            digest: digest.clone(),
+            sqlite: file.sqlite,
+            base,
+            delta,
+        };
+        if let Some(known) = known {
+            let changed = delta::changed_blocks(&known.base_blocks, &blocks);
+            if changed.len().saturating_mul(delta::BLOCK) <= content.len() / 2 {
+                let bytes = delta::encode(content, &changed);
+                let object = name(&format!("files/{index:06}.delta"));
+                store(&object, &bytes)?;
+                let delta = ObjectRef {
+                    object,
+                    size: bytes.len() as u64,
+                    digest: delta::digest(&bytes),
+                };
+                return Ok(Placed {
+                    uploaded: (1, delta.size),
+                    reused: (1, known.file.base.size),
+                    known: Known {
+                        file: entry(known.file.base.clone(), Some(delta)),
+                        base_blocks: known.base_blocks.clone(),
+                    },
+                });
+            }
+        }
+        if file.sqlite && !Restored::read_in_place(content.to_vec(), true).passes("quick_check") {
+            return Err(Error::Storage {
+                code: "SQLITE_CORRUPT".to_owned(),
+                message: format!(
+                    "{} fails PRAGMA quick_check, so no copy of it is published",
+                    file.path
+                ),
+            });
+        }
+        let object = name(&format!("files/{index:06}"));
+        store(&object, content)?;
+        let base = ObjectRef {
+            object,
+            size,
+            digest: digest.clone(),
+        };
+        Ok(Placed {
+            uploaded: (1, size),
+            reused: (0, 0),
+            known: Known {
+                file: entry(base, None),
+                base_blocks: Arc::new(blocks),
+            },
         })
     }
 
@@ -388,10 +523,10 @@ impl EpochCopies {
             lease.forgotten_at_epoch(),
             Some(lease.epoch()),
         )?;
-        let staged = self.stage_newest(lease.key(), &plan, root, verify)?;
+        let (staged, lineage) = self.stage_newest(lease.key(), &plan, root, verify)?;
         lease.assert_held()?;
         let marker = TenureMarker {
-            format_version: FORMAT_VERSION,
+            format_version: MARKER_FORMAT,
             key: lease.key().to_owned(),
             epoch: lease.epoch(),
             replica_id: lease.replica_id().to_owned(),
@@ -407,7 +542,10 @@ impl EpochCopies {
             }
         }
         tenure.marker = true;
-        staged.install(root)
+        let report = staged.install(root)?;
+        // The tenure's copies build on what it restored (and reference its objects).
+        tenure.lineage = lineage.map(Arc::new);
+        Ok(report)
     }
 
     /// Restores, for an operator, the newest copy of `key` that verifies into `root`, from
@@ -425,7 +563,7 @@ impl EpochCopies {
         assert_root_not_open(root)?;
         let layout = self.layout(key)?;
         let plan = self.plan(&layout, key, forgotten_at_epoch, below_epoch)?;
-        self.stage_newest(key, &plan, root, verify)?.install(root)
+        self.stage_newest(key, &plan, root, verify)?.0.install(root)
     }
 
     /// Verifies one copy completely (manifest, tenant, checksums, integrity, `verify`),
@@ -437,7 +575,7 @@ impl EpochCopies {
         verify: Option<FoldCheck<'_>>,
     ) -> Result<Option<SkipReason>> {
         let scratch = Scratch::beside(&std::env::temp_dir().join("gotry-verify"))?;
-        self.fetch_verified(key, copy, &scratch.path, verify)
+        Ok(self.fetch_verified(key, copy, &scratch.path, verify)?.err())
     }
 
     /// Every copy of `key` in the store, oldest first.
@@ -460,12 +598,16 @@ impl EpochCopies {
     /// reads from the lease store: LEASE_LOST unless the store still names this holder.
     pub fn forget_copies(&self, lease: &TenantLease) -> Result<Vec<CopyId>> {
         let floor = current_floor(lease)?;
+        let tenure = self.tenure(lease);
+        let _writes = lock(&tenure);
         let layout = self.layout(lease.key())?;
-        let mut deleted = Vec::new();
-        for (id, copy) in layout.copies.iter().filter(|(id, _)| id.epoch <= floor) {
-            self.delete_copy(copy)?;
-            deleted.push(*id);
-        }
+        let deleted: Vec<CopyId> = layout
+            .copies
+            .keys()
+            .filter(|id| id.epoch <= floor)
+            .copied()
+            .collect();
+        self.delete_copies(lease.key(), &layout, &deleted)?;
         for (_, marker) in layout.markers.range(..=floor) {
             self.store.delete(marker)?;
         }
@@ -483,47 +625,73 @@ impl EpochCopies {
             ));
         }
         let floor = current_floor(lease)?;
+        // This process's copy of the tenure in flight references what it builds on: the
+        // newest valid copy, which gc keeps; holding the tenure's lock keeps the two apart.
+        let tenure = self.tenure(lease);
+        let _writes = lock(&tenure);
         let layout = self.layout(lease.key())?;
         let plan = self.plan(&layout, lease.key(), floor, None)?;
+        let sizes: HashMap<&str, u64> = layout
+            .copies
+            .values()
+            .flat_map(|c| &c.objects)
+            .map(|o| (o.key.as_str(), o.size))
+            .collect();
         let mut report = GcReport::default();
         for (id, copy) in layout.copies.iter().rev() {
             let dead = id.epoch <= floor || report.kept.len() >= keep;
             if !dead {
                 if copy.manifest
                     && !plan.superseded.contains(id)
-                    && self.looks_valid(lease.key(), *id, copy)?
+                    && self.looks_valid(lease.key(), *id, &sizes)?
                 {
                     report.kept.push(*id);
                 }
                 continue;
             }
-            self.delete_copy(copy)?;
             report.deleted.push(*id);
         }
+        self.delete_copies(lease.key(), &layout, &report.deleted)?;
         Ok(report)
     }
 
-    fn looks_valid(&self, key: &str, id: CopyId, copy: &ListedCopy) -> Result<bool> {
-        let Some(manifest) = self.read_manifest(key, id)? else {
+    fn looks_valid(&self, key: &str, id: CopyId, sizes: &HashMap<&str, u64>) -> Result<bool> {
+        let Some(Some(manifest)) = self.read_manifest(key, id)? else {
             return Ok(false);
         };
-        let Ok(manifest) = manifest else {
-            return Ok(false);
-        };
-        let sizes: HashMap<&str, u64> = copy.objects.iter().map(|o| (o.key.as_str(), o.size)).collect();
-        let prefix = copy_prefix(key, id)?;
-        Ok(manifest.key == key
-            && manifest.files.iter().enumerate().all(|(index, file)| {
-                sizes.get(format!("{prefix}files/{index:06}").as_str()) == Some(&file.size)
-            }))
+        Ok(manifest.key() == key
+            && manifest
+                .objects(key, id)?
+                .iter()
+                .all(|(object, size)| sizes.get(object.as_str()) == Some(size)))
     }
 
-    fn delete_copy(&self, copy: &ListedCopy) -> Result<()> {
-        // The manifest first: from then on the copy does not exist, whatever is left of it.
-        let (manifest, files): (Vec<_>, Vec<_>) =
-            copy.objects.iter().partition(|o| o.key.ends_with(MANIFEST));
-        for object in manifest.into_iter().chain(files) {
-            self.store.delete(&object.key)?;
+    /// Deletes the copies `dead`, each manifest first (from then on the copy does not exist,
+    /// whatever is left of it), then every object of theirs that no other copy's manifest
+    /// references: format 2 copies share the objects of their lineage.
+    fn delete_copies(&self, key: &str, layout: &Layout, dead: &[CopyId]) -> Result<()> {
+        let dead_set: BTreeSet<CopyId> = dead.iter().copied().collect();
+        let mut referenced = BTreeSet::new();
+        for (id, copy) in &layout.copies {
+            if copy.manifest && !dead_set.contains(id) {
+                match self.read_manifest(key, *id)? {
+                    Some(Some(manifest)) => {
+                        referenced.extend(manifest.objects(key, *id)?.into_iter().map(|(o, _)| o));
+                    }
+                    // A manifest that cannot be read references nothing a restore would take.
+                    _ => {}
+                }
+            }
+        }
+        for id in dead {
+            let copy = &layout.copies[id];
+            let (manifest, files): (Vec<_>, Vec<_>) =
+                copy.objects.iter().partition(|o| o.key.ends_with(MANIFEST));
+            for object in manifest.into_iter().chain(files) {
+                if !referenced.contains(&object.key) {
+                    self.store.delete(&object.key)?;
+                }
+            }
         }
         Ok(())
     }
@@ -601,7 +769,7 @@ impl EpochCopies {
         plan: &Plan,
         root: &Path,
         verify: Option<FoldCheck<'_>>,
-    ) -> Result<Staged> {
+    ) -> Result<(Staged, Option<Lineage>)> {
         let mut skipped = Vec::new();
         for &id in &plan.candidates {
             let reason = if plan.superseded.contains(&id) {
@@ -609,9 +777,9 @@ impl EpochCopies {
             } else {
                 let scratch = Scratch::beside(root)?;
                 match self.fetch_verified(key, id, &scratch.path, verify)? {
-                    None => {
+                    Ok(lineage) => {
                         let (files, bytes) = tree_size(&scratch.path)?;
-                        return Ok(Staged {
+                        let staged = Staged {
                             scratch: Some(scratch),
                             report: RestoreReport {
                                 restored: Some(id),
@@ -619,9 +787,10 @@ impl EpochCopies {
                                 files,
                                 bytes,
                             },
-                        });
+                        };
+                        return Ok((staged, lineage));
                     }
-                    reason => reason,
+                    Err(reason) => Some(reason),
                 }
             };
             skipped.push(SkippedCopy {
@@ -643,7 +812,7 @@ impl EpochCopies {
                 skipped,
             });
         }
-        Ok(Staged {
+        let staged = Staged {
             scratch: None,
             report: RestoreReport {
                 restored: None,
@@ -651,84 +820,180 @@ impl EpochCopies {
                 files: 0,
                 bytes: 0,
             },
-        })
+        };
+        Ok((staged, None))
     }
 
-    fn read_manifest(&self, key: &str, id: CopyId) -> Result<Option<Result<Manifest, serde_json::Error>>> {
+    /// The copy's manifest: `None` when there is none, `Some(None)` when it is not one this
+    /// build reads.
+    fn read_manifest(&self, key: &str, id: CopyId) -> Result<Option<Option<AnyManifest>>> {
         let manifest_key = format!("{}{MANIFEST}", copy_prefix(key, id)?);
         Ok(self
             .store
             .get(&manifest_key)?
-            .map(|bytes| serde_json::from_slice(&bytes)))
+            .map(|bytes| AnyManifest::parse(&bytes)))
     }
 
-    /// Writes copy `id` into the empty folder `into` and checks it; the reason it fails, if
-    /// it does. Store failures are errors, not reasons: they say nothing about the copy.
+    /// Writes copy `id` into the empty folder `into` and checks it: the files it restored (for
+    /// a format 2 copy, which the tenure's next copy builds on), or the reason it fails. Store
+    /// failures and the host's own disk failures are errors, not reasons: they say nothing
+    /// about the copy.
     fn fetch_verified(
         &self,
         key: &str,
         id: CopyId,
         into: &Path,
         verify: Option<FoldCheck<'_>>,
-    ) -> Result<Option<SkipReason>> {
-        let manifest = match self.read_manifest(key, id)? {
-            Some(Ok(manifest)) => manifest,
-            None | Some(Err(_)) => return Ok(Some(SkipReason::Manifest)),
+    ) -> Result<std::result::Result<Option<Lineage>, SkipReason>> {
+        let Some(Some(manifest)) = self.read_manifest(key, id)? else {
+            return Ok(Err(SkipReason::Manifest));
         };
-        if manifest.format_version != FORMAT_VERSION
-            || manifest.epoch != id.epoch
-            || manifest.seq != id.seq
-            || !manifest.files.iter().all(|f| relative_path(&f.path).is_some())
-        {
-            return Ok(Some(SkipReason::Manifest));
+        let (epoch, seq) = match &manifest {
+            AnyManifest::V1(m) => (m.epoch, m.seq),
+            AnyManifest::V2(m) => (m.epoch, m.seq),
+        };
+        if epoch != id.epoch || seq != id.seq || !layable(&manifest.paths()) {
+            return Ok(Err(SkipReason::Manifest));
         }
-        if manifest.key != key {
-            return Ok(Some(SkipReason::Tenant));
+        if manifest.key() != key {
+            return Ok(Err(SkipReason::Tenant));
         }
-        let prefix = copy_prefix(key, id)?;
-        let verdicts = in_parallel(&manifest.files, |index, file| -> Result<Option<SkipReason>> {
-            let Some(content) = self.store.get(&format!("{prefix}files/{index:06}"))? else {
-                return Ok(Some(SkipReason::Checksum));
-            };
-            if content.len() as u64 != file.size {
-                return Ok(Some(SkipReason::Checksum));
+        let lineage = match manifest {
+            AnyManifest::V1(manifest) => {
+                let prefix = copy_prefix(key, id)?;
+                let verdicts = in_parallel(&manifest.files, |index, file| {
+                    self.fetch_v1(&format!("{prefix}files/{index:06}"), file, into)
+                });
+                worst(verdicts)?.map_or(Ok(None), Err)
             }
-            let target = into.join(relative_path(&file.path).expect("checked above"));
-            let sqlite = file.sqlite || content.starts_with(SQLITE_HEADER);
-            let image = Restored::read_in_place(content, sqlite);
-            // The checks (CPU) run on the bytes in memory while they are written out and
-            // flushed (I/O): a restore costs the longest of them, not their sum. Bytes that
-            // fail a check are in the scratch folder only, which is never installed then.
-            std::thread::scope(|scope| {
-                let hash = scope.spawn(|| sha256_hex_of(&image.stored()) == file.sha256);
-                let check = sqlite.then(|| scope.spawn(|| image.integrity_ok()));
-                write_durably(&target, &image.stored())?;
-                if !hash.join().unwrap_or(false) {
-                    return Ok(Some(SkipReason::Checksum));
+            AnyManifest::V2(manifest) => {
+                // Only objects of this copy or of earlier copies: a copy never references
+                // ahead of itself, and digests tell whatever is there from what was meant.
+                let in_lineage = manifest.files.iter().all(|f| {
+                    std::iter::once(&f.base)
+                        .chain(&f.delta)
+                        .all(|o| o.copy().is_some_and(|c| c <= id))
+                });
+                if !in_lineage {
+                    return Ok(Err(SkipReason::Manifest));
                 }
-                let whole = check.is_none_or(|check| check.join().unwrap_or(false));
-                Ok((!whole).then_some(SkipReason::Integrity))
-            })
-        });
-        let mut skip = None;
-        for verdict in verdicts {
-            // A damaged object is a checksum failure whatever another file's integrity says.
-            match verdict? {
-                Some(SkipReason::Checksum) => skip = Some(SkipReason::Checksum),
-                Some(reason) if skip.is_none() => skip = Some(reason),
-                _ => {}
+                let prefix = tenant_prefix(key)?;
+                let restored = in_parallel(&manifest.files, |_, file| self.fetch_v2(&prefix, file, into));
+                let mut lineage = Lineage::new();
+                let mut verdicts = Vec::new();
+                for file in restored {
+                    match file? {
+                        Ok(known) => {
+                            lineage.insert(known.file.path.clone(), known);
+                        }
+                        Err(reason) => verdicts.push(Ok(Some(reason))),
+                    }
+                }
+                worst(verdicts)?.map_or(Ok(Some(lineage)), Err)
             }
-        }
-        if skip.is_some() {
-            return Ok(skip);
+        };
+        if lineage.is_err() {
+            return Ok(lineage);
         }
         if let Some(verify) = verify {
             if !verify(into)? {
-                return Ok(Some(SkipReason::Fold));
+                return Ok(Err(SkipReason::Fold));
             }
         }
-        Ok(None)
+        Ok(lineage)
     }
+
+    /// One file of a format 1 copy: its object, SHA-256 and `integrity_check`.
+    fn fetch_v1(&self, object: &str, file: &layout::ManifestFile, into: &Path) -> Result<Option<SkipReason>> {
+        let Some(content) = self.store.get(object)? else {
+            return Ok(Some(SkipReason::Checksum));
+        };
+        if content.len() as u64 != file.size {
+            return Ok(Some(SkipReason::Checksum));
+        }
+        let target = into.join(relative_path(&file.path).expect("checked by layable"));
+        let sqlite = file.sqlite || content.starts_with(SQLITE_HEADER);
+        let image = Restored::read_in_place(content, sqlite);
+        // The checks (CPU) run on the bytes in memory while they are written out and
+        // flushed (I/O): a restore costs the longest of them, not their sum. Bytes that
+        // fail a check are in the scratch folder only, which is never installed then.
+        std::thread::scope(|scope| {
+            let hash = scope.spawn(|| sha256_hex_of(&image.stored()) == file.sha256);
+            let check = sqlite.then(|| scope.spawn(|| image.integrity_ok()));
+            write_durably(&target, &image.stored())?;
+            if !hash.join().unwrap_or(false) {
+                return Ok(Some(SkipReason::Checksum));
+            }
+            let whole = check.is_none_or(|check| check.join().unwrap_or(false));
+            Ok((!whole).then_some(SkipReason::Integrity))
+        })
+    }
+
+    /// One file of a format 2 copy: its base and delta, each checked against its digest as it
+    /// arrives, then the file they make against the file's digest (and `integrity_check` when
+    /// the handle asks for it), written out.
+    fn fetch_v2(
+        &self,
+        prefix: &str,
+        file: &FileV2,
+        into: &Path,
+    ) -> Result<std::result::Result<Known, SkipReason>> {
+        let fetch = |object: &ObjectRef| -> Result<Option<(Vec<u8>, Vec<[u8; 32]>)>> {
+            let Some(bytes) = self.store.get(&format!("{prefix}{}", object.object))? else {
+                return Ok(None);
+            };
+            let blocks = delta::block_digests(&bytes);
+            let intact =
+                bytes.len() as u64 == object.size && delta::digest_of(&blocks, object.size) == object.digest;
+            Ok(intact.then_some((bytes, blocks)))
+        };
+        let Some((base, base_blocks)) = fetch(&file.base)? else {
+            return Ok(Err(SkipReason::Checksum));
+        };
+        let content = match &file.delta {
+            None => base,
+            Some(object) => {
+                let Some((delta_bytes, _)) = fetch(object)? else {
+                    return Ok(Err(SkipReason::Checksum));
+                };
+                match delta::apply(base, &delta_bytes) {
+                    Some(content) if delta::digest(&content) == file.digest => content,
+                    _ => return Ok(Err(SkipReason::Checksum)),
+                }
+            }
+        };
+        if content.len() as u64 != file.size || (file.delta.is_none() && file.base.digest != file.digest) {
+            return Ok(Err(SkipReason::Checksum));
+        }
+        let target = into.join(relative_path(&file.path).expect("checked by layable"));
+        let sqlite = file.sqlite || content.starts_with(SQLITE_HEADER);
+        let image = Restored::read_in_place(content, sqlite);
+        std::thread::scope(|scope| {
+            let check = (sqlite && self.full_check).then(|| scope.spawn(|| image.integrity_ok()));
+            write_durably(&target, &image.stored())?;
+            if !check.is_none_or(|check| check.join().unwrap_or(false)) {
+                return Ok(Err(SkipReason::Integrity));
+            }
+            Ok(Ok(Known {
+                file: file.clone(),
+                base_blocks: Arc::new(base_blocks),
+            }))
+        })
+    }
+}
+
+/// The reason that speaks for a whole copy among its files' verdicts: a damaged object is a
+/// checksum failure whatever another file's integrity says. Errors come first.
+fn worst(verdicts: Vec<Result<Option<SkipReason>>>) -> Result<Option<SkipReason>> {
+    let mut skip = None;
+    for verdict in verdicts {
+        match verdict? {
+            Some(SkipReason::Checksum) => skip = Some(SkipReason::Checksum),
+            Some(reason) if skip.is_none() => skip = Some(reason),
+            _ => {}
+        }
+    }
+    Ok(skip)
 }
 
 #[derive(Debug)]
@@ -799,21 +1064,13 @@ fn conflict(lease: &TenantLease, key: &str) -> Error {
     ))
 }
 
-fn sha256_hex(bytes: &[u8]) -> String {
-    sha256_hex_of(&[bytes])
-}
-
 /// The hash of the pieces' bytes one after the other.
 fn sha256_hex_of(pieces: &[&[u8]]) -> String {
     let mut hasher = Sha256::new();
     for piece in pieces {
         hasher.update(piece);
     }
-    let mut hex = String::with_capacity(64);
-    for byte in hasher.finalize() {
-        let _ = write!(hex, "{byte:02x}");
-    }
-    hex
+    delta::hex(&hasher.finalize())
 }
 
 fn wall_ms() -> u64 {

@@ -33,6 +33,136 @@ pub(super) struct ManifestFile {
     pub(super) sqlite: bool,
 }
 
+/// Format 2: each file is a base object and at most one delta, named relative to the tenant's
+/// `epochs/` prefix, so that a copy can reference what earlier copies of its lineage stored.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ManifestV2 {
+    pub(super) format_version: u32,
+    pub(super) key: String,
+    pub(super) epoch: i64,
+    pub(super) seq: u64,
+    pub(super) replica_id: String,
+    pub(super) written_at_ms: u64,
+    pub(super) files: Vec<FileV2>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct FileV2 {
+    pub(super) path: String,
+    pub(super) size: u64,
+    /// [`super::delta::digest`] of the whole file.
+    pub(super) digest: String,
+    pub(super) sqlite: bool,
+    pub(super) base: ObjectRef,
+    pub(super) delta: Option<ObjectRef>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ObjectRef {
+    /// `<epoch:020>/<seq:020>/files/<name>`, under the tenant's `epochs/` prefix.
+    pub(super) object: String,
+    pub(super) size: u64,
+    pub(super) digest: String,
+}
+
+impl ObjectRef {
+    /// The copy whose folder holds the object, when the name is of the form above.
+    pub(super) fn copy(&self) -> Option<CopyId> {
+        let mut parts = self.object.split('/');
+        let epoch = i64::try_from(parse_padded(parts.next()?)?).ok()?;
+        let seq = parse_padded(parts.next()?)?;
+        let name = (parts.next()? == "files").then(|| parts.next()).flatten()?;
+        let plain = !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.');
+        (plain && parts.next().is_none()).then_some(CopyId { epoch, seq })
+    }
+}
+
+/// A manifest of either format, told apart by `format_version`.
+#[derive(Debug)]
+pub(super) enum AnyManifest {
+    V1(Manifest),
+    V2(ManifestV2),
+}
+
+impl AnyManifest {
+    pub(super) fn parse(bytes: &[u8]) -> Option<AnyManifest> {
+        #[derive(Deserialize)]
+        struct Version {
+            format_version: u32,
+        }
+        match serde_json::from_slice::<Version>(bytes).ok()?.format_version {
+            1 => serde_json::from_slice(bytes).ok().map(AnyManifest::V1),
+            2 => serde_json::from_slice(bytes).ok().map(AnyManifest::V2),
+            _ => None,
+        }
+    }
+
+    pub(super) fn key(&self) -> &str {
+        match self {
+            AnyManifest::V1(m) => &m.key,
+            AnyManifest::V2(m) => &m.key,
+        }
+    }
+
+    pub(super) fn paths(&self) -> Vec<&str> {
+        match self {
+            AnyManifest::V1(m) => m.files.iter().map(|f| f.path.as_str()).collect(),
+            AnyManifest::V2(m) => m.files.iter().map(|f| f.path.as_str()).collect(),
+        }
+    }
+
+    /// Every object the copy needs, by full store key, with its size.
+    pub(super) fn objects(&self, key: &str, id: CopyId) -> Result<Vec<(String, u64)>> {
+        Ok(match self {
+            AnyManifest::V1(m) => {
+                let prefix = copy_prefix(key, id)?;
+                m.files
+                    .iter()
+                    .enumerate()
+                    .map(|(index, f)| (format!("{prefix}files/{index:06}"), f.size))
+                    .collect()
+            }
+            AnyManifest::V2(m) => {
+                let prefix = tenant_prefix(key)?;
+                m.files
+                    .iter()
+                    .flat_map(|f| std::iter::once(&f.base).chain(&f.delta))
+                    .map(|o| (format!("{prefix}{}", o.object), o.size))
+                    .collect()
+            }
+        })
+    }
+}
+
+/// Whether a restore can lay these paths out as files of one folder: each a relative path of
+/// plain names the file system can hold (no NUL, no trailing `/`, no name over 255 bytes), none
+/// twice, none a folder of another.
+pub(super) fn layable(paths: &[&str]) -> bool {
+    let plain = paths.iter().all(|path| {
+        super::restore::relative_path(path).is_some()
+            && !path.ends_with('/')
+            && !path.contains("//")
+            && !path.contains('\0')
+            && path
+                .split('/')
+                .all(|name| !name.is_empty() && name.len() <= 255 && name != ".")
+    });
+    if !plain {
+        return false;
+    }
+    let mut sorted: Vec<&str> = paths.to_vec();
+    sorted.sort_unstable();
+    // Every folder some path implies: a file there could not be laid out.
+    let folders: BTreeSet<&str> = paths
+        .iter()
+        .flat_map(|p| p.match_indices('/').map(move |(i, _)| &p[..i]))
+        .collect();
+    sorted.windows(2).all(|w| w[0] != w[1]) && sorted.iter().all(|p| !folders.contains(p))
+}
+
 #[derive(Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct TenureMarker {

@@ -152,6 +152,11 @@ impl Restored {
 
     /// Whether the database passes `PRAGMA integrity_check`, read from the buffer in place.
     pub(super) fn integrity_ok(&self) -> bool {
+        self.passes("integrity_check")
+    }
+
+    /// Whether the database passes `PRAGMA <pragma>` (`integrity_check` or `quick_check`).
+    pub(super) fn passes(&self, pragma: &str) -> bool {
         use rusqlite::{ffi, Connection};
         if self.bytes.is_empty() {
             return true;
@@ -180,7 +185,7 @@ impl Restored {
             if rc != ffi::SQLITE_OK {
                 return Ok(false);
             }
-            let verdict: String = db.query_row("PRAGMA integrity_check", [], |row| row.get(0))?;
+            let verdict: String = db.query_row(&format!("PRAGMA {pragma}"), [], |row| row.get(0))?;
             Ok(verdict == "ok")
         };
         check().unwrap_or(false)

@@ -197,15 +197,12 @@ fn a_stale_writer_never_wins() {
 
         // A wakes past its own check and writes into its old epoch.
         write_state(&root_a, &["a1", "a2", "a-late"]);
-        assert_eq!(
-            copies.write_copy(&a, &root_a).unwrap(),
-            WrittenCopy {
-                epoch: 1,
-                seq: 3,
-                files: 2,
-                bytes: copy_bytes(&world, 1, 3)
-            }
-        );
+        let late = copies.write_copy(&a, &root_a).unwrap();
+        assert_eq!((late.epoch, late.seq, late.files), (1, 3, 2), "{backend}");
+        assert_eq!(late.bytes, tree_size(&root_a).unwrap().1, "{backend}");
+        assert_eq!(late.bytes_uploaded, copy_bytes(&world, 1, 3), "{backend}");
+        // The stale holder builds on its own last copy, in its own epoch only.
+        assert!(late.pieces_reused + late.pieces_uploaded >= 2, "{late:?}");
 
         let c = world.next_holder("replica-c");
         let root_c = world.root("c");
@@ -279,11 +276,14 @@ fn four_copies(world: &World) -> TenantLease {
     world.next_holder("replica-b")
 }
 
-fn file_object(seq: u64, index: usize) -> String {
-    format!(
-        "{}files/{index:06}",
-        copy_prefix(&key(), CopyId { epoch: 1, seq }).unwrap()
-    )
+/// The object of copy `seq`'s own folder that its ledger is stored in (a delta or a base).
+fn own_ledger_object(manifest: &ManifestV2, seq: u64) -> String {
+    let file = &manifest.files[ledger_index(manifest)];
+    let own = std::iter::once(&file.base)
+        .chain(&file.delta)
+        .find(|o| o.copy() == Some(CopyId { epoch: 1, seq }))
+        .expect("a changed ledger stores something in its own copy");
+    format!("{}{}", tenant_prefix(&key()).unwrap(), own.object)
 }
 
 /// Replaces an object in place, as a disk fault or an operator would: below the store's
@@ -295,7 +295,7 @@ fn tamper(world: &World, object: &str, change: impl FnOnce(&mut Vec<u8>)) {
     fs::write(&path, bytes).unwrap();
 }
 
-fn manifest_of(world: &World, seq: u64) -> Manifest {
+fn manifest_of(world: &World, seq: u64) -> ManifestV2 {
     let bytes = world
         .durable
         .get(&format!(
@@ -307,7 +307,7 @@ fn manifest_of(world: &World, seq: u64) -> Manifest {
     serde_json::from_slice(&bytes).unwrap()
 }
 
-fn forge_manifest(world: &World, seq: u64, manifest: &Manifest) {
+fn forge_manifest(world: &World, seq: u64, manifest: &ManifestV2) {
     let object = format!(
         "{}{MANIFEST}",
         copy_prefix(&key(), CopyId { epoch: 1, seq }).unwrap()
@@ -316,7 +316,7 @@ fn forge_manifest(world: &World, seq: u64, manifest: &Manifest) {
     fs::write(path, serde_json::to_vec(manifest).unwrap()).unwrap();
 }
 
-fn ledger_index(manifest: &Manifest) -> usize {
+fn ledger_index(manifest: &ManifestV2) -> usize {
     manifest
         .files
         .iter()
@@ -330,18 +330,29 @@ fn every_untrustworthy_copy_is_skipped_with_its_reason() {
     let b = four_copies(&world);
 
     // 4: a flipped byte.
-    let ledger = ledger_index(&manifest_of(&world, 4));
-    tamper(&world, &file_object(4, ledger), |bytes| bytes[200] ^= 0x40);
-    // 3: a truncated ledger whose forged manifest has the right size and checksum.
+    let object = own_ledger_object(&manifest_of(&world, 4), 4);
+    tamper(&world, &object, |bytes| {
+        let at = bytes.len() / 2;
+        bytes[at] ^= 0x40;
+    });
+    // 3: a truncated ledger whose forged manifest has the right size and digests (only the
+    // full check a restore may ask for tells it).
     let mut manifest = manifest_of(&world, 3);
     let ledger = ledger_index(&manifest);
-    let mut truncated = Vec::new();
-    tamper(&world, &file_object(3, ledger), |bytes| {
-        bytes.truncate(bytes.len() / 2);
-        truncated = bytes.clone();
-    });
-    manifest.files[ledger].size = truncated.len() as u64;
-    manifest.files[ledger].sha256 = sha256_hex(&truncated);
+    let object = own_ledger_object(&manifest, 3);
+    let whole = fs::read(world.root("a").join("gotry-state/gotry-state.db")).unwrap();
+    let truncated = whole[..whole.len() / 2].to_vec();
+    tamper(&world, &object, |bytes| *bytes = truncated.clone());
+    let digest = delta::digest(&truncated);
+    let file = &mut manifest.files[ledger];
+    file.size = truncated.len() as u64;
+    file.digest = digest.clone();
+    file.base = ObjectRef {
+        object: object[tenant_prefix(&key()).unwrap().len()..].to_owned(),
+        size: file.size,
+        digest,
+    };
+    file.delta = None;
     forge_manifest(&world, 3, &manifest);
     // 2: another tenant's copy placed in this prefix.
     let mut manifest = manifest_of(&world, 2);
@@ -351,7 +362,11 @@ fn every_untrustworthy_copy_is_skipped_with_its_reason() {
     // 1 is refused by the host's own check, then accepted.
     let refuse_one = |dir: &Path| Ok(read_state(dir) != ["1"]);
     let root = world.root("b");
-    let error = world.copies().restore(&b, &root, Some(&refuse_one)).unwrap_err();
+    let error = world
+        .copies()
+        .with_integrity_check(true)
+        .restore(&b, &root, Some(&refuse_one))
+        .unwrap_err();
     let skipped = |reasons: &[(u64, SkipReason)]| -> Vec<SkippedCopy> {
         reasons
             .iter()
@@ -377,7 +392,11 @@ fn every_untrustworthy_copy_is_skipped_with_its_reason() {
     }
     assert!(!root.exists(), "a failed restore leaves the root as it was");
 
-    let report = world.copies().restore(&b, &root, None).unwrap();
+    let report = world
+        .copies()
+        .with_integrity_check(true)
+        .restore(&b, &root, None)
+        .unwrap();
     assert_eq!(report.restored, id(1, 1));
     assert_eq!(report.skipped, all[..3]);
     assert_eq!(read_state(&root), ["1"]);
@@ -579,13 +598,18 @@ fn gc_keeps_the_newest_valid_copies() {
     world.copies().restore(&b, &root, None).unwrap();
     let copies = world.copies();
     copies.write_copy(&b, &root).unwrap();
-    // The newest copy is broken in a way gc can see: a file is gone.
-    let broken = format!(
-        "{}files/000000",
-        copy_prefix(&key(), CopyId { epoch: 2, seq: 2 }).unwrap()
-    );
+    // The newest copy is broken in a way gc can see: an object of its own is gone.
+    write_state(&root, &["1", "2", "3", "4", "5"]);
     copies.write_copy(&b, &root).unwrap();
-    world.durable.delete(&broken).unwrap();
+    let own = copy_prefix(&key(), CopyId { epoch: 2, seq: 2 }).unwrap();
+    let broken = world
+        .durable
+        .list(&own)
+        .unwrap()
+        .into_iter()
+        .find(|o| !o.key.ends_with(MANIFEST))
+        .unwrap();
+    world.durable.delete(&broken.key).unwrap();
 
     assert!(matches!(copies.gc(&b, 0), Err(Error::InvalidArgument { .. })));
     let report = copies.gc(&b, 2).unwrap();
@@ -605,9 +629,15 @@ fn gc_keeps_the_newest_valid_copies() {
         .list(&key())
         .unwrap()
         .iter()
+        .filter(|c| c.complete)
         .map(|c| (c.epoch, c.seq))
         .collect();
     assert_eq!(left, [(1, 4), (2, 1), (2, 2)]);
+    // What the kept copies reference of the deleted ones stayed: the next holder restores.
+    let c = world.next_holder("replica-c");
+    let report = world.copies().restore(&c, &world.root("c"), None).unwrap();
+    assert_eq!(report.restored, id(2, 1));
+    assert_eq!(read_state(&world.root("c")), ["1", "2", "3", "4"]);
     // Writing goes on after a gc of the holder's own prefix.
     assert_eq!(copies.write_copy(&b, &root).unwrap().seq, 3);
 }
