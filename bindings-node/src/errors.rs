@@ -54,15 +54,14 @@ fn build(env: &Env, error: &Error) -> napi::Result<napi::Error> {
 fn build_object<'env>(env: &'env Env, error: &Error) -> napi::Result<Object<'env>> {
     let mut object = new_error(env, error)?;
     // A field that does not fit a JS number turns the whole error into that RangeError.
-    let fields = set_fields(&mut object, error);
-    let fields = match fields {
-        Ok(()) => Ok(()),
+    match set_fields(&mut object, error) {
+        Ok(()) => {}
         Err(Ok(refused)) => return new_error(env, &refused),
         Err(Err(napi_failure)) => return Err(napi_failure),
-    };
+    }
     // What left a call in doubt is its `cause`, a native error of its own, which the JS
     // layer translates as it does any other.
-    if let (Ok(()), Error::CallInDoubt { cause, .. }) = (fields, error) {
+    if let Error::CallInDoubt { cause, .. } = error {
         let cause = build_object(env, cause)?;
         object.set("cause", cause)?;
     }

@@ -169,12 +169,27 @@ pub struct PyWrittenCopy(WrittenCopy);
 #[pymethods]
 impl PyWrittenCopy {
     #[new]
-    fn new(epoch: i64, seq: u64, files: usize, bytes: u64) -> PyWrittenCopy {
+    #[pyo3(signature = (epoch, seq, files, bytes, pieces_uploaded=0, bytes_uploaded=0, pieces_reused=0, bytes_reused=0))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        epoch: i64,
+        seq: u64,
+        files: usize,
+        bytes: u64,
+        pieces_uploaded: usize,
+        bytes_uploaded: u64,
+        pieces_reused: usize,
+        bytes_reused: u64,
+    ) -> PyWrittenCopy {
         PyWrittenCopy(WrittenCopy {
             epoch,
             seq,
             files,
             bytes,
+            pieces_uploaded,
+            bytes_uploaded,
+            pieces_reused,
+            bytes_reused,
         })
     }
 
@@ -204,17 +219,49 @@ impl PyWrittenCopy {
         self.0.bytes
     }
 
+    /// Objects this copy stored (bases and deltas), the manifest aside.
+    #[getter]
+    fn pieces_uploaded(&self) -> usize {
+        self.0.pieces_uploaded
+    }
+
+    #[getter]
+    fn bytes_uploaded(&self) -> u64 {
+        self.0.bytes_uploaded
+    }
+
+    /// Objects of earlier copies of the lineage this copy references instead of storing again.
+    #[getter]
+    fn pieces_reused(&self) -> usize {
+        self.0.pieces_reused
+    }
+
+    #[getter]
+    fn bytes_reused(&self) -> u64 {
+        self.0.bytes_reused
+    }
+
     fn __repr__(&self) -> String {
         let w = &self.0;
         format!(
-            "WrittenCopy(epoch={}, seq={}, files={}, bytes={})",
-            w.epoch, w.seq, w.files, w.bytes
+            "WrittenCopy(epoch={}, seq={}, files={}, bytes={}, pieces_uploaded={}, bytes_uploaded={}, pieces_reused={}, bytes_reused={})",
+            w.epoch, w.seq, w.files, w.bytes, w.pieces_uploaded, w.bytes_uploaded, w.pieces_reused, w.bytes_reused
         )
     }
 
     fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyTuple>)> {
         let w = &slf.get().0;
-        let args = (w.epoch, w.seq, w.files, w.bytes).into_pyobject(slf.py())?;
+        let args = (
+            w.epoch,
+            w.seq,
+            w.files,
+            w.bytes,
+            w.pieces_uploaded,
+            w.bytes_uploaded,
+            w.pieces_reused,
+            w.bytes_reused,
+        )
+            .into_pyobject(slf.py())?;
         Ok((slf.get_type().into_any(), args))
     }
 }

@@ -674,12 +674,9 @@ impl EpochCopies {
         let mut referenced = BTreeSet::new();
         for (id, copy) in &layout.copies {
             if copy.manifest && !dead_set.contains(id) {
-                match self.read_manifest(key, *id)? {
-                    Some(Some(manifest)) => {
-                        referenced.extend(manifest.objects(key, *id)?.into_iter().map(|(o, _)| o));
-                    }
-                    // A manifest that cannot be read references nothing a restore would take.
-                    _ => {}
+                // A manifest that cannot be read references nothing a restore would take.
+                if let Some(Some(manifest)) = self.read_manifest(key, *id)? {
+                    referenced.extend(manifest.objects(key, *id)?.into_iter().map(|(o, _)| o));
                 }
             }
         }
@@ -938,7 +935,9 @@ impl EpochCopies {
         file: &FileV2,
         into: &Path,
     ) -> Result<std::result::Result<Known, SkipReason>> {
-        let fetch = |object: &ObjectRef| -> Result<Option<(Vec<u8>, Vec<[u8; 32]>)>> {
+        /// An object's bytes with the digest of each of its blocks.
+        type Fetched = (Vec<u8>, Vec<[u8; 32]>);
+        let fetch = |object: &ObjectRef| -> Result<Option<Fetched>> {
             let Some(bytes) = self.store.get(&format!("{prefix}{}", object.object))? else {
                 return Ok(None);
             };

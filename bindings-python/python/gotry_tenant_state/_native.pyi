@@ -437,7 +437,17 @@ class WrittenCopy:
     """A copy taken as written: its manifest is durable and the write gate held after it."""
 
     __match_args__ = ("epoch", "seq", "files", "bytes")
-    def __new__(cls, epoch: int, seq: int, files: int, bytes: int) -> Self: ...
+    def __new__(
+        cls,
+        epoch: int,
+        seq: int,
+        files: int,
+        bytes: int,
+        pieces_uploaded: int = 0,
+        bytes_uploaded: int = 0,
+        pieces_reused: int = 0,
+        bytes_reused: int = 0,
+    ) -> Self: ...
     @property
     def epoch(self) -> int: ...
     @property
@@ -447,6 +457,16 @@ class WrittenCopy:
     @property
     def bytes(self) -> int:
         """Bytes of the files copied (SQLite files as their backup image), the manifest aside."""
+    @property
+    def pieces_uploaded(self) -> int:
+        """Objects this copy stored (bases and deltas), the manifest aside."""
+    @property
+    def bytes_uploaded(self) -> int: ...
+    @property
+    def pieces_reused(self) -> int:
+        """Objects of earlier copies of the lineage this copy references instead of storing again."""
+    @property
+    def bytes_reused(self) -> int: ...
 
 @final
 class CopyListing:

@@ -808,7 +808,7 @@ async fn end<T>(client: &Client, result: Result<T, Failure>) -> Result<T, Failur
 }
 
 impl LeaseStore for PostgresLeaseStore {
-    super::lease_store_writes!();
+    super::lease_store_writes!(crate::metrics::Store::Postgres);
 
     fn read(&self, key: &str) -> Result<Option<LeaseRecord>> {
         assert_text("key", key)?;
