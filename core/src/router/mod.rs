@@ -20,10 +20,10 @@
 //!   tenant that was written to, once per interval, and a failing durable store is reported
 //!   and visible as lag; in `Strict` mode the call's acknowledgement waits for its copy.
 //! * A copy reads a tenant's files while none of its calls runs: it holds new calls back
-//!   and waits for the running ones, at most [`COPY_GRACE`]. Calls still running then
+//!   and waits for the running ones, at most `COPY_GRACE` (100 ms). Calls still running then
 //!   delay that tenant's copy until they returned (TENANT_BUSY, not reported as a
 //!   failure), and the held calls go on: no call waits behind the copier longer than the
-//!   grace and one snapshot. A strict call waits for such calls at most [`QUIET_WAIT`].
+//!   grace and one snapshot. A strict call waits for such calls at most `QUIET_WAIT` (5 s).
 //! * [`TenantRouter::handoff`] drains (the lease keeps being renewed meanwhile), takes a
 //!   final copy, releases. Calls still running at the timeout leave the tenant serving,
 //!   with nothing flushed or released (DRAIN_TIMEOUT).
@@ -826,7 +826,7 @@ impl Shared {
     }
 
     /// Writes a copy of a tenant and records its outcome; one copy of a tenant at a time.
-    /// Waits for running calls at most [`COPY_GRACE`] (and never past `deadline`): calls that
+    /// Waits for running calls at most `COPY_GRACE` (100 ms) (and never past `deadline`): calls that
     /// run longer make it TENANT_BUSY and keep it from trying again until they returned.
     fn copy_now(&self, handle: &TenantHandle, deadline: Instant) -> Result<()> {
         let started = Instant::now();
