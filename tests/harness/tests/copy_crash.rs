@@ -165,7 +165,8 @@ enum Landing {
 #[derive(Debug, Default)]
 struct ListedCopy {
     manifest: Option<String>,
-    files: BTreeMap<usize, String>,
+    /// The copy's own objects by their name in `files/` (`000003`, or `000003.delta` in format 2).
+    files: BTreeMap<String, String>,
 }
 
 struct Run {
@@ -414,12 +415,17 @@ impl Run {
                         epoch: number(epoch) as i64,
                         seq: number(seq),
                     };
-                    assert_eq!(index.len(), 6, "round {round}: {}", object.key);
+                    let number = index.strip_suffix(".delta").unwrap_or(index);
+                    assert!(
+                        number.len() == 6 && number.bytes().all(|b| b.is_ascii_digit()),
+                        "round {round}: {}",
+                        object.key
+                    );
                     copies
                         .entry(id)
                         .or_default()
                         .files
-                        .insert(index.parse().unwrap(), object.key.clone());
+                        .insert((*index).to_owned(), object.key.clone());
                 }
                 _ => panic!("round {round}: {} is no object of a copy", object.key),
             }
@@ -439,26 +445,54 @@ impl Run {
                     assert_eq!(manifest["epoch"], id.epoch, "{manifest_key}");
                     assert_eq!(manifest["seq"], id.seq, "{manifest_key}");
                     let files = manifest["files"].as_array().unwrap();
-                    assert_eq!(
-                        copy.files.keys().copied().collect::<Vec<_>>(),
-                        (0..files.len()).collect::<Vec<_>>(),
-                        "round {round}: the objects of {id:?} are not the manifest's"
-                    );
-                    for (index, file) in files.iter().enumerate() {
-                        let bytes = self.get(&copy.files[&index]);
+                    if manifest["format_version"] == 1 {
                         assert_eq!(
-                            Some(bytes.len() as u64),
-                            file["size"].as_u64(),
-                            "{}",
-                            copy.files[&index]
+                            copy.files.keys().cloned().collect::<Vec<_>>(),
+                            (0..files.len()).map(|i| format!("{i:06}")).collect::<Vec<_>>(),
+                            "round {round}: the objects of {id:?} are not the manifest's"
                         );
+                        for (index, file) in files.iter().enumerate() {
+                            let object = &copy.files[&format!("{index:06}")];
+                            let bytes = self.get(object);
+                            assert_eq!(Some(bytes.len() as u64), file["size"].as_u64(), "{object}");
+                            assert_eq!(
+                                cc::sha256_hex(&bytes),
+                                file["sha256"].as_str().unwrap(),
+                                "round {round}: {object} does not match its manifest"
+                            );
+                            self.checked.insert(object.clone());
+                        }
+                    } else {
+                        // Format 2: a file's base and delta may live in earlier copies of the
+                        // lineage; those this copy stored must be here, whole, at their size
+                        // (their digests are the verify below), and it stored nothing else.
+                        let own = format!("{:020}/{:020}/files/", id.epoch, id.seq);
+                        let mut named = BTreeSet::new();
+                        for file in files {
+                            for part in [&file["base"], &file["delta"]] {
+                                let Some(object) = part["object"].as_str() else {
+                                    continue;
+                                };
+                                let Some(name) = object.strip_prefix(&own) else {
+                                    continue;
+                                };
+                                let stored = copy.files.get(name).unwrap_or_else(|| {
+                                    panic!("round {round}: {id:?} names {object}, which is not there")
+                                });
+                                assert_eq!(
+                                    Some(self.get(stored).len() as u64),
+                                    part["size"].as_u64(),
+                                    "round {round}: {stored}"
+                                );
+                                self.checked.insert(stored.clone());
+                                named.insert(name.to_owned());
+                            }
+                        }
                         assert_eq!(
-                            cc::sha256_hex(&bytes),
-                            file["sha256"].as_str().unwrap(),
-                            "round {round}: {} does not match its manifest",
-                            copy.files[&index]
+                            copy.files.keys().cloned().collect::<BTreeSet<_>>(),
+                            named,
+                            "round {round}: the objects of {id:?} are not the manifest's"
                         );
-                        self.checked.insert(copy.files[&index].clone());
                     }
                     self.checked.insert(manifest_key.clone());
                     assert_eq!(
@@ -505,6 +539,8 @@ impl Run {
             std::fs::write(&image, bytes).unwrap();
             cc::check_ledger(&image).unwrap_or_else(|e| panic!("round {round}: {key}: {e}"));
             std::fs::remove_file(&image).unwrap();
+        } else if key.ends_with(".delta") {
+            check_delta(bytes).unwrap_or_else(|e| panic!("round {round}: {key}: {e}"));
         } else {
             panic!(
                 "round {round}: {key} ({} bytes) is neither a blob nor a SQLite image",
@@ -738,4 +774,36 @@ fn sigkill_during_s3_copies_never_leaves_a_copy_a_restore_would_take() {
     let mut run = Run::new("s3", url, None, seed, 2 << 20);
     run.run(8, seed);
     drop(moto);
+}
+
+/// Whether a format 2 delta is whole by its own header: `GTDELTA1`, the file's length, the
+/// block count, strictly rising block indexes inside the file, then exactly their bytes (4 KiB
+/// blocks, the file's last one possibly short). Its content is bound by the manifest's digest,
+/// which only a complete copy has.
+fn check_delta(bytes: &[u8]) -> Result<(), String> {
+    const BLOCK: u64 = 4096;
+    let word = |at: usize| {
+        bytes
+            .get(at..at + 8)
+            .map(|w| u64::from_le_bytes(w.try_into().expect("8 bytes")))
+            .ok_or_else(|| format!("cut inside its header ({} bytes)", bytes.len()))
+    };
+    if !bytes.starts_with(b"GTDELTA1") {
+        return Err("no delta header".to_owned());
+    }
+    let (len, count) = (word(8)?, word(16)?);
+    let mut expected = 24 + 8 * count;
+    let mut previous = None;
+    for n in 0..count {
+        let index = word(24 + 8 * n as usize)?;
+        if previous.is_some_and(|p| p >= index) || index * BLOCK >= len {
+            return Err(format!("block index {index} out of order or past the file"));
+        }
+        previous = Some(index);
+        expected += BLOCK.min(len - index * BLOCK);
+    }
+    if expected != bytes.len() as u64 {
+        return Err(format!("{} bytes where its header says {expected}", bytes.len()));
+    }
+    Ok(())
 }
