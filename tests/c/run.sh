@@ -161,6 +161,9 @@ valgrind_run() { # valgrind_run PROGRAM ARGS...: no leak, no invalid access
     valgrind -q --leak-check=full --errors-for-leak-kinds=definite,possible \
         --suppressions="$root/tests/c/valgrind.supp" --error-exitcode=99 "$@"
 }
+# Each run starts from empty scratch folders: a store left by an earlier (or killed) run would
+# hold leases this run expects to acquire.
+rm -rf "$build/scratch"
 scratch() { mkdir -p "$build/scratch/$1" && echo "$build/scratch/$1"; }
 
 readme_example() {
