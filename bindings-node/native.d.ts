@@ -257,7 +257,7 @@ export declare function deriveLedgerTenantId(organizationKey: unknown, issuer: u
 export declare function derivePromptCachePartition(organizationKey: unknown, ledgerTenantId: unknown): string
 
 /**
- * The twelve stable codes, in the core's order, so the JS layer can prove that its classes
+ * The stable codes, in the core's order, so the JS layer can prove that its classes
  * cover exactly this list.
  */
 export declare function errorCodes(): Array<string>
