@@ -82,7 +82,9 @@ def test_every_exception_survives_pickling(index: int) -> None:
 
 def test_extra_fields_have_the_reference_names_in_snake_case() -> None:
     held, _, fenced, _, _, durable, restore, _, _, drain, _, capacity, busy, _, doubt = examples()
+    assert isinstance(busy, gts.TenantBusyError)
     assert (busy.key, busy.running, busy.waited_ms) == ("acme/t-1", 2, 100)
+    assert isinstance(doubt, gts.CallInDoubtError)
     assert (doubt.key, doubt.epoch) == ("acme/t-1", 4)
     assert isinstance(held, gts.LeaseHeldError) and held.record == RECORD
     assert isinstance(fenced, gts.FencedError) and fenced.reason == "lease_lost"
