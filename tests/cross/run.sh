@@ -98,15 +98,19 @@ cp "$store" "$work/forged.db"
 import sqlite3, sys
 db = sqlite3.connect(sys.argv[1], isolation_level=None)
 ttl = int(sys.argv[2])
-key, epoch, at = db.execute(
-    "SELECT key, epoch, at_ms FROM lease_log WHERE op IN ('acquire', 'renew') ORDER BY id DESC LIMIT 1").fetchone()
-last = db.execute("SELECT op, at_ms FROM lease_log WHERE key = ? ORDER BY id DESC LIMIT 1", (key,)).fetchone()
-at = last[1] + 1
-row = db.execute("SELECT epoch, lease_until_ms FROM leases WHERE key = ?", (key,)).fetchone()
+key, at = db.execute("SELECT key, MAX(at_ms) FROM lease_log GROUP BY key ORDER BY 2 DESC LIMIT 1").fetchone()
+at += 1
+epoch, until = db.execute("SELECT epoch, lease_until_ms FROM leases WHERE key = ?", (key,)).fetchone()
 # What a store that forgot its expiry check would write: the triggers allow it.
 db.execute("BEGIN IMMEDIATE")
-db.execute("UPDATE leases SET owner = 'intruder', epoch = epoch + 1, lease_until_ms = ? WHERE key = ?", (at + ttl, key))
-db.execute("INSERT INTO lease_log (key, op, owner, epoch, at_ms) VALUES (?, 'acquire', 'intruder', ?, ?)", (key, row[0] + 1, at))
+if until <= at:
+    # The workers may have released this key last; a rightful holder takes it first, so the
+    # intruder's grant below always lands on an unexpired lease.
+    epoch += 1
+    db.execute("INSERT INTO lease_log (key, op, owner, epoch, at_ms) VALUES (?, 'acquire', 'rightful', ?, ?)", (key, epoch, at))
+    at += 1
+db.execute("UPDATE leases SET owner = 'intruder', epoch = ?, lease_until_ms = ? WHERE key = ?", (epoch + 1, at + ttl, key))
+db.execute("INSERT INTO lease_log (key, op, owner, epoch, at_ms) VALUES (?, 'acquire', 'intruder', ?, ?)", (key, epoch + 1, at))
 db.execute("COMMIT")
 PY
 if audit "$work/forged.db" "$work"/contention-*.jsonl; then
