@@ -540,7 +540,7 @@ export declare class LeaseKeeper {
 
 /**
  * When copies are taken: `async` copies every written tenant in the background, once per
- * `intervalMs` (default 30 000), a failing store showing as lag and `copyFailed` events;
+ * `intervalMs` (default 30 000), a failing store showing as lag and `copy_failed` events;
  * `strict` resolves each call only once a copy holds it.
  */
 export interface CopyPolicy {
@@ -552,12 +552,12 @@ export interface CopyPolicy {
  * What the router tells without being asked, on the event loop:
  * - `lost`: the lease was lost; the tenant's calls are FencedError from now on.
  * - `closed`: the tenant's last call ended after a loss or a handoff: its files may be closed.
- * - `copyFailed`: a background copy failed; the tenant's lag grows until one succeeds.
+ * - `copy_failed`: a background copy failed; the tenant's lag grows until one succeeds.
  */
 export type RouterEvent =
     | { kind: 'lost'; key: string; epoch: number }
     | { kind: 'closed'; key: string; epoch: number }
-    | { kind: 'copyFailed'; key: string; epoch: number; error: Error };
+    | { kind: 'copy_failed'; key: string; epoch: number; error: Error };
 
 export interface TenantRouterOptions extends HostSnapshotOptions {
     /** A lease store of this package whose clock is native (not a `nowMs` function). */

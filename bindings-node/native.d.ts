@@ -98,12 +98,12 @@ export declare class NativeLease {
 export declare class NativeRouter {
   /**
    * Starts a router for `replicaId`: its keeper's renewal thread on `leaseStore` and, in
-   * `async` durability, its copier. `capacity` and `intervalMs` take the core's defaults
-   * when null; the keeper's clock is `manualClock`, or the system's monotonic clock.
+   * `async` durability, its copier. `capacity`, `intervalMs` and `durability` (one of
+   * `durabilities()`) take the core's defaults when null; the keeper's clock is `manualClock`, or the system's monotonic clock.
    * `verify` and `snapshot` are the JS layer's wrappers of the host's functions; `onWake`
    * (called with no argument on the JS thread) says that events wait in `takeEvents`.
    */
-  static start(leaseStore: NativeStore, durableStore: NativeDurableStore, stateRoot: unknown, replicaId: unknown, ttlMs: unknown, marginMs: unknown, capacity: unknown | undefined | null, intervalMs: unknown | undefined | null, strict: boolean, manualClock?: ManualClock | undefined | null, verify?: (dir: string) => Promise<boolean>, snapshot?: (source: string, image: string) => Promise<void>, onWake?: (() => unknown) | undefined | null): NativeRouter
+  static start(leaseStore: NativeStore, durableStore: NativeDurableStore, stateRoot: unknown, replicaId: unknown, ttlMs: unknown, marginMs: unknown, capacity?: unknown | undefined | null, intervalMs?: unknown | undefined | null, durability?: string | undefined | null, manualClock?: ManualClock | undefined | null, verify?: (dir: string) => Promise<boolean>, snapshot?: (source: string, image: string) => Promise<void>, onWake?: (() => unknown) | undefined | null): NativeRouter
   /** The most tenants this replica serves at once. */
   get capacity(): number
   /** Serves a tenant: acquires its lease and restores its newest valid copy into its root. */
@@ -255,6 +255,9 @@ export declare function deriveLedgerTenantId(organizationKey: unknown, issuer: u
 
 /** `pc-` + the first 128 bits of HMAC-SHA256(key, context 0x00 ledger tenant id). */
 export declare function derivePromptCachePartition(organizationKey: unknown, ledgerTenantId: unknown): string
+
+/** The durability modes' words, as the core spells them, for the JS layer's option check. */
+export declare function durabilities(): Array<string>
 
 /**
  * The stable codes, in the core's order, so the JS layer can prove that its classes

@@ -21,7 +21,7 @@ const { systemMonotonicClock } = require('./tenant-lease');
 const { eventDelivery, finalReport } = require('./events');
 const { guard, settle } = require('./translate');
 
-const { ManualClock, NativeRouter } = native;
+const { ManualClock, NativeRouter, durabilities } = native;
 
 const INTERNAL = Symbol('gotry tenant router');
 const deliverEvents = eventDelivery('TenantRouter', 'router', 'GOTRY_ROUTER_ON_EVENT_FAILED');
@@ -38,15 +38,20 @@ function invalidValue(message) {
     return error;
 }
 
-/** `{ intervalMs, durability }`: the copy policy, checked here where it is JS-shaped. */
+/**
+ * `{ intervalMs, durability }`: the copy policy's JS shape checked here, its words the core's
+ * (`durabilities()`); an absent durability is the core's default.
+ */
 function copyPolicyOf(policy) {
-    if (policy === undefined || policy === null) return { intervalMs: null, strict: false };
-    if (typeof policy !== 'object') throw new TypeError("copyPolicy must be an object { intervalMs?, durability?: 'async' | 'strict' }");
-    const { durability = 'async', intervalMs = null } = policy;
-    if (durability !== 'async' && durability !== 'strict') {
-        throw invalidValue(`copyPolicy.durability must be 'async' or 'strict', got ${typeof durability === 'string' ? `'${durability}'` : typeof durability}`);
+    if (policy === undefined || policy === null) return { intervalMs: null, durability: null };
+    const words = durabilities();
+    const shape = `{ intervalMs?, durability?: ${words.map(word => `'${word}'`).join(' | ')} }`;
+    if (typeof policy !== 'object') throw new TypeError(`copyPolicy must be an object ${shape}`);
+    const { durability = null, intervalMs = null } = policy;
+    if (durability !== null && !words.includes(durability)) {
+        throw invalidValue(`copyPolicy.durability must be one of ${words.map(word => `'${word}'`).join(', ')}, got ${typeof durability === 'string' ? `'${durability}'` : typeof durability}`);
     }
-    return { intervalMs, strict: durability === 'strict' };
+    return { intervalMs, durability };
 }
 
 /**
@@ -102,7 +107,7 @@ class TenantRouter {
             options.marginMs,
             options.capacity,
             policy.intervalMs,
-            policy.strict,
+            policy.durability,
             clock instanceof ManualClock ? clock : null,
             checkOf(options.verify),
             snapshotOf(options.snapshot),
@@ -119,14 +124,14 @@ class TenantRouter {
 
     /**
      * `{ leaseStore, durableStore, stateRoot, replicaId, ttlMs, marginMs, capacity?,
-     * copyPolicy?: { intervalMs?, durability?: 'async' | 'strict' }, verify?, snapshot?,
+     * copyPolicy?: { intervalMs?, durability?: one of durabilities() }, verify?, snapshot?,
      * onEvent?, clock? }`. The lease store's clock must be native (the keeper's thread reads
      * it), and so must `clock` (`systemMonotonicClock`, the default, or a ManualClock).
      * `capacity` defaults to what the descriptor limit allows; the copy policy to a copy
      * every 30 s of written tenants, in the background (`async`). `verify(dir)` checks a
      * restored copy (as EpochCopies' restore does), `snapshot(source, image)` reads the files
      * the host holds open (as EpochCopies' does), `onEvent(event)` is told `lost`, `closed`
-     * and `copyFailed` on the event loop.
+     * and `copy_failed` on the event loop.
      */
     static async start(options) {
         if (options === null || typeof options !== 'object') {

@@ -21,7 +21,9 @@ use std::sync::Arc;
 
 use gotry_tenant_state::clock::MonotonicClock;
 use gotry_tenant_state::errors::{Error, Result};
-use gotry_tenant_state::router::{CloseReport, CopyPolicy, Durability, RouterEvent, RouterOptions};
+use gotry_tenant_state::router::{
+    CloseReport, CopyPolicy, Durability, RouterEvent, RouterEventKind, RouterOptions,
+};
 use gotry_tenant_state::{RouterCall, SystemMonotonicClock, TenantHandle, TenantRouter, TenantStatus};
 use napi::bindgen_prelude::{Function, Object, Unknown};
 use napi::Env;
@@ -62,11 +64,17 @@ fn invalid(message: impl Into<String>) -> Error {
     }
 }
 
+/// The durability modes' words, as the core spells them, for the JS layer's option check.
+#[napi]
+pub fn durabilities() -> Vec<&'static str> {
+    Durability::ALL.map(Durability::as_str).to_vec()
+}
+
 #[napi]
 impl NativeRouter {
     /// Starts a router for `replicaId`: its keeper's renewal thread on `leaseStore` and, in
-    /// `async` durability, its copier. `capacity` and `intervalMs` take the core's defaults
-    /// when null; the keeper's clock is `manualClock`, or the system's monotonic clock.
+    /// `async` durability, its copier. `capacity`, `intervalMs` and `durability` (one of
+    /// `durabilities()`) take the core's defaults when null; the keeper's clock is `manualClock`, or the system's monotonic clock.
     /// `verify` and `snapshot` are the JS layer's wrappers of the host's functions; `onWake`
     /// (called with no argument on the JS thread) says that events wait in `takeEvents`.
     #[napi(factory)]
@@ -81,7 +89,7 @@ impl NativeRouter {
         margin_ms: Unknown<'_>,
         capacity: Option<Unknown<'_>>,
         interval_ms: Option<Unknown<'_>>,
-        strict: bool,
+        durability: Option<String>,
         manual_clock: Option<&ManualClock>,
         #[napi(ts_arg_type = "(dir: string) => Promise<boolean>")] verify: Option<VerifyFunction<'_>>,
         #[napi(ts_arg_type = "(source: string, image: string) => Promise<void>")] snapshot: Option<
@@ -113,14 +121,12 @@ impl NativeRouter {
                 Some(value) if !args::is_nullish(value)? => args::millis("intervalMs", value)?,
                 _ => CopyPolicy::default().interval,
             };
-            options.copy_policy = CopyPolicy {
-                interval,
-                durability: if strict {
-                    Durability::Strict
-                } else {
-                    Durability::Async
-                },
+            let durability = match durability {
+                None => CopyPolicy::default().durability,
+                Some(word) => Durability::parse(&word)
+                    .ok_or_else(|| invalid(format!("copyPolicy.durability names no mode: {word:?}")))?,
             };
+            options.copy_policy = CopyPolicy { interval, durability };
             options.clock = match manual_clock {
                 Some(manual) => manual.inner.clone() as Arc<dyn MonotonicClock>,
                 None => Arc::new(SystemMonotonicClock),
@@ -143,6 +149,7 @@ impl NativeRouter {
             None => None,
         };
         let (host_verify, host_snapshot) = (options.verify.is_some(), options.snapshot.is_some());
+        let strict = options.copy_policy.durability == Durability::Strict;
         let router = TenantRouter::start(options).or_throw(&env)?;
         Ok(NativeRouter {
             router: Arc::new(router),
@@ -381,7 +388,7 @@ impl JsTenantStatus {
 }
 
 /// A router event as the JS thread receives it: `{ kind, key, epoch }`, plus `error` for
-/// `copyFailed`.
+/// `copy_failed`.
 pub enum RouterEventValue {
     Lost { key: String, epoch: i64 },
     Closed { key: String, epoch: i64 },
@@ -408,10 +415,13 @@ object_value!(RouterEventValue, "RouterEventValue");
 impl ObjectValue for RouterEventValue {
     fn fill(self, env: &Env, object: &mut Object<'_>) -> napi::Result<()> {
         let (kind, key, epoch, error) = match self {
-            RouterEventValue::Lost { key, epoch } => ("lost", key, epoch, None),
-            RouterEventValue::Closed { key, epoch } => ("closed", key, epoch, None),
-            RouterEventValue::CopyFailed { key, epoch, error } => ("copyFailed", key, epoch, Some(error)),
+            RouterEventValue::Lost { key, epoch } => (RouterEventKind::Lost, key, epoch, None),
+            RouterEventValue::Closed { key, epoch } => (RouterEventKind::Closed, key, epoch, None),
+            RouterEventValue::CopyFailed { key, epoch, error } => {
+                (RouterEventKind::CopyFailed, key, epoch, Some(error))
+            }
         };
+        let kind = kind.as_str();
         object.set("kind", kind)?;
         object.set("key", key)?;
         set_number(env, object, "epoch", epoch)?;

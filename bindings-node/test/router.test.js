@@ -291,7 +291,7 @@ test('strict durability: a call resolves once a copy holds it; a failing store r
     assert.deepEqual(ledgerOf(handle.root), ['one', 'two', 'three', 'four']);
 }));
 
-test('async durability copies written tenants in the background, and a failing copy is told as copyFailed', () => inWorld(async w => {
+test('async durability copies written tenants in the background, and a failing copy is told as copy_failed', () => inWorld(async w => {
     const { router, events } = await w.start('replica-1', { copyPolicy: { durability: 'async', intervalMs: 50 } });
     const { tenant, key } = newTenant();
     await router.open(ORG, tenant);
@@ -303,8 +303,8 @@ test('async durability copies written tenants in the background, and a failing c
     fs.writeFileSync(orgs, 'in the way');
     try {
         await router.run(key, handle => append(handle, 'bg 2'));
-        await until(() => events.some(e => e.kind === 'copyFailed'), 'copyFailed');
-        const failed = events.find(e => e.kind === 'copyFailed');
+        await until(() => events.some(e => e.kind === 'copy_failed'), 'copy_failed');
+        const failed = events.find(e => e.kind === 'copy_failed');
         assert.equal(failed.key, key);
         assert.equal(failed.epoch, 1);
         assert.ok(failed.error instanceof pkg.DurableStoreUnavailableError, String(failed.error));

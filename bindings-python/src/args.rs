@@ -149,20 +149,21 @@ pub fn real(name: &str, value: &Bound<'_, PyAny>) -> Result<f64, CoreError> {
     number(name, value, is_real(value), "a float")
 }
 
-/// One of a fixed set of words (a mode): a `str` equal to one of `choices`, returned as the
-/// choice itself.
-pub fn one_of(
+/// One of a fixed set of modes, named by the word the core gives each (`word`): a `str` equal
+/// to one of those words, returned as its mode.
+pub fn one_of<T: Copy>(
     name: &str,
     value: &Bound<'_, PyAny>,
-    choices: &[&'static str],
-) -> Result<&'static str, CoreError> {
-    let quoted: Vec<String> = choices.iter().map(|c| format!("{c:?}")).collect();
+    choices: &[T],
+    word: fn(T) -> &'static str,
+) -> Result<T, CoreError> {
+    let quoted: Vec<String> = choices.iter().map(|c| format!("{:?}", word(*c))).collect();
     let expected = || format!("{name} must be one of {}", quoted.join(", "));
     let text = as_text(value).map_err(|_| invalid(format!("{}, got {}", expected(), type_name(value))))?;
     choices
         .iter()
         .copied()
-        .find(|choice| *choice == text)
+        .find(|choice| word(*choice) == text)
         .ok_or_else(|| invalid(format!("{}, got {text:?}", expected())))
 }
 

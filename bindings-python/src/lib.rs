@@ -30,6 +30,11 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     )?;
     m.add("MIN_LEASE_TTL_MS", gotry_tenant_state::MIN_LEASE_TTL_MS)?;
     m.add("MAX_LEASE_TTL_MS", gotry_tenant_state::MAX_LEASE_TTL_MS)?;
+    // Private: the wait of `_snapshot.py`, the core's rule for every snapshot function.
+    m.add(
+        "_SNAPSHOT_LOCK_WAIT_S",
+        gotry_tenant_state::epoch_copies::SNAPSHOT_LOCK_WAIT.as_secs_f64(),
+    )?;
     m.add_function(wrap_pyfunction!(assert_lease_ttl, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
     m.add_function(wrap_pyfunction!(ids::assert_organization_id, m)?)?;

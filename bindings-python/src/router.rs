@@ -44,6 +44,7 @@ use pyo3::PyTraverseError;
 
 use crate::args::{count, id_text, integer, milliseconds, one_of, path_arg, store_text};
 use crate::callbacks::{HostCallable, Live};
+use crate::clocks::monotonic_clock;
 use crate::copies::{copy_id_repr, fold_check, host_snapshot, PyCopyId, SNAPSHOT_SHAPE, VERIFY_SHAPE};
 use crate::durable::PyDurableStore;
 use crate::errors::{exception_object, exit_failures, CoreError};
@@ -100,10 +101,10 @@ struct EventParts {
 
 impl EventParts {
     fn of(event: RouterEvent) -> Option<EventParts> {
-        let (kind, key, epoch, error) = match event {
-            RouterEvent::Lost { key, epoch } => ("lost", key, epoch, None),
-            RouterEvent::Closed { key, epoch } => ("closed", key, epoch, None),
-            RouterEvent::CopyFailed { key, epoch, error } => ("copy_failed", key, epoch, Some(error)),
+        let kind = event.kind().as_str();
+        let (key, epoch, error) = match event {
+            RouterEvent::Lost { key, epoch } | RouterEvent::Closed { key, epoch } => (key, epoch, None),
+            RouterEvent::CopyFailed { key, epoch, error } => (key, epoch, Some(error)),
             // A kind the core added after this module was built: nothing to say it with.
             _ => return None,
         };
@@ -154,7 +155,7 @@ impl PyTenantRouter {
     #[pyo3(signature = (
         lease_store, durable_store, state_root, replica_id, ttl_ms, margin_ms, *,
         capacity = None, copy_interval_ms = None, durability = None, verify = None,
-        snapshot = None, on_event = None
+        snapshot = None, on_event = None, clock = None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -170,6 +171,7 @@ impl PyTenantRouter {
         verify: Option<&Bound<'_, PyAny>>,
         snapshot: Option<&Bound<'_, PyAny>>,
         on_event: Option<&Bound<'_, PyAny>>,
+        clock: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<PyTenantRouter> {
         let state_root = path_arg("state_root", state_root)?;
         let replica_id = store_text("replica_id", replica_id)?;
@@ -196,12 +198,10 @@ impl PyTenantRouter {
             policy.interval = milliseconds("copy_interval_ms", value)?;
         }
         if let Some(value) = durability.filter(|value| !value.is_none()) {
-            policy.durability = match one_of("durability", value, &["async", "strict"])? {
-                "strict" => Durability::Strict,
-                _ => Durability::Async,
-            };
+            policy.durability = one_of("durability", value, &Durability::ALL, Durability::as_str)?;
         }
         options.copy_policy = policy;
+        options.clock = monotonic_clock(clock)?;
         options.verify = hooks
             .verify
             .clone()

@@ -20,7 +20,7 @@ use gotry_tenant_state::{open_durable_store, DirectoryDurableStore, DurableStore
 
 use crate::failure::{Exit, Failure};
 use crate::store::has_scheme;
-use gotry_tenant_state::secrets::{self, shown_argument, MASK};
+use gotry_tenant_state::secrets::{self, is_secret_name, shown_argument, MASK};
 
 /// The store `copies` commands use when `--durable` is not given: beside the default lease
 /// store, `./gotry-leases.db`.
@@ -110,11 +110,7 @@ fn secrets(url: &str) -> Vec<String> {
     }
     for pair in query.split('&') {
         if let Some((name, value)) = pair.split_once('=') {
-            let name = name.to_ascii_lowercase();
-            if ["secret", "key", "token", "password", "credential", "signature"]
-                .iter()
-                .any(|word| name.contains(word))
-            {
+            if is_secret_name(name) {
                 found.push(value.to_owned());
             }
         }
@@ -205,15 +201,15 @@ mod tests {
     #[test]
     fn every_secret_of_a_url_is_masked() {
         let target = DurableTarget::parse(OsStr::new(
-            "s3://AKIAEXAMPLE:wJalr%2FK7MDENG%2Bbxx@copies/prod?endpoint=http://h:9000&region=eu&session_token=FwoG%3D%3D",
+            "s3://AKIAEXAMPLE:wJalr%2FK7MDENG%2Bbxx@copies/prod?endpoint=http://h:9000&region=eu&session_token=FwoG%3D%3D&sig=PRESIGNED42",
         ));
         assert_eq!(
             target.describe(),
-            "s3://***@copies/prod?endpoint=http://h:9000&region=eu&session_token=***"
+            "s3://***@copies/prod?endpoint=http://h:9000&region=eu&session_token=***&sig=***"
         );
-        let quoted = "denied for AKIAEXAMPLE with wJalr/K7MDENG+bxx (raw wJalr%2FK7MDENG%2Bbxx), token FwoG==; region eu";
+        let quoted = "denied for AKIAEXAMPLE with wJalr/K7MDENG+bxx (raw wJalr%2FK7MDENG%2Bbxx), token FwoG==, sig PRESIGNED42; region eu";
         let masked = target.mask(quoted);
-        for secret in ["AKIAEXAMPLE", "wJalr", "K7MDENG", "FwoG"] {
+        for secret in ["AKIAEXAMPLE", "wJalr", "K7MDENG", "FwoG", "PRESIGNED42"] {
             assert!(!masked.contains(secret), "{secret} leaked: {masked}");
         }
         // What is not a secret stays readable.

@@ -4,14 +4,13 @@
 //! lag) is the host's to expose. What every router leaves behind is in the two stores it
 //! shares with the others: the lease store says who holds each tenant and at which epoch,
 //! the durable store which copies each tenure wrote. This command puts the two side by side,
-//! one row per lease, without deciding anything: the state is the store's rule
-//! ([`LeaseRecord::is_expired_at`] on the store's clock, the log's last operation for a
-//! release), and the newest complete copy is the core's listing (`EpochCopies::list`),
+//! one row per lease, without deciding anything: the state is the core's
+//! ([`LeaseState::of`]), and the newest complete copy is the core's listing (`EpochCopies::list`),
 //! verified by nothing (`copies verify` does that).
 
 use std::ffi::OsStr;
 
-use gotry_tenant_state::{assert_organization_id, CopyListing, LeaseOp, LeaseRecord, LeaseStore};
+use gotry_tenant_state::{assert_organization_id, CopyListing, LeaseRecord, LeaseState};
 use serde_json::{json, Value};
 
 use crate::cli::{DurableArg, RouterCommand, StoreArg};
@@ -27,34 +26,10 @@ pub fn run(command: &RouterCommand) -> Result<Report, Failure> {
     }
 }
 
-/// A lease's state as the stores see it. `Held` while the lease is unexpired on the store's
-/// clock; once it is not, `Forgotten` when its holder marked the copies of its own epoch
-/// dead (a successor starts without them), `Released` when the holder gave it back (the
-/// log's last operation on the key is that epoch's release), `Expired` otherwise (its holder
-/// stopped renewing: it crashed, hung, or lost the store).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum State {
-    Held,
-    Expired,
-    Released,
-    Forgotten,
-}
-
-impl State {
-    const fn as_str(self) -> &'static str {
-        match self {
-            State::Held => "held",
-            State::Expired => "expired",
-            State::Released => "released",
-            State::Forgotten => "forgotten",
-        }
-    }
-}
-
 /// One row: a lease and the copies of its key.
 struct Tenant {
     record: LeaseRecord,
-    state: State,
+    state: LeaseState,
     newest: Option<CopyListing>,
     copies: usize,
     complete: usize,
@@ -72,7 +47,7 @@ fn status(org: Option<&OsStr>, store: &StoreArg, durable: &DurableArg) -> Result
     let now = leases.now_ms()?;
     let mut tenants = Vec::with_capacity(records.len());
     for record in records {
-        let state = state(leases.as_ref(), &record, now)?;
+        let state = LeaseState::of(leases.as_ref(), &record, now)?;
         let listing = opened.listing(&record.key)?;
         tenants.push(Tenant {
             state,
@@ -89,24 +64,6 @@ fn status(org: Option<&OsStr>, store: &StoreArg, durable: &DurableArg) -> Result
         "tenants": tenants.iter().map(|t| tenant_json(t, now)).collect::<Vec<_>>(),
     });
     Ok(Report::new(json, text(&tenants, org, &opened.location, now)))
-}
-
-/// The state of `record` at `now` on the store's clock. The log is read only for a lease
-/// that is not held, and only its key's.
-fn state(store: &dyn LeaseStore, record: &LeaseRecord, now: i64) -> Result<State, Failure> {
-    if !record.is_expired_at(now) {
-        return Ok(State::Held);
-    }
-    if record.forgotten_at_epoch >= record.epoch {
-        return Ok(State::Forgotten);
-    }
-    // Nothing the store grants comes after a release in the same epoch (renew and forget
-    // need an unexpired lease), so a release is the last entry until the next acquire.
-    let history = store.history(Some(&record.key))?;
-    let released = history.last().is_some_and(|entry| {
-        entry.op == LeaseOp::Release && entry.epoch == record.epoch && entry.owner == record.owner
-    });
-    Ok(if released { State::Released } else { State::Expired })
 }
 
 /// The copy with the highest epoch, then sequence, whose manifest is written.
@@ -149,7 +106,7 @@ fn text(tenants: &[Tenant], org: Option<&str>, location: &str, now: i64) -> Stri
         .map(|tenant| {
             let record = &tenant.record;
             let state = match tenant.state {
-                State::Held => format!("held by {}", printable(&record.owner)),
+                LeaseState::Held => format!("held by {}", printable(&record.owner)),
                 other => other.as_str().to_owned(),
             };
             let (newest, current) = match &tenant.newest {
@@ -192,10 +149,10 @@ fn text(tenants: &[Tenant], org: Option<&str>, location: &str, now: i64) -> Stri
         ],
         &rows,
     );
-    let held = tenants.iter().filter(|t| t.state == State::Held).count();
+    let held = tenants.iter().filter(|t| t.state == LeaseState::Held).count();
     let behind = tenants
         .iter()
-        .filter(|t| t.state == State::Held && t.newest.as_ref().map(|c| c.epoch) != Some(t.record.epoch))
+        .filter(|t| t.state == LeaseState::Held && t.newest.as_ref().map(|c| c.epoch) != Some(t.record.epoch))
         .count();
     let plural = if tenants.len() == 1 { "" } else { "s" };
     text.push_str(&format!(

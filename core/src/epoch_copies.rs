@@ -63,6 +63,7 @@ use layout::{
     ObjectRef, TenureMarker, MANIFEST, TENURE,
 };
 use restore::{relative_path, tree_size, write_durably, Restored, Scratch, Staged};
+pub use snapshot::SNAPSHOT_LOCK_WAIT;
 use snapshot::{assert_root_not_open, backup_sqlite, Snapshot};
 
 /// The manifest format this build writes. It restores this one and format 1 (every file one
@@ -208,8 +209,13 @@ struct Placed {
     reused: (usize, u64),
 }
 
-/// A lease key and its epoch: one tenure.
-type TenureKey = (String, i64);
+/// The tenure id as markers spell it.
+fn tenure_id(lease: &TenantLease) -> String {
+    format!("{:016x}", lease.tenure_id())
+}
+
+/// A lease key, its epoch and the grant's tenure id: one tenure.
+type TenureKey = (String, i64, u64);
 
 /// Copies of tenant roots in one durable store. `Send + Sync`; copies of one tenant are
 /// written one at a time, copies of different tenants in parallel.
@@ -257,13 +263,14 @@ impl EpochCopies {
         &self.store
     }
 
-    /// This process's record of `lease`'s tenure. Keyed by epoch too: one `EpochCopies` may
-    /// serve a stale holder and its successor side by side (a test does, a confused host
-    /// might), and neither may forget what it wrote because the other acted. A few bytes a
-    /// tenure, for the life of the process.
+    /// This process's record of `lease`'s tenure. Keyed by epoch and grant too: one
+    /// `EpochCopies` may serve a stale holder and its successor side by side (a test does, a
+    /// confused host might), or two grants of one epoch by a store that lost commits, and
+    /// none may take what another wrote for its own. A few bytes a tenure, for the life of
+    /// the process.
     fn tenure(&self, lease: &TenantLease) -> Arc<Mutex<Tenure>> {
         lock(&self.tenures)
-            .entry((lease.key().to_owned(), lease.epoch()))
+            .entry((lease.key().to_owned(), lease.epoch(), lease.tenure_id()))
             .or_default()
             .clone()
     }
@@ -484,7 +491,10 @@ impl EpochCopies {
             .get(key)?
             .and_then(|b| serde_json::from_slice::<TenureMarker>(&b).ok());
         Ok(marker.is_some_and(|m| {
-            m.key == lease.key() && m.epoch == lease.epoch() && m.replica_id == lease.replica_id()
+            m.key == lease.key()
+                && m.epoch == lease.epoch()
+                && m.replica_id == lease.replica_id()
+                && m.tenure_id == Some(tenure_id(lease))
         }))
     }
 
@@ -531,11 +541,13 @@ impl EpochCopies {
             epoch: lease.epoch(),
             replica_id: lease.replica_id().to_owned(),
             restored_from: staged.report.restored,
+            tenure_id: Some(tenure_id(lease)),
         };
         let marker_key = format!("{}{TENURE}", epoch_prefix(lease.key(), lease.epoch())?);
         let json = serde_json::to_vec_pretty(&marker).expect("a marker serializes");
         if self.store.put_new(&marker_key, &json)? == PutOutcome::AlreadyExists {
-            // A retried restore of this same tenure that chose the same copy is no conflict.
+            // A retried restore of this same grant that chose the same copy is no conflict; a
+            // second grant of the epoch, even to this replica, is.
             let existing = self.store.get(&marker_key)?;
             if existing.and_then(|b| serde_json::from_slice::<TenureMarker>(&b).ok()) != Some(marker) {
                 return Err(conflict(lease, &marker_key));

@@ -43,11 +43,11 @@ pub use lease_store::postgres::{PostgresLeaseStore, PostgresOptions};
 pub use lease_store::sqlite::{SqliteLeaseStore, SqliteOptions};
 pub use lease_store::{
     assert_lease_ttl, call_begun_at, open_lease_store, HistoryEntry, LeaseGrant, LeaseOp, LeaseRecord,
-    LeaseStore, MAX_LEASE_TTL_MS, MIN_LEASE_TTL_MS,
+    LeaseState, LeaseStore, MAX_LEASE_TTL_MS, MIN_LEASE_TTL_MS,
 };
 pub use router::{
-    default_handoff_timeout, CloseReport, CopyPolicy, Durability, RouterCall, RouterEvent, RouterOptions,
-    TenantHandle, TenantRouter, TenantState, TenantStatus,
+    default_handoff_timeout, CloseReport, CopyPolicy, Durability, RouterCall, RouterEvent, RouterEventKind,
+    RouterOptions, TenantHandle, TenantRouter, TenantState, TenantStatus,
 };
 pub use tenant_lease::{LeaseOptions, TenantLease, Turn};
 

@@ -148,7 +148,8 @@ pub fn shown_argument(value: &str) -> Cow<'_, str> {
     mask(value)
 }
 
-fn is_secret_name(name: &str) -> bool {
+/// Whether a query parameter called `name` holds a secret: the one list every masker asks.
+pub fn is_secret_name(name: &str) -> bool {
     let name = name.to_ascii_lowercase();
     SECRET_NAMES.iter().any(|secret| name.contains(secret))
 }

@@ -51,6 +51,9 @@ pub struct TenantLease {
     key: String,
     replica_id: String,
     epoch: i64,
+    /// Drawn at random for each grant: two grants of one epoch (a lease store that lost
+    /// commits can issue one twice, even to the same replica) are two tenures.
+    tenure_id: u64,
     forgotten_at_epoch: i64,
     /// This holder marked its own tenure forgotten: copies it would write now fall below the
     /// floor, where no restore ever looks.
@@ -100,6 +103,7 @@ impl TenantLease {
             .acquire(&options.key, &options.replica_id, options.ttl_ms)?;
         let lease = TenantLease {
             epoch: grant.record.epoch,
+            tenure_id: crate::durable_store::dir::random_u64(),
             forgotten_at_epoch: grant.record.forgotten_at_epoch,
             marked_forgotten: std::sync::atomic::AtomicBool::new(false),
             state: Mutex::new(HolderState {
@@ -149,6 +153,11 @@ impl TenantLease {
 
     pub fn epoch(&self) -> i64 {
         self.epoch
+    }
+
+    /// This grant's own name, beside its epoch (see the durable copies' tenure marker).
+    pub(crate) fn tenure_id(&self) -> u64 {
+        self.tenure_id
     }
 
     /// Durable copies up to this epoch are dead. Fixed for the whole tenure: only the

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use gotry_core::router::{default_capacity, RouterEventHandler, SharedFoldCheck};
+use gotry_core::router::{default_capacity, RouterEventHandler, RouterEventKind, SharedFoldCheck};
 use gotry_core::{
     CloseReport, CopyPolicy, Durability, Error, MonotonicClock, RouterCall, RouterEvent, RouterOptions,
     TenantHandle, TenantRouter, TenantState, TenantStatus,
@@ -124,10 +124,10 @@ pub enum GotryRouterEventKind {
     CopyFailed = 3,
 }
 
-const EVENT_KINDS: [(GotryRouterEventKind, &str); 3] = [
-    (GotryRouterEventKind::Lost, "lost"),
-    (GotryRouterEventKind::Closed, "closed"),
-    (GotryRouterEventKind::CopyFailed, "copy_failed"),
+const EVENT_KINDS: [(GotryRouterEventKind, RouterEventKind); 3] = [
+    (GotryRouterEventKind::Lost, RouterEventKind::Lost),
+    (GotryRouterEventKind::Closed, RouterEventKind::Closed),
+    (GotryRouterEventKind::CopyFailed, RouterEventKind::CopyFailed),
 ];
 
 /// The name of a `GotryRouterEventKind` value (`"lost"`, `"closed"`, `"copy_failed"`); NULL
@@ -135,7 +135,12 @@ const EVENT_KINDS: [(GotryRouterEventKind, &str); 3] = [
 #[no_mangle]
 pub extern "C" fn gotry_router_event_kind_name(kind: c_int) -> *const c_char {
     static NAMES: OnceLock<Vec<CString>> = OnceLock::new();
-    table_name(&NAMES, &EVENT_KINDS, |ours| ours as c_int == kind, |name| name)
+    table_name(
+        &NAMES,
+        &EVENT_KINDS,
+        |ours| ours as c_int == kind,
+        RouterEventKind::as_str,
+    )
 }
 
 /// One event, lent to the callback for the duration of the call only: copy what you keep.

@@ -139,6 +139,9 @@ check "header: every function is called by a C program" every_function_called
 compile() {
     python3 tests/c/vectors_to_c.py "$build/vectors.inc" &&
         gcc -std=c11 "${warnings[@]}" -I"$build" tests/c/vectors_test.c "${shared[@]}" -o "$build/vectors_test" &&
+        python3 tests/c/router_vectors_to_c.py "$build/router_vectors.inc" &&
+        gcc -std=c11 "${warnings[@]}" -I"$build" -pthread tests/c/router_vectors_test.c "${shared[@]}" \
+            -o "$build/router_vectors_test" &&
         gcc -std=c11 "${warnings[@]}" -pthread tests/c/api_test.c "${shared[@]}" -o "$build/api_test_c" &&
         g++ -std=c++17 "${warnings[@]}" -pthread -x c++ tests/c/api_test.c -x none "${shared[@]}" \
             -o "$build/api_test_cpp" &&
@@ -212,6 +215,8 @@ check "the .so exports only gotry_* symbols (no sqlite3_*: the host's SQLite sta
 check "the tenant router from C under valgrind (capacity, LEASE_HELD, handoff, DRAINING, DRAIN_TIMEOUT, lost, copies, status, close)" \
     valgrind_run "$build/router_test_c" "$(scratch router-c)"
 check "the tenant router from C++ under valgrind" valgrind_run "$build/router_test_cpp" "$(scratch router-cpp)"
+check "the shared router scenarios (tests/vectors/router-scenarios.json) under valgrind" \
+    valgrind_run "$build/router_vectors_test" "$(scratch router-vectors)"
 # The S3 run is held to the same leak check: valgrind.supp names the only allocations it
 # adds, those of the S3 client's process-wide runtime, whose threads are alive at exit.
 if [ -n "${GOTRY_S3_URL:-}" ]; then

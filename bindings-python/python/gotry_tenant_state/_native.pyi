@@ -59,6 +59,7 @@ ERROR_CODES: Final[tuple[str, ...]]
 
 MIN_LEASE_TTL_MS: Final[int]
 MAX_LEASE_TTL_MS: Final[int]
+_SNAPSHOT_LOCK_WAIT_S: Final[float]
 
 _KeyBytes = bytes | bytearray | memoryview
 _LeaseOpName = Literal["acquire", "renew", "release", "forget"]
@@ -689,10 +690,12 @@ class TenantRouter:
         verify: _Verify | None = None,
         snapshot: _Snapshot | None = None,
         on_event: Callable[[RouterEvent], object] | None = None,
+        clock: _SupportsNowMs | None = None,
     ) -> Self:
         """``capacity`` None: about a third of the descriptors left after a quarter of the
         process's limit is reserved (256 with the common limit of 1024). ``copy_interval_ms``
-        None: 30 s. ``durability`` None: ``"async"``."""
+        None: 30 s. ``durability`` None: ``"async"``. ``clock``: the holders' monotonic clock
+        (a ``ManualClock`` in tests), the system's when None."""
     @property
     def capacity(self) -> int: ...
     @property

@@ -6,10 +6,12 @@ import sqlite3
 import time
 import urllib.parse
 
+from ._native import _SNAPSHOT_LOCK_WAIT_S
+
 __all__ = ["sqlite3_snapshot"]
 
-#: How long a snapshot waits for a lock on the source, as the core's own backups do.
-_TIMEOUT_S = 5.0
+#: How long a snapshot waits for a lock on the source: the core's rule, as its own backups wait.
+_TIMEOUT_S = _SNAPSHOT_LOCK_WAIT_S
 
 
 def sqlite3_snapshot(source: str, image: str) -> None:
@@ -38,7 +40,7 @@ def sqlite3_snapshot(source: str, image: str) -> None:
     host's writers go on meanwhile. The backup copies pages as they are (no rebuild of tables
     and indexes as ``VACUUM INTO`` does, so it costs what reading the file costs and works on
     any SQLite the standard library may be linked with); the image has the source's page size
-    and journal mode. It waits at most 5 seconds for a writer that blocks readers (rollback
+    and journal mode. It waits as long as the core's own snapshots (5 seconds) for a writer that blocks readers (rollback
     journal mode) and then raises ``sqlite3.OperationalError``; any exception fails the copy
     and comes out of the copy's call as itself.
     """

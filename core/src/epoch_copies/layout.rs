@@ -171,6 +171,12 @@ pub(super) struct TenureMarker {
     pub(super) epoch: i64,
     pub(super) replica_id: String,
     pub(super) restored_from: Option<CopyId>,
+    /// The grant this tenure began with ([`TenantLease::tenure_id`], in hex): a lease store
+    /// that lost commits may grant the same epoch to the same replica again, and only this
+    /// tells that second grant from a retry of the first one's restore. Absent in markers
+    /// written before it existed, which therefore match no grant of this build.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) tenure_id: Option<String>,
 }
 
 #[derive(Debug, Default)]

@@ -13,9 +13,10 @@ use super::*;
 use crate::lease_store::sqlite::sqlite_code_name;
 use crate::paths::assert_path;
 
-/// How long a copy waits for a rollback-mode writer's lock before it gives up with
-/// SQLITE_BUSY: the SQLite lease store's default, so a copy is as patient as a lease operation.
-const WRITER_WAIT: std::time::Duration = crate::lease_store::sqlite::DEFAULT_BUSY_TIMEOUT;
+/// How long a snapshot waits for a rollback-mode writer's lock before it gives up with
+/// SQLITE_BUSY, the core's and a host's snapshot function alike: the SQLite lease store's
+/// default, so a copy is as patient as a lease operation.
+pub const SNAPSHOT_LOCK_WAIT: std::time::Duration = crate::lease_store::sqlite::DEFAULT_BUSY_TIMEOUT;
 
 /// A consistent set of files to copy: SQLite databases backed up into a scratch folder,
 /// other files read in place.
@@ -270,7 +271,7 @@ fn read_sqlite(source: &Path) -> Result<Source> {
         OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )
     .map_err(sqlite)?;
-    from.busy_timeout(WRITER_WAIT).map_err(sqlite)?;
+    from.busy_timeout(SNAPSHOT_LOCK_WAIT).map_err(sqlite)?;
     from.execute_batch("BEGIN").map_err(sqlite)?;
     let pages: i64 = from
         .query_row("PRAGMA page_count", [], |row| row.get(0))
@@ -316,7 +317,7 @@ pub(super) fn backup_sqlite(source: &Path, image: &Path) -> Result<()> {
         OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )
     .map_err(sqlite)?;
-    from.busy_timeout(WRITER_WAIT).map_err(sqlite)?;
+    from.busy_timeout(SNAPSHOT_LOCK_WAIT).map_err(sqlite)?;
     let mut to = Connection::open(image).map_err(sqlite)?;
     // The image is scratch, read once and thrown away: flushing it would only double the
     // disk's work (the copy is made durable where it is stored).
@@ -325,7 +326,7 @@ pub(super) fn backup_sqlite(source: &Path, image: &Path) -> Result<()> {
     // One step of every page holds one read transaction for the whole image: a writer in WAL
     // mode goes on, and the image is that transaction's state.
     let backup = Backup::new(&from, &mut to).map_err(sqlite)?;
-    let deadline = std::time::Instant::now() + WRITER_WAIT;
+    let deadline = std::time::Instant::now() + SNAPSHOT_LOCK_WAIT;
     loop {
         match backup.step(-1).map_err(sqlite)? {
             rusqlite::backup::StepResult::Done => return Ok(()),

@@ -15,11 +15,13 @@ pub mod mysql;
 pub mod postgres;
 mod server_clock;
 pub mod sqlite;
+mod state;
 mod url;
 mod url_parts;
 
 pub use deadline::call_begun_at;
 pub(crate) use deadline::Deadline;
+pub use state::LeaseState;
 pub use url::open_lease_store;
 
 use std::time::Duration;

@@ -54,6 +54,24 @@ pub enum Durability {
     Strict,
 }
 
+impl Durability {
+    /// Every mode, in the order documentation lists them.
+    pub const ALL: [Durability; 2] = [Durability::Async, Durability::Strict];
+
+    /// The word hosts write in their options.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Durability::Async => "async",
+            Durability::Strict => "strict",
+        }
+    }
+
+    /// The mode a host's word names, if it names one (exactly, as the word is written).
+    pub fn parse(word: &str) -> Option<Durability> {
+        Durability::ALL.into_iter().find(|mode| mode.as_str() == word)
+    }
+}
+
 /// When the router copies a tenant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CopyPolicy {
@@ -85,6 +103,41 @@ pub enum RouterEvent {
     Closed { key: String, epoch: i64 },
     /// A background copy failed; the tenant's lag grows until one succeeds.
     CopyFailed { key: String, epoch: i64, error: Error },
+}
+
+/// The kind of a [`RouterEvent`], with the stable name every door uses (the keeper's casing).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RouterEventKind {
+    Lost,
+    Closed,
+    CopyFailed,
+}
+
+impl RouterEventKind {
+    /// Every kind, in the order documentation lists them.
+    pub const ALL: [RouterEventKind; 3] = [
+        RouterEventKind::Lost,
+        RouterEventKind::Closed,
+        RouterEventKind::CopyFailed,
+    ];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            RouterEventKind::Lost => "lost",
+            RouterEventKind::Closed => "closed",
+            RouterEventKind::CopyFailed => "copy_failed",
+        }
+    }
+}
+
+impl RouterEvent {
+    pub fn kind(&self) -> RouterEventKind {
+        match self {
+            RouterEvent::Lost { .. } => RouterEventKind::Lost,
+            RouterEvent::Closed { .. } => RouterEventKind::Closed,
+            RouterEvent::CopyFailed { .. } => RouterEventKind::CopyFailed,
+        }
+    }
 }
 
 pub type RouterEventHandler = Arc<dyn Fn(RouterEvent) + Send + Sync>;

@@ -512,3 +512,21 @@ fn a_copy_waits_for_running_calls_and_holds_new_ones_back() {
     let status = &router.status()[0];
     assert_eq!((status.in_flight, status.last_copy.map(|c| c.seq)), (0, Some(2)));
 }
+
+#[test]
+fn durability_words_and_event_names_are_the_cores() {
+    for mode in Durability::ALL {
+        assert_eq!(Durability::parse(mode.as_str()), Some(mode));
+    }
+    assert_eq!(Durability::parse("strict"), Some(Durability::Strict));
+    assert_eq!(Durability::parse("Strict"), None, "a word is matched as written");
+    assert_eq!(Durability::parse("eventually"), None);
+    let names: Vec<_> = RouterEventKind::ALL.map(RouterEventKind::as_str).into();
+    assert_eq!(names, ["lost", "closed", "copy_failed"]);
+    let event = RouterEvent::CopyFailed {
+        key: "o/t".into(),
+        epoch: 1,
+        error: Error::RouterClosed,
+    };
+    assert_eq!(event.kind(), RouterEventKind::CopyFailed);
+}
