@@ -52,6 +52,11 @@ pub trait DurableStore: Send + Sync + std::fmt::Debug {
     fn delete(&self, key: &str) -> Result<()>;
     /// Where the store is, for messages and status: the URL without any credential.
     fn location(&self) -> String;
+    /// Removes what writers killed mid-put left behind, never what a live writer still
+    /// uses. Backends whose puts leave nothing behind have nothing to do.
+    fn remove_leftovers(&self) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// Refuses keys outside the safe alphabet, so no key reaches a backend that could name a

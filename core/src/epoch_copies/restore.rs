@@ -12,7 +12,7 @@ use std::path::{Component, PathBuf};
 
 use super::snapshot::collect_files;
 use super::*;
-use crate::durable_store::dir::{random_u64, sync_dir};
+use crate::durable_store::dir::{hold_lock, random_u64, remove_if_abandoned, sync_dir};
 
 /// A verified copy waiting in its scratch folder (none for an empty start).
 pub(super) struct Staged {
@@ -86,8 +86,15 @@ fn exchange(a: &Path, b: &Path) -> Result<()> {
 
 /// A private folder beside a path (same file system, so it can be renamed into place),
 /// removed with whatever it holds when dropped.
+///
+/// A process killed mid-restore or mid-copy cannot remove its scratch folder, so each
+/// scratch folder is locked (`flock` on the folder itself) for as long as its owner lives,
+/// and making a new one beside a root first removes that root's scratch folders whose lock
+/// is free: those of dead processes, never that of a live one, in this process or another.
 pub(super) struct Scratch {
     pub(super) path: PathBuf,
+    /// Holds the lock; closed (and so released) only after the folder is removed.
+    _lock: File,
 }
 
 impl Scratch {
@@ -99,10 +106,11 @@ impl Scratch {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
+        remove_abandoned_scratch(parent, &name)?;
         loop {
             let candidate = parent.join(format!(".{name}.gotry-{:016x}", random_u64()));
             match fs::create_dir(&candidate) {
-                Ok(()) => return Ok(Scratch { path: candidate }),
+                Ok(()) => {}
                 Err(e) if e.kind() == ErrorKind::AlreadyExists => continue,
                 Err(e) => {
                     return Err(Error::io(
@@ -111,8 +119,59 @@ impl Scratch {
                     ))
                 }
             }
+            let locked = File::open(&candidate).and_then(|lock| {
+                // A sweep that found the folder before this lock removed it: try another.
+                Ok(hold_lock(&candidate, &lock)?.then_some(lock))
+            });
+            match locked {
+                Ok(Some(lock)) => {
+                    return Ok(Scratch {
+                        path: candidate,
+                        _lock: lock,
+                    })
+                }
+                Ok(None) => continue,
+                Err(e) if e.kind() == ErrorKind::NotFound => continue,
+                Err(e) => {
+                    let _ = fs::remove_dir(&candidate);
+                    return Err(Error::io(format!("{} cannot be locked", candidate.display()), &e));
+                }
+            }
         }
     }
+}
+
+/// Removes the scratch folders of `name` in `parent` (`.<name>.gotry-<16 hex>`, and the
+/// `.old` of a swap cut short) that no live process holds.
+fn remove_abandoned_scratch(parent: &Path, name: &str) -> Result<()> {
+    let listing_failed = |e: std::io::Error| Error::io(format!("{} cannot be listed", parent.display()), &e);
+    let prefix = format!(".{name}.gotry-");
+    let is_scratch = |rest: &str| rest.len() == 16 && rest.bytes().all(|b| b.is_ascii_hexdigit());
+    for entry in fs::read_dir(parent).map_err(listing_failed)? {
+        let entry = entry.map_err(listing_failed)?;
+        let file_name = entry.file_name();
+        let Some(rest) = file_name.to_str().and_then(|n| n.strip_prefix(&prefix)) else {
+            continue;
+        };
+        let path = entry.path();
+        let removed = if is_scratch(rest) {
+            remove_if_abandoned(&path, |p| fs::remove_dir_all(p))
+        } else if let Some(owner) = rest.strip_suffix(".old").filter(|o| is_scratch(o)) {
+            // The old root moved aside by a swap; its scratch folder's lock says whether
+            // the swap is still under way.
+            let owner = parent.join(format!("{prefix}{owner}"));
+            match File::open(&owner) {
+                Ok(_) if !remove_if_abandoned(&owner, |p| fs::remove_dir_all(p)).unwrap_or(false) => {
+                    Ok(false)
+                }
+                _ => fs::remove_dir_all(&path).map(|()| true),
+            }
+        } else {
+            continue;
+        };
+        removed.map_err(|e| Error::io(format!("{} cannot be removed", path.display()), &e))?;
+    }
+    Ok(())
 }
 
 impl Drop for Scratch {
@@ -265,4 +324,274 @@ pub(super) fn relative_path(path: &str) -> Option<PathBuf> {
         && !path.contains('\\')
         && parsed.components().all(|c| matches!(c, Component::Normal(_)));
     plain.then(|| parsed.to_path_buf())
+}
+
+/// `kill -9` of real processes mid-restore and mid-copy. Each test re-runs its own binary as
+/// the process to kill (the test named in `GOTRY_KILL_ROLE` then plays the child).
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+    use std::process::{Child, Command, Stdio};
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::clock::SystemMonotonicClock;
+    use crate::durable_store::dir::DirectoryDurableStore;
+    use crate::lease_store::sqlite::SqliteLeaseStore;
+    use crate::tenant_lease::{LeaseOptions, TenantLease};
+
+    const ORG: &str = "acme";
+    const SOURCE_TENANT: &str = "t-00000000000000000000000000000001";
+
+    fn lease(dir: &Path, tenant: &str) -> TenantLease {
+        TenantLease::acquire(LeaseOptions {
+            key: format!("{ORG}/{tenant}"),
+            replica_id: format!("replica-{}", std::process::id()),
+            store: Arc::new(SqliteLeaseStore::open(dir.join("leases.db")).unwrap()),
+            ttl_ms: 600_000,
+            margin_ms: 1_000,
+            clock: Arc::new(SystemMonotonicClock),
+        })
+        .unwrap()
+    }
+
+    fn copies(dir: &Path) -> EpochCopies {
+        EpochCopies::new(Arc::new(DirectoryDurableStore::open(dir.join("store")).unwrap()))
+    }
+
+    /// The child's side: restores or copies forever, until killed.
+    fn play_child() {
+        let (Ok(role), Ok(dir)) = (std::env::var("GOTRY_KILL_ROLE"), std::env::var("GOTRY_KILL_DIR")) else {
+            return;
+        };
+        let dir = PathBuf::from(dir);
+        let copies = copies(&dir);
+        if role == "restore" {
+            let key = format!("{ORG}/{SOURCE_TENANT}");
+            loop {
+                copies
+                    .restore_latest(&key, 0, None, &dir.join("root"), None)
+                    .unwrap();
+            }
+        }
+        let tenant = std::env::var("GOTRY_KILL_TENANT").unwrap();
+        let lease = lease(&dir, &tenant);
+        let root = dir.join("roots").join(&tenant);
+        fs::create_dir_all(&root).unwrap();
+        let mut x = u64::from(std::process::id()) | 1;
+        loop {
+            // Fresh bytes each round, so every copy stores the whole file again.
+            let blob: Vec<u8> = (0..(16 << 20) / 8)
+                .flat_map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x.to_le_bytes()
+                })
+                .collect();
+            fs::write(root.join("blob"), &blob).unwrap();
+            copies.write_copy(&lease, &root).unwrap();
+        }
+    }
+
+    /// A child process, killed when dropped, so a failing check leaves none behind.
+    struct Kid(Child);
+
+    impl Kid {
+        fn spawn(test: &str, role: &str, dir: &Path, tenant: &str) -> Kid {
+            let child = Command::new(std::env::current_exe().unwrap())
+                .args([test, "--exact", "--nocapture", "--test-threads=1"])
+                .env("GOTRY_KILL_ROLE", role)
+                .env("GOTRY_KILL_DIR", dir)
+                .env("GOTRY_KILL_TENANT", tenant)
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            Kid(child)
+        }
+
+        fn pid(&self) -> i32 {
+            i32::try_from(self.0.id()).unwrap()
+        }
+
+        fn signal(&self, signal: libc::c_int) {
+            // SAFETY: a signal to our own child, which is not reaped before `Drop`.
+            assert_eq!(unsafe { libc::kill(self.pid(), signal) }, 0);
+        }
+
+        /// Waits until `found` names something, failing if the child died first.
+        fn wait_for<T>(&mut self, mut found: impl FnMut() -> Option<T>) -> T {
+            loop {
+                if let Some(value) = found() {
+                    return value;
+                }
+                if let Some(status) = self.0.try_wait().unwrap() {
+                    let mut stderr = String::new();
+                    std::io::Read::read_to_string(self.0.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+                    panic!("the child ended ({status}) before it got there: {stderr}");
+                }
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+        }
+
+        fn kill_9(mut self) {
+            self.signal(libc::SIGKILL);
+            self.0.wait().unwrap();
+        }
+    }
+
+    impl Drop for Kid {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+
+    fn names(dir: &Path, prefix: &str) -> BTreeSet<String> {
+        fs::read_dir(dir)
+            .map(|entries| {
+                entries
+                    .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                    .filter(|n| n.starts_with(prefix))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// A scratch folder of `root` that holds a file already, and is not one of `known`.
+    fn busy_scratch(dir: &Path, known: &BTreeSet<String>) -> Option<String> {
+        names(dir, ".root.gotry-")
+            .into_iter()
+            .find(|n| !known.contains(n) && fs::read_dir(dir.join(n)).is_ok_and(|mut e| e.next().is_some()))
+    }
+
+    const RESTORE_TEST: &str =
+        "epoch_copies::restore::tests::a_restore_killed_midway_leaves_nothing_the_next_restore_keeps";
+
+    #[test]
+    fn a_restore_killed_midway_leaves_nothing_the_next_restore_keeps() {
+        play_child();
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        // Many small files, each flushed on restore: a restore takes long enough to be cut.
+        let source = dir.join("source");
+        fs::create_dir(&source).unwrap();
+        for i in 0..300 {
+            fs::write(source.join(format!("f{i:03}")), format!("file {i}").repeat(500)).unwrap();
+        }
+        copies(dir)
+            .write_copy(&lease(dir, SOURCE_TENANT), &source)
+            .unwrap();
+
+        // A live restore in another process, frozen mid-way: its scratch folder must stay.
+        let mut live = Kid::spawn(RESTORE_TEST, "restore", dir, "");
+        let live_scratch = live.wait_for(|| busy_scratch(dir, &BTreeSet::new()));
+        live.signal(libc::SIGSTOP);
+
+        // A restore killed mid-way; its scratch folder is what the next restore removes.
+        let dead_scratch = (0..20)
+            .find_map(|_| {
+                let mut known = names(dir, ".root.gotry-");
+                let mut doomed = Kid::spawn(RESTORE_TEST, "restore", dir, "");
+                let scratch = doomed.wait_for(|| busy_scratch(dir, &known));
+                doomed.kill_9();
+                known.insert(scratch.clone());
+                dir.join(&scratch).exists().then_some(scratch)
+            })
+            .expect("in 20 tries, no kill landed inside a restore");
+        assert!(
+            dir.join(&live_scratch).exists(),
+            "the killed child's restore removed a live scratch folder"
+        );
+
+        let report = copies(dir)
+            .restore_latest(
+                &format!("{ORG}/{SOURCE_TENANT}"),
+                0,
+                None,
+                &dir.join("root"),
+                None,
+            )
+            .unwrap();
+        assert_eq!(report.files, 300);
+        assert_eq!(
+            fs::read_to_string(dir.join("root/f299")).unwrap(),
+            "file 299".repeat(500)
+        );
+        assert!(
+            !dir.join(&dead_scratch).exists(),
+            "{dead_scratch} outlived the next restore"
+        );
+        assert!(
+            dir.join(&live_scratch).exists(),
+            "a live restore's scratch folder was removed"
+        );
+
+        // Once its owner is gone too, the next restore removes it as well.
+        live.kill_9();
+        copies(dir)
+            .restore_latest(
+                &format!("{ORG}/{SOURCE_TENANT}"),
+                0,
+                None,
+                &dir.join("root"),
+                None,
+            )
+            .unwrap();
+        assert_eq!(names(dir, ".root.gotry-"), BTreeSet::new());
+    }
+
+    const COPY_TEST: &str =
+        "epoch_copies::restore::tests::a_copy_killed_midway_leaves_no_staging_file_past_the_next_open";
+
+    #[test]
+    fn a_copy_killed_midway_leaves_no_staging_file_past_the_next_open() {
+        play_child();
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let staging = dir.join("store/.staging");
+        let staging = staging.as_path();
+        let staged_by = |kid: &Kid| {
+            let prefix = format!("{}-", kid.pid());
+            move || {
+                let found = names(staging, &prefix);
+                (!found.is_empty()).then_some(found)
+            }
+        };
+
+        let mut live = Kid::spawn(COPY_TEST, "copy", dir, "t-0000000000000000000000000000000a");
+        let live_files = live.wait_for(staged_by(&live));
+        live.signal(libc::SIGSTOP);
+
+        let dead_files = (0..20)
+            .find_map(|_| {
+                let mut doomed = Kid::spawn(COPY_TEST, "copy", dir, "t-0000000000000000000000000000000b");
+                let staged = staged_by(&doomed);
+                doomed.wait_for(staged);
+                let pid = doomed.pid();
+                doomed.kill_9();
+                let left = names(staging, &format!("{pid}-"));
+                (!left.is_empty()).then_some(left)
+            })
+            .expect("in 20 tries, no kill landed inside a put");
+
+        let store = Arc::new(DirectoryDurableStore::open(dir.join("store")).unwrap());
+        let after = names(staging, "");
+        assert!(
+            after.is_disjoint(&dead_files),
+            "a dead writer's staging files stayed: {after:?}"
+        );
+        assert!(
+            live_files.is_subset(&after),
+            "a live writer's staging file was removed: {after:?}"
+        );
+
+        // The store's gc sweeps too, once that writer is gone as well.
+        live.kill_9();
+        EpochCopies::new(store)
+            .gc(&lease(dir, "t-0000000000000000000000000000000c"), 1)
+            .unwrap();
+        assert_eq!(names(staging, ""), BTreeSet::new());
+    }
 }
