@@ -43,6 +43,8 @@ pub struct DirectoryDurableStore {
     /// is flushed once per process, not once per put. Keyed by inode, not name, so that a
     /// folder removed and made again by another writer is flushed again.
     durable_dirs: Mutex<HashSet<(u64, u64)>>,
+    /// Opened for reading: nothing is created, swept or written.
+    read_only: bool,
 }
 
 impl DirectoryDurableStore {
@@ -54,10 +56,50 @@ impl DirectoryDurableStore {
             root,
             staging_counter: AtomicU64::new(0),
             durable_dirs: Mutex::default(),
+            read_only: false,
         };
         store.create_dirs_durably(&store.root.join(STAGING))?;
         store.remove_leftovers()?;
         Ok(store)
+    }
+
+    /// Opens an existing store for reading only: a look at a store (an operator's listing, a
+    /// verify) must work on a read-only mount and must not turn a mistyped path into a new,
+    /// empty store. A missing folder, or a file in its place, is a storage error naming it;
+    /// puts and deletes are refused with `EROFS`.
+    pub fn open_read_only(root: impl AsRef<Path>) -> Result<DirectoryDurableStore> {
+        let named = assert_root("a durable store folder", root.as_ref())?;
+        let root = std::path::absolute(named)
+            .map_err(|e| Error::io("the durable store folder cannot be resolved", &e))?;
+        match fs::metadata(&root) {
+            Ok(meta) if meta.is_dir() => {}
+            Ok(_) => {
+                return Err(Error::io(
+                    format!("the durable store {} is not a folder", shown(named)),
+                    &std::io::Error::from_raw_os_error(libc::ENOTDIR),
+                ))
+            }
+            Err(e) => return Err(Error::io(format!("no durable store at {}", shown(named)), &e)),
+        }
+        Ok(DirectoryDurableStore {
+            root,
+            staging_counter: AtomicU64::new(0),
+            durable_dirs: Mutex::default(),
+            read_only: true,
+        })
+    }
+
+    fn assert_writable(&self, key: &str) -> Result<()> {
+        if self.read_only {
+            return Err(Error::durable(
+                "EROFS",
+                format!(
+                    "{key} cannot be changed: {} was opened for reading",
+                    shown(&self.root)
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// Removes the staging files of writers that are gone: those whose lock is free.
@@ -176,6 +218,7 @@ impl DirectoryDurableStore {
 impl DurableStore for DirectoryDurableStore {
     fn put_new(&self, key: &str, bytes: &[u8]) -> Result<PutOutcome> {
         let target = self.path_of(key)?;
+        self.assert_writable(key)?;
         let (staging, mut file) = self.staging_file()?;
         let outcome = (|| {
             file.write_all(bytes)
@@ -236,6 +279,7 @@ impl DurableStore for DirectoryDurableStore {
 
     fn delete(&self, key: &str) -> Result<()> {
         let path = self.path_of(key)?;
+        self.assert_writable(key)?;
         match fs::remove_file(&path) {
             Ok(()) => {}
             Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
@@ -255,6 +299,9 @@ impl DurableStore for DirectoryDurableStore {
     }
 
     fn remove_leftovers(&self) -> Result<()> {
+        if self.read_only {
+            return Ok(());
+        }
         self.sweep_staging().map(drop)
     }
 }

@@ -18,7 +18,7 @@ pub mod dir;
 pub mod s3;
 mod url;
 
-pub use url::open_durable_store;
+pub use url::{open_durable_store, open_durable_store_read_only};
 
 use crate::errors::{Error, Result};
 

@@ -86,6 +86,8 @@ pub struct S3DurableStore {
     uploads: Arc<AmazonS3>,
     place: Place,
     timeout: Duration,
+    /// Opened for reading: puts and deletes are refused.
+    read_only: bool,
 }
 
 /// Where a store is: everything of its URL but the credential.
@@ -123,11 +125,17 @@ impl S3DurableStore {
     /// Opens the store a `s3://` URL names and checks that its server honours create-only
     /// puts (see the module documentation).
     pub fn open_url(url: &str) -> Result<S3DurableStore> {
-        S3DurableStore::open_with(url, AmazonS3Builder::from_env())
+        S3DurableStore::open_with(url, AmazonS3Builder::from_env(), false)
+    }
+
+    /// Opens the store for reading only: no probe object is written (a read needs no fence),
+    /// and puts and deletes are refused.
+    pub fn open_url_read_only(url: &str) -> Result<S3DurableStore> {
+        S3DurableStore::open_with(url, AmazonS3Builder::from_env(), true)
     }
 
     /// [`Self::open_url`] over the settings in `base` (the environment's, or a test's).
-    fn open_with(url: &str, base: AmazonS3Builder) -> Result<S3DurableStore> {
+    fn open_with(url: &str, base: AmazonS3Builder, read_only: bool) -> Result<S3DurableStore> {
         let parts = UrlParts::parse(url)?;
         let mut builder = base
             .with_bucket_name(&parts.bucket)
@@ -199,8 +207,11 @@ impl S3DurableStore {
             uploads,
             place,
             timeout: parts.timeout,
+            read_only,
         };
-        store.probe_conditional_create()?;
+        if !read_only {
+            store.probe_conditional_create()?;
+        }
         Ok(store)
     }
 
@@ -303,11 +314,25 @@ impl S3DurableStore {
     fn fail(&self, action: &str, failure: Failure) -> Error {
         self.place.fail(action, failure)
     }
+
+    fn assert_writable(&self, key: &str) -> Result<()> {
+        if self.read_only {
+            return Err(Error::durable(
+                "EROFS",
+                format!(
+                    "{key} cannot be changed: {} was opened for reading",
+                    self.location()
+                ),
+            ));
+        }
+        Ok(())
+    }
 }
 
 impl DurableStore for S3DurableStore {
     fn put_new(&self, key: &str, bytes: &[u8]) -> Result<PutOutcome> {
         let path = self.path_of(assert_object_key(key)?);
+        self.assert_writable(key)?;
         match self.create(path.clone(), PutPayload::from(Bytes::copy_from_slice(bytes))) {
             Ok(()) => Ok(PutOutcome::Created),
             Err(Failure::Store(object_store::Error::AlreadyExists { .. })) => {
@@ -356,6 +381,7 @@ impl DurableStore for S3DurableStore {
 
     fn delete(&self, key: &str) -> Result<()> {
         let path = self.path_of(assert_object_key(key)?);
+        self.assert_writable(key)?;
         self.remove(path)
             .map_err(|f| self.fail(&format!("deleting {key} from"), f))
     }
@@ -896,6 +922,7 @@ mod tests {
         let error = S3DurableStore::open_with(
             &server.url(URL_CREDENTIAL),
             AmazonS3Builder::new().with_region("us-east-1\r\nX: y"),
+            false,
         )
         .unwrap_err();
         assert!(matches!(error, Error::InvalidArgument { .. }), "{error:?}");
@@ -903,6 +930,26 @@ mod tests {
             server.requests.load(Ordering::SeqCst),
             0,
             "a bad region reached the server"
+        );
+    }
+
+    /// A look at a store writes nothing: no probe object at open, and writes are refused.
+    #[test]
+    fn a_read_only_open_writes_nothing() {
+        let server = FakeServer::answering("200 OK", "", "");
+        let store = S3DurableStore::open_url_read_only(&server.url(URL_CREDENTIAL)).unwrap();
+        assert_eq!(
+            server.requests.load(Ordering::SeqCst),
+            0,
+            "the open sent a request"
+        );
+        for refused in [store.put_new("a", b"1").map(drop), store.delete("a")] {
+            assert_eq!(unavailable_code(refused.unwrap_err()), "EROFS");
+        }
+        assert_eq!(
+            server.requests.load(Ordering::SeqCst),
+            0,
+            "a refused write sent a request"
         );
     }
 
@@ -914,7 +961,7 @@ mod tests {
         let metadata = FakeServer::answering("404 Not Found", "", "");
         let environment =
             || AmazonS3Builder::new().with_metadata_endpoint(format!("http://127.0.0.1:{}", metadata.port));
-        let error = S3DurableStore::open_with(&server.url(""), environment()).unwrap_err();
+        let error = S3DurableStore::open_with(&server.url(""), environment(), false).unwrap_err();
         match &error {
             Error::InvalidArgument { message } => {
                 assert!(message.contains("instance_metadata=true"), "{message}")
@@ -925,7 +972,7 @@ mod tests {
         assert_eq!(server.requests.load(Ordering::SeqCst), 0);
         // Opted in, the (stand-in) metadata address is asked, and its refusal is the error.
         let opted_in = format!("{}&instance_metadata=true", server.url(""));
-        let error = S3DurableStore::open_with(&opted_in, environment()).unwrap_err();
+        let error = S3DurableStore::open_with(&opted_in, environment(), false).unwrap_err();
         assert!(
             matches!(error, Error::DurableStoreUnavailable { .. }),
             "{error:?}"
@@ -938,7 +985,7 @@ mod tests {
         let with_keys = environment()
             .with_access_key_id("AKIDENV")
             .with_secret_access_key("env-secret");
-        S3DurableStore::open_with(&server.url(""), with_keys).unwrap_err();
+        S3DurableStore::open_with(&server.url(""), with_keys, false).unwrap_err();
         assert!(
             server.requests.load(Ordering::SeqCst) > 0,
             "the environment's credential was not used"
@@ -998,7 +1045,7 @@ mod tests {
             // Where the pieces leave it a valid store, it talks to the loopback stand-in only.
             url.push_str(&format!("endpoint=http://127.0.0.1:{}&timeout_ms=100", server.port));
             let base = AmazonS3Builder::new().with_metadata_endpoint(format!("http://127.0.0.1:{}", server.port));
-            match S3DurableStore::open_with(&url, base) {
+            match S3DurableStore::open_with(&url, base, false) {
                 Ok(_) => {}
                 Err(Error::InvalidArgument { .. }) => {}
                 Err(Error::DurableStoreUnavailable { backend_code, message }) => {
