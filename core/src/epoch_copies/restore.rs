@@ -291,6 +291,35 @@ pub(super) fn tree_size(dir: &Path) -> Result<(usize, u64)> {
     Ok((files.len(), bytes))
 }
 
+/// The regular files under `dir` (paths relative to it), which a restore checks that no
+/// handle of this process holds before replacing them. Whatever else a root holds (a
+/// symlink, never followed; a FIFO, never opened; a socket; a name that is not UTF-8) is
+/// replaced without a look, so that no odd entry keeps a tenant from being restored.
+pub(super) fn regular_files(dir: &Path, relative: &str, out: &mut Vec<String>) -> Result<()> {
+    let listing_failed = |e: std::io::Error| Error::io(format!("{} cannot be listed", dir.display()), &e);
+    for entry in fs::read_dir(dir).map_err(listing_failed)? {
+        let entry = entry.map_err(listing_failed)?;
+        let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
+            // Not a name this check can pass on; the file is replaced unchecked.
+            continue;
+        };
+        let path = if relative.is_empty() {
+            name
+        } else {
+            format!("{relative}/{name}")
+        };
+        let kind = entry
+            .file_type()
+            .map_err(|e| Error::io(format!("{path} cannot be read"), &e))?;
+        if kind.is_dir() {
+            regular_files(&entry.path(), &path, out)?;
+        } else if kind.is_file() {
+            out.push(path);
+        }
+    }
+    Ok(())
+}
+
 /// `sync_dir` speaks for the durable store; on the tenant's own disk it is a storage error.
 fn as_local(error: Error) -> Error {
     match error {
@@ -593,5 +622,74 @@ mod tests {
             .gc(&lease(dir, "t-0000000000000000000000000000000c"), 1)
             .unwrap();
         assert_eq!(names(staging, ""), BTreeSet::new());
+    }
+
+    /// A root holding a symlink out of it (to a folder and to a file), a FIFO, a socket and
+    /// names that are not UTF-8: a copy of it refuses, naming the entry; a restore replaces
+    /// all of it and leaves what the symlinks point at untouched.
+    #[test]
+    fn a_restore_replaces_odd_entries_and_never_follows_a_symlink_out() {
+        use std::ffi::OsStr;
+        use std::os::unix::ffi::OsStrExt;
+
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let source = dir.join("source");
+        fs::create_dir_all(source.join("sub")).unwrap();
+        fs::write(source.join("sub/kept"), b"from the copy").unwrap();
+        let lease = lease(dir, SOURCE_TENANT);
+        let copies = copies(dir);
+        copies.write_copy(&lease, &source).unwrap();
+
+        let outside = dir.join("outside");
+        fs::create_dir(&outside).unwrap();
+        fs::write(outside.join("precious"), b"not the tenant's").unwrap();
+        let root = dir.join("root");
+        fs::create_dir(&root).unwrap();
+        std::os::unix::fs::symlink(&outside, root.join("to-folder")).unwrap();
+        std::os::unix::fs::symlink(outside.join("precious"), root.join("to-file")).unwrap();
+        let fifo = std::ffi::CString::new(root.join("fifo").as_os_str().as_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+        let _socket = std::os::unix::net::UnixListener::bind(root.join("socket")).unwrap();
+        fs::write(root.join(OsStr::from_bytes(b"bad-\xff")), b"x").unwrap();
+        fs::create_dir(root.join(OsStr::from_bytes(b"dir-\xfe"))).unwrap();
+        fs::write(root.join(OsStr::from_bytes(b"dir-\xfe/inner")), b"y").unwrap();
+
+        // A copy cannot hold such entries: refused, with the entry named.
+        for (odd, named) in [
+            ("fifo", "fifo"),
+            ("socket", "socket"),
+            ("to-folder", "to-folder"),
+            ("bad-\u{fffd}", "bad-"),
+        ] {
+            let only = dir.join(format!("only-{}", named.trim_end_matches('-')));
+            fs::create_dir(&only).unwrap();
+            let entry = root.join(if odd.starts_with("bad-") {
+                OsStr::from_bytes(b"bad-\xff")
+            } else {
+                OsStr::new(odd)
+            });
+            fs::rename(&entry, only.join(entry.file_name().unwrap())).unwrap();
+            match copies.write_copy(&lease, &only) {
+                Err(Error::InvalidArgument { message }) => assert!(message.contains(named), "{message}"),
+                other => panic!("{odd}: {other:?}"),
+            }
+            fs::rename(only.join(entry.file_name().unwrap()), &entry).unwrap();
+        }
+
+        let report = copies
+            .restore_latest(&format!("{ORG}/{SOURCE_TENANT}"), 0, None, &root, None)
+            .unwrap();
+        assert_eq!(report.files, 1);
+        let mut left: Vec<_> = fs::read_dir(&root)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["sub"]);
+        assert_eq!(fs::read(root.join("sub/kept")).unwrap(), b"from the copy");
+        assert_eq!(fs::read(outside.join("precious")).unwrap(), b"not the tenant's");
+        assert_eq!(names(dir, ".root.gotry-"), BTreeSet::new());
     }
 }

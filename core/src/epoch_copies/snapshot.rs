@@ -200,7 +200,7 @@ pub(super) fn assert_root_not_open(root: &Path) -> Result<()> {
         return Ok(());
     }
     let mut paths = Vec::new();
-    collect_files(root, "", &mut paths)?;
+    super::restore::regular_files(root, "", &mut paths)?;
     match held_elsewhere(root, &paths)?.into_iter().min() {
         Some(path) => Err(open_in_process_error(
             &root.join(path),
