@@ -78,11 +78,11 @@ pub fn assert_object_key(key: &str) -> Result<&str> {
     }
 }
 
-/// A list prefix is a key, or a key followed by `/`, or empty for everything.
+/// A list prefix is a key, or a key followed by `/`, or empty for everything. `/` alone is
+/// refused: it names no folder of the store, and answering `[]` would read as "no objects".
 pub(crate) fn assert_prefix(prefix: &str) -> Result<&str> {
-    let trimmed = prefix.strip_suffix('/').unwrap_or(prefix);
-    if !trimmed.is_empty() {
-        assert_object_key(trimmed)?;
+    if !prefix.is_empty() {
+        assert_object_key(prefix.strip_suffix('/').unwrap_or(prefix))?;
     }
     Ok(prefix)
 }
@@ -118,7 +118,12 @@ mod tests {
                 "{bad:?}"
             );
         }
-        assert!(assert_prefix("").is_ok() && assert_prefix("a/b/").is_ok());
-        assert!(assert_prefix("a//").is_err());
+        assert!(assert_prefix("").is_ok() && assert_prefix("a/b/").is_ok() && assert_prefix("a/b").is_ok());
+        for bad in ["/", "//", "/a", "a//", "../", "./", ".staging/", "a/./"] {
+            assert!(
+                matches!(assert_prefix(bad), Err(Error::InvalidArgument { .. })),
+                "{bad:?}"
+            );
+        }
     }
 }

@@ -13,6 +13,7 @@ use std::path::{Component, PathBuf};
 use super::snapshot::collect_files;
 use super::*;
 use crate::durable_store::dir::{hold_lock, random_u64, remove_if_abandoned, sync_dir};
+use crate::paths::shown;
 
 /// A verified copy waiting in its scratch folder (none for an empty start).
 pub(super) struct Staged {
@@ -35,12 +36,12 @@ impl Staged {
             Ok(_) => {
                 return Err(Error::invalid_argument(format!(
                     "{} is not a folder: a restore replaces a tenant root, never a file or a link",
-                    root.display()
+                    shown(root)
                 )))
             }
             Err(e) if e.kind() == ErrorKind::NotFound => fs::rename(&scratch.path, root)
-                .map_err(|e| Error::io(format!("{} cannot be put in place", root.display()), &e))?,
-            Err(e) => return Err(Error::io(format!("{} cannot be read", root.display()), &e)),
+                .map_err(|e| Error::io(format!("{} cannot be put in place", shown(root)), &e))?,
+            Err(e) => return Err(Error::io(format!("{} cannot be read", shown(root)), &e)),
         }
         // The scratch folder now holds the old root; dropping it removes that.
         sync_dir(parent).map_err(as_local)?;
@@ -74,14 +75,14 @@ fn exchange(a: &Path, b: &Path) -> Result<()> {
         error.raw_os_error(),
         Some(libc::EINVAL | libc::ENOSYS | libc::ENOTSUP)
     ) {
-        return Err(Error::io(format!("{} cannot be replaced", b.display()), &error));
+        return Err(Error::io(format!("{} cannot be replaced", shown(b)), &error));
     }
     let mut aside = a.as_os_str().to_owned();
     aside.push(".old");
     fs::rename(b, &aside)
         .and_then(|()| fs::rename(a, b))
         .and_then(|()| fs::rename(&aside, a))
-        .map_err(|e| Error::io(format!("{} cannot be replaced", b.display()), &e))
+        .map_err(|e| Error::io(format!("{} cannot be replaced", shown(b)), &e))
 }
 
 /// A private folder beside a path (same file system, so it can be renamed into place),
@@ -101,7 +102,7 @@ impl Scratch {
     pub(super) fn beside(path: &Path) -> Result<Scratch> {
         let parent = parent_of(path)?;
         fs::create_dir_all(parent)
-            .map_err(|e| Error::io(format!("{} cannot be created", parent.display()), &e))?;
+            .map_err(|e| Error::io(format!("{} cannot be created", shown(parent)), &e))?;
         let name = path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -112,12 +113,7 @@ impl Scratch {
             match fs::create_dir(&candidate) {
                 Ok(()) => {}
                 Err(e) if e.kind() == ErrorKind::AlreadyExists => continue,
-                Err(e) => {
-                    return Err(Error::io(
-                        format!("{} cannot be created", candidate.display()),
-                        &e,
-                    ))
-                }
+                Err(e) => return Err(Error::io(format!("{} cannot be created", shown(&candidate)), &e)),
             }
             let locked = File::open(&candidate).and_then(|lock| {
                 // A sweep that found the folder before this lock removed it: try another.
@@ -134,7 +130,7 @@ impl Scratch {
                 Err(e) if e.kind() == ErrorKind::NotFound => continue,
                 Err(e) => {
                     let _ = fs::remove_dir(&candidate);
-                    return Err(Error::io(format!("{} cannot be locked", candidate.display()), &e));
+                    return Err(Error::io(format!("{} cannot be locked", shown(&candidate)), &e));
                 }
             }
         }
@@ -144,7 +140,7 @@ impl Scratch {
 /// Removes the scratch folders of `name` in `parent` (`.<name>.gotry-<16 hex>`, and the
 /// `.old` of a swap cut short) that no live process holds.
 fn remove_abandoned_scratch(parent: &Path, name: &str) -> Result<()> {
-    let listing_failed = |e: std::io::Error| Error::io(format!("{} cannot be listed", parent.display()), &e);
+    let listing_failed = |e: std::io::Error| Error::io(format!("{} cannot be listed", shown(parent)), &e);
     let prefix = format!(".{name}.gotry-");
     let is_scratch = |rest: &str| rest.len() == 16 && rest.bytes().all(|b| b.is_ascii_hexdigit());
     for entry in fs::read_dir(parent).map_err(listing_failed)? {
@@ -169,7 +165,7 @@ fn remove_abandoned_scratch(parent: &Path, name: &str) -> Result<()> {
         } else {
             continue;
         };
-        removed.map_err(|e| Error::io(format!("{} cannot be removed", path.display()), &e))?;
+        removed.map_err(|e| Error::io(format!("{} cannot be removed", shown(&path)), &e))?;
     }
     Ok(())
 }
@@ -254,24 +250,22 @@ impl Restored {
 pub(super) fn write_durably(path: &Path, pieces: &[&[u8]]) -> Result<()> {
     if let Some(parent) = path.parent() {
         fs::create_dir_all(parent)
-            .map_err(|e| Error::io(format!("{} cannot be created", parent.display()), &e))?;
+            .map_err(|e| Error::io(format!("{} cannot be created", shown(parent)), &e))?;
     }
     let mut file =
-        File::create(path).map_err(|e| Error::io(format!("{} cannot be created", path.display()), &e))?;
+        File::create(path).map_err(|e| Error::io(format!("{} cannot be created", shown(path)), &e))?;
     pieces
         .iter()
         .try_for_each(|piece| file.write_all(piece))
         .and_then(|()| file.sync_data())
-        .map_err(|e| Error::io(format!("{} cannot be written", path.display()), &e))
+        .map_err(|e| Error::io(format!("{} cannot be written", shown(path)), &e))
 }
 
 /// Flushes every folder of a restored tree, so the rename that installs it publishes names
 /// that survive power loss.
 fn sync_tree(dir: &Path) -> Result<()> {
-    for entry in
-        fs::read_dir(dir).map_err(|e| Error::io(format!("{} cannot be listed", dir.display()), &e))?
-    {
-        let entry = entry.map_err(|e| Error::io(format!("{} cannot be listed", dir.display()), &e))?;
+    for entry in fs::read_dir(dir).map_err(|e| Error::io(format!("{} cannot be listed", shown(dir)), &e))? {
+        let entry = entry.map_err(|e| Error::io(format!("{} cannot be listed", shown(dir)), &e))?;
         if entry.file_type().is_ok_and(|t| t.is_dir()) {
             sync_tree(&entry.path())?;
         }
@@ -296,7 +290,7 @@ pub(super) fn tree_size(dir: &Path) -> Result<(usize, u64)> {
 /// symlink, never followed; a FIFO, never opened; a socket; a name that is not UTF-8) is
 /// replaced without a look, so that no odd entry keeps a tenant from being restored.
 pub(super) fn regular_files(dir: &Path, relative: &str, out: &mut Vec<String>) -> Result<()> {
-    let listing_failed = |e: std::io::Error| Error::io(format!("{} cannot be listed", dir.display()), &e);
+    let listing_failed = |e: std::io::Error| Error::io(format!("{} cannot be listed", shown(dir)), &e);
     for entry in fs::read_dir(dir).map_err(listing_failed)? {
         let entry = entry.map_err(listing_failed)?;
         let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
@@ -341,7 +335,7 @@ fn parent_of(path: &Path) -> Result<&Path> {
         Some(parent) => Ok(parent),
         None => Err(Error::invalid_argument(format!(
             "{} has no parent folder",
-            path.display()
+            shown(path)
         ))),
     }
 }
@@ -691,5 +685,64 @@ mod tests {
         assert_eq!(fs::read(root.join("sub/kept")).unwrap(), b"from the copy");
         assert_eq!(fs::read(outside.join("precious")).unwrap(), b"not the tenant's");
         assert_eq!(names(dir, ".root.gotry-"), BTreeSet::new());
+    }
+
+    /// A file that starts as a SQLite database but is damaged fails its copy with the
+    /// database's own code and the file named (a copy never stores a database it cannot
+    /// read as one); messages print the root's path folded.
+    #[test]
+    fn a_damaged_database_fails_its_copy_naming_it_and_paths_print_folded() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let root = dir.join("root");
+        fs::create_dir(&root).unwrap();
+        let mut damaged = b"SQLite format 3\0".to_vec();
+        damaged.extend(std::iter::repeat_n(0xA5, 8192));
+        fs::write(root.join("ledger.db"), &damaged).unwrap();
+        let unfolded = dir.join("x//y/..").join("root");
+        fs::create_dir_all(dir.join("x/y")).unwrap();
+        fs::rename(&root, dir.join("x/root")).unwrap();
+        match copies(dir).write_copy(&lease(dir, SOURCE_TENANT), &unfolded) {
+            Err(Error::Storage { code, message }) => {
+                assert!(code.starts_with("SQLITE_"), "{code}: {message}");
+                assert!(
+                    message.contains(&format!("{}/x/root/ledger.db", dir.display())),
+                    "{message}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+
+        // A restore into a path that is a file names it folded.
+        fs::write(dir.join("x/file"), b"").unwrap();
+        let source = dir.join("source");
+        fs::create_dir(&source).unwrap();
+        fs::write(source.join("a"), b"1").unwrap();
+        let lease = lease(dir, "t-00000000000000000000000000000002");
+        copies(dir).write_copy(&lease, &source).unwrap();
+        let into_file = dir.join("x/./y/../file");
+        match copies(dir).restore_latest(lease.key(), 0, None, &into_file, None) {
+            Err(Error::InvalidArgument { message }) => {
+                assert!(
+                    message.starts_with(&format!("{}/x/file ", dir.display())),
+                    "{message}"
+                )
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_slash_alone_is_no_list_prefix() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = DirectoryDurableStore::open(tmp.path()).unwrap();
+        store.put_new("a/b", b"x").unwrap();
+        for bad in ["/", "//", "/a"] {
+            assert!(
+                matches!(store.list(bad), Err(Error::InvalidArgument { .. })),
+                "{bad:?}"
+            );
+        }
+        assert_eq!(store.list("a/").unwrap().len(), 1);
     }
 }
