@@ -745,4 +745,190 @@ mod tests {
         }
         assert_eq!(store.list("a/").unwrap().len(), 1);
     }
+
+    /// Every path under `dir` (not following symlinks) with its size, but those under `skip`.
+    fn snapshot_tree(dir: &Path, skip: &[&Path]) -> BTreeSet<(PathBuf, u64)> {
+        let mut found = BTreeSet::new();
+        let mut stack = vec![dir.to_path_buf()];
+        while let Some(folder) = stack.pop() {
+            for entry in fs::read_dir(&folder).unwrap() {
+                let path = entry.unwrap().path();
+                if skip.iter().any(|s| path.starts_with(s)) {
+                    continue;
+                }
+                let meta = fs::symlink_metadata(&path).unwrap();
+                if meta.is_dir() {
+                    stack.push(path.clone());
+                }
+                found.insert((path, if meta.is_file() { meta.len() } else { 0 }));
+            }
+        }
+        found
+    }
+
+    /// Hostile text where the manifest names a path or an object.
+    fn hostile_name() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        prop_oneof![
+            // Ways out of the scratch folder, most often: those are what must never work.
+            3 => proptest::sample::select(vec![
+                "../escape", "/tmp/escape", "a/../../escape", "..", "sub/../../escape", "../root/x",
+            ])
+            .prop_map(str::to_owned),
+            2 => proptest::sample::select(vec![
+                "f", "f/g", "f/", "", ".", "a\0b", "a\\b", "a//b", "./a", "x/.", "sub", "sub/kept",
+                "\u{202e}x", "a\nb",
+            ])
+            .prop_map(str::to_owned),
+            1 => "[a-z./]{1,12}",
+            1 => Just("n".repeat(300)),
+            1 => Just(format!("{}/x", "d/".repeat(200))),
+            1 => "\\PC{0,10}",
+        ]
+    }
+
+    #[derive(Debug, Clone)]
+    enum Change {
+        Path(usize, String),
+        Object(usize, String),
+        Size(usize, u64),
+        Digest(usize, String),
+        FlipSqlite(usize),
+        Duplicate(usize),
+        Remove(String),
+        Set(String, serde_json::Value),
+    }
+
+    fn change() -> impl proptest::strategy::Strategy<Value = Change> {
+        use proptest::prelude::*;
+        let field = proptest::sample::select(vec![
+            "format_version",
+            "key",
+            "epoch",
+            "seq",
+            "files",
+            "replica_id",
+        ])
+        .prop_map(str::to_owned);
+        let value = prop_oneof![
+            Just(serde_json::Value::Null),
+            any::<i64>().prop_map(serde_json::Value::from),
+            any::<u64>().prop_map(serde_json::Value::from),
+            "\\PC{0,12}".prop_map(serde_json::Value::from),
+            Just(serde_json::json!([])),
+            Just(serde_json::json!({})),
+            Just(serde_json::Value::from(1)),
+            Just(serde_json::Value::from(2)),
+        ];
+        prop_oneof![
+            4 => (0..3usize, hostile_name()).prop_map(|(i, p)| Change::Path(i, p)),
+            2 => (
+                0..3usize,
+                prop_oneof![
+                    hostile_name(),
+                    Just("../../../../outside/precious".to_owned()),
+                    Just("00000000000000000001/00000000000000000001/files/000000".to_owned()),
+                    Just("00000000000000000001/00000000000000000009/files/000000".to_owned()),
+                    Just("00000000000000000002/00000000000000000001/files/000000".to_owned()),
+                ]
+            )
+                .prop_map(|(i, o)| Change::Object(i, o)),
+            1 => (
+                0..3usize,
+                prop_oneof![Just(0u64), Just(1), Just(u64::MAX), any::<u64>()]
+            )
+                .prop_map(|(i, n)| Change::Size(i, n)),
+            1 => (0..3usize, "[0-9a-f]{0,64}|\\PC{0,8}").prop_map(|(i, d)| Change::Digest(i, d)),
+            1 => (0..3usize).prop_map(Change::FlipSqlite),
+            1 => (0..3usize).prop_map(Change::Duplicate),
+            1 => field.clone().prop_map(Change::Remove),
+            1 => (field, value).prop_map(|(f, v)| Change::Set(f, v)),
+        ]
+    }
+
+    fn apply(manifest: &mut serde_json::Value, change: &Change) {
+        let files = manifest["files"].as_array_mut();
+        let Some(files) = files.filter(|f| !f.is_empty()) else {
+            if let (Change::Remove(field), Some(object)) = (change, manifest.as_object_mut()) {
+                object.remove(field);
+            }
+            return;
+        };
+        let n = files.len();
+        match change {
+            Change::Path(i, p) => files[i % n]["path"] = p.clone().into(),
+            Change::Object(i, o) => files[i % n]["base"]["object"] = o.clone().into(),
+            Change::Size(i, s) => files[i % n]["size"] = (*s).into(),
+            Change::Digest(i, d) => files[i % n]["digest"] = d.clone().into(),
+            Change::FlipSqlite(i) => {
+                let flag = files[i % n]["sqlite"].as_bool().unwrap_or(false);
+                files[i % n]["sqlite"] = (!flag).into();
+            }
+            Change::Duplicate(i) => {
+                let copy = files[i % n].clone();
+                files.push(copy);
+            }
+            Change::Remove(field) => {
+                manifest.as_object_mut().unwrap().remove(field);
+            }
+            Change::Set(field, value) => manifest[field.as_str()] = value.clone(),
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+        /// The newest copy's manifest rewritten with hostile changes (below the store's
+        /// create-only interface, as a damaged or forged object would be): the restore takes
+        /// it or passes it over, and then takes the older copy; it never fails, never panics,
+        /// and writes nothing outside its scratch folder and the root.
+        #[test]
+        fn any_manifest_is_restored_or_passed_over(changes in proptest::collection::vec(change(), 1..4)) {
+            let tmp = tempfile::tempdir().unwrap();
+            let dir = tmp.path();
+            let source = dir.join("source");
+            fs::create_dir_all(source.join("sub")).unwrap();
+            fs::write(source.join("sub/kept"), b"first").unwrap();
+            fs::write(source.join("other"), b"other").unwrap();
+            let lease = lease(dir, SOURCE_TENANT);
+            let copies = copies(dir);
+            copies.write_copy(&lease, &source).unwrap();
+            fs::write(source.join("sub/kept"), b"second").unwrap();
+            fs::write(source.join("third"), b"3").unwrap();
+            copies.write_copy(&lease, &source).unwrap();
+            let outside = dir.join("outside");
+            fs::create_dir(&outside).unwrap();
+            fs::write(outside.join("precious"), b"untouched").unwrap();
+            let root = dir.join("root");
+            fs::create_dir(&root).unwrap();
+            fs::write(root.join("old"), b"replaced").unwrap();
+
+            let manifest_path = dir.join(format!(
+                "store/orgs/{ORG}/tenants/{SOURCE_TENANT}/epochs/{:020}/{:020}/manifest.json",
+                lease.epoch(),
+                2
+            ));
+            let mut manifest: serde_json::Value = serde_json::from_slice(&fs::read(&manifest_path).unwrap()).unwrap();
+            for change in &changes {
+                apply(&mut manifest, change);
+            }
+            fs::write(&manifest_path, serde_json::to_vec(&manifest).unwrap()).unwrap();
+            let before = snapshot_tree(dir, &[&root]);
+
+            let report = copies
+                .restore_latest(&format!("{ORG}/{SOURCE_TENANT}"), 0, None, &root, None)
+                .map_err(|e| proptest::test_runner::TestCaseError::fail(format!("{e:?}")))?;
+            let newest = CopyId { epoch: lease.epoch(), seq: 2 };
+            match report.restored {
+                Some(id) if id == newest => {}
+                Some(id) => {
+                    proptest::prop_assert_eq!(id.seq, 1);
+                    proptest::prop_assert!(report.skipped.iter().any(|s| s.seq == 2), "{:?}", report);
+                    proptest::prop_assert_eq!(fs::read(root.join("sub/kept")).unwrap(), b"first");
+                }
+                None => proptest::prop_assert!(false, "nothing restored: {:?}", report),
+            }
+            proptest::prop_assert_eq!(snapshot_tree(dir, &[&root]), before);
+            proptest::prop_assert_eq!(fs::read(outside.join("precious")).unwrap(), b"untouched");
+        }
+    }
 }
