@@ -2,10 +2,11 @@
 //! without its credentials.
 //!
 //! As with `--store`, a value that starts with a URL scheme (`file:`, `s3://`) is handed to
-//! the core's `open_durable_store` untouched, so every backend the core learns is usable
-//! here without a change; anything else is the path of a folder. A folder named by its path
-//! must exist: inspection never creates a store, so a mistyped path is an error and not an
-//! empty store. (A `file:` URL is opened by the core, which creates a missing folder.)
+//! the core's `open_durable_store_read_only` untouched, so every backend the core learns is
+//! usable here without a change; anything else is the path of a folder. Every `copies`
+//! command (and `router status`) only reads the store, so it is opened read-only whatever
+//! names it: nothing is created in it (a read-only mount works), and a folder that does not
+//! exist, by path or by `file:` URL, is the same storage error naming it, never a new store.
 //!
 //! An S3 URL may hold credentials (`s3://KEY:SECRET@bucket/prefix`, or a query parameter).
 //! Every secret it holds is masked in whatever the command prints, even in a message from the
@@ -13,10 +14,10 @@
 //! every report (`crate::secrets`): what an operator pastes into a ticket must not carry a key.
 
 use std::ffi::{OsStr, OsString};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
-use gotry_tenant_state::{open_durable_store, DirectoryDurableStore, DurableStore, Error};
+use gotry_tenant_state::{open_durable_store_read_only, DirectoryDurableStore, DurableStore, Error};
 
 use crate::failure::{Exit, Failure};
 use crate::store::has_scheme;
@@ -52,23 +53,23 @@ impl DurableTarget {
 
     pub fn open(&self) -> Result<Arc<dyn DurableStore>, Failure> {
         let opened = match self {
-            DurableTarget::Folder(path) => {
-                require_folder(path)?;
-                DirectoryDurableStore::open(path).map(|store| Arc::new(store) as Arc<dyn DurableStore>)
-            }
-            DurableTarget::Url(url) => open_durable_store(url),
+            DurableTarget::Folder(path) => DirectoryDurableStore::open_read_only(path)
+                .map(|store| Arc::new(store) as Arc<dyn DurableStore>),
+            DurableTarget::Url(url) => open_durable_store_read_only(url),
         };
         opened.map_err(|error| {
             let failure = self
                 .failure(error)
                 .context(format!("cannot open the durable store {}", self.describe()));
-            if failure.exit == Exit::Invalid {
-                failure.hint(
+            match failure.exit {
+                Exit::Invalid => failure.hint(
                     "--durable takes a folder path or a URL such as file:///srv/gotry-copies or \
                      s3://bucket/prefix?endpoint=http://127.0.0.1:9000&region=us-east-1",
-                )
-            } else {
-                failure
+                ),
+                Exit::Storage => failure.hint(
+                    "pass --durable with the folder or URL of an existing durable store (the default is ./gotry-copies)",
+                ),
+                _ => failure,
             }
         })
     }
@@ -149,32 +150,6 @@ fn percent_decoded(text: &str) -> Option<String> {
         }
     }
     String::from_utf8(out).ok()
-}
-
-fn require_folder(path: &Path) -> Result<(), Failure> {
-    let hint =
-        "pass --durable with the folder or URL of an existing durable store (the default is ./gotry-copies)";
-    match std::fs::metadata(path) {
-        Ok(meta) if meta.is_dir() => Ok(()),
-        Ok(_) => Err(Failure::new(
-            Exit::Storage,
-            "ENOTDIR",
-            format!(
-                "the durable store {} is not a folder",
-                shown_argument(&path.display().to_string())
-            ),
-            hint,
-        )),
-        Err(error) => Err(Failure::io(
-            Exit::Storage,
-            &error,
-            format!(
-                "no durable store at {}",
-                shown_argument(&path.display().to_string())
-            ),
-            hint,
-        )),
-    }
 }
 
 #[cfg(test)]

@@ -643,6 +643,7 @@ impl EpochCopies {
         let _writes = lock(&tenure);
         let layout = self.layout(lease.key())?;
         let plan = self.plan(&layout, lease.key(), floor, None)?;
+        self.store.remove_leftovers()?;
         let sizes: HashMap<&str, u64> = layout
             .copies
             .values()

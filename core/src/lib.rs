@@ -24,7 +24,9 @@ pub use clock::{
     SystemWallClock, WallClock,
 };
 pub use durable_store::dir::DirectoryDurableStore;
-pub use durable_store::{open_durable_store, DurableStore, ObjectInfo, PutOutcome};
+pub use durable_store::{
+    open_durable_store, open_durable_store_read_only, DurableStore, ObjectInfo, PutOutcome,
+};
 pub use epoch_copies::{
     same_library_snapshot, CopyId, CopyListing, EpochCopies, FoldCheck, GcReport, HostSnapshot,
     RestoreReport, SkipReason, SkippedCopy, WrittenCopy,

@@ -8,11 +8,19 @@
 //! name is flushed before the put is acknowledged, and so is the entry of every folder on
 //! its path, whoever created it: a writer that crashed between making a folder and
 //! flushing its parent leaves a folder that exists now but not after a power cut.
-//! Staging files of a writer that died stay in `.staging`; nothing reads them.
+//!
+//! A writer killed mid-put leaves its staging file behind, sometimes as a second link to an
+//! object it had just published, which would keep that object's bytes on disk after `gc`
+//! deleted it. A pid cannot tell a dead writer from a live one on another host or in
+//! another container sharing the volume, but a lock can: every writer holds an exclusive
+//! `flock` on its staging file for as long as the file exists, the kernel drops it when the
+//! writer dies, and opening the store (and `gc`) removes exactly the staging files whose
+//! lock it can take without waiting.
 
 use std::collections::HashSet;
 use std::fs::{self, File, OpenOptions};
 use std::io::{ErrorKind, Write};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
@@ -35,6 +43,8 @@ pub struct DirectoryDurableStore {
     /// is flushed once per process, not once per put. Keyed by inode, not name, so that a
     /// folder removed and made again by another writer is flushed again.
     durable_dirs: Mutex<HashSet<(u64, u64)>>,
+    /// Opened for reading: nothing is created, swept or written.
+    read_only: bool,
 }
 
 impl DirectoryDurableStore {
@@ -46,9 +56,78 @@ impl DirectoryDurableStore {
             root,
             staging_counter: AtomicU64::new(0),
             durable_dirs: Mutex::default(),
+            read_only: false,
         };
         store.create_dirs_durably(&store.root.join(STAGING))?;
+        store.remove_leftovers()?;
         Ok(store)
+    }
+
+    /// Opens an existing store for reading only: a look at a store (an operator's listing, a
+    /// verify) must work on a read-only mount and must not turn a mistyped path into a new,
+    /// empty store. A missing folder, or a file in its place, is a storage error naming it;
+    /// puts and deletes are refused with `EROFS`.
+    pub fn open_read_only(root: impl AsRef<Path>) -> Result<DirectoryDurableStore> {
+        let named = assert_root("a durable store folder", root.as_ref())?;
+        let root = std::path::absolute(named)
+            .map_err(|e| Error::io("the durable store folder cannot be resolved", &e))?;
+        match fs::metadata(&root) {
+            Ok(meta) if meta.is_dir() => {}
+            Ok(_) => {
+                return Err(Error::io(
+                    format!("the durable store {} is not a folder", shown(named)),
+                    &std::io::Error::from_raw_os_error(libc::ENOTDIR),
+                ))
+            }
+            Err(e) => return Err(Error::io(format!("no durable store at {}", shown(named)), &e)),
+        }
+        Ok(DirectoryDurableStore {
+            root,
+            staging_counter: AtomicU64::new(0),
+            durable_dirs: Mutex::default(),
+            read_only: true,
+        })
+    }
+
+    fn assert_writable(&self, key: &str) -> Result<()> {
+        if self.read_only {
+            return Err(Error::durable(
+                "EROFS",
+                format!(
+                    "{key} cannot be changed: {} was opened for reading",
+                    shown(&self.root)
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Removes the staging files of writers that are gone: those whose lock is free.
+    fn sweep_staging(&self) -> Result<usize> {
+        let staging = self.root.join(STAGING);
+        let entries = match fs::read_dir(&staging) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(0),
+            Err(e) => {
+                return Err(Error::durable_io(
+                    format!("{} cannot be listed", shown(&staging)),
+                    &e,
+                ))
+            }
+        };
+        let mut removed = 0;
+        for entry in entries {
+            let entry =
+                entry.map_err(|e| Error::durable_io(format!("{} cannot be listed", shown(&staging)), &e))?;
+            let path = entry.path();
+            let removable = remove_if_abandoned(&path, |p| fs::remove_file(p))
+                .map_err(|e| Error::durable_io(format!("{} cannot be removed", shown(&path)), &e))?;
+            removed += usize::from(removable);
+        }
+        if removed > 0 {
+            sync_dir(&staging)?;
+        }
+        Ok(removed)
     }
 
     /// Makes `dir` (the root or a folder below it) and every folder between it and the root
@@ -117,7 +196,15 @@ impl DirectoryDurableStore {
                 .mode(0o644)
                 .open(&path)
             {
-                Ok(file) => return Ok((path, file)),
+                Ok(file) => {
+                    // Between its creation and this lock a sweep may take the file for a dead
+                    // writer's; then the name is gone, and another is tried.
+                    if hold_lock(&path, &file)
+                        .map_err(|e| Error::durable_io("a staging file cannot be locked", &e))?
+                    {
+                        return Ok((path, file));
+                    }
+                }
                 Err(e) if e.kind() == ErrorKind::AlreadyExists => continue,
                 Err(e) if e.kind() == ErrorKind::NotFound => {
                     self.create_dirs_durably(&self.root.join(STAGING))?
@@ -131,12 +218,12 @@ impl DirectoryDurableStore {
 impl DurableStore for DirectoryDurableStore {
     fn put_new(&self, key: &str, bytes: &[u8]) -> Result<PutOutcome> {
         let target = self.path_of(key)?;
+        self.assert_writable(key)?;
         let (staging, mut file) = self.staging_file()?;
         let outcome = (|| {
             file.write_all(bytes)
                 .and_then(|()| file.sync_data())
                 .map_err(|e| Error::durable_io(format!("{key} cannot be written"), &e))?;
-            drop(file);
             let folder = target.parent().expect("a key names a file under the root");
             // A concurrent delete may remove an emptied folder between the two steps, so
             // the link is tried again after making the folder anew.
@@ -163,6 +250,8 @@ impl DurableStore for DirectoryDurableStore {
             ))
         })();
         let _ = fs::remove_file(&staging);
+        // The lock goes with the file, only once the staging name is gone.
+        drop(file);
         outcome
     }
 
@@ -190,6 +279,7 @@ impl DurableStore for DirectoryDurableStore {
 
     fn delete(&self, key: &str) -> Result<()> {
         let path = self.path_of(key)?;
+        self.assert_writable(key)?;
         match fs::remove_file(&path) {
             Ok(()) => {}
             Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
@@ -206,6 +296,74 @@ impl DurableStore for DirectoryDurableStore {
 
     fn location(&self) -> String {
         format!("file://{}", self.root.display())
+    }
+
+    fn remove_leftovers(&self) -> Result<()> {
+        if self.read_only {
+            return Ok(());
+        }
+        self.sweep_staging().map(drop)
+    }
+}
+
+/// Takes `file`'s exclusive lock, waiting for a sweep that holds it, and tells whether
+/// `path` still names the file: `false` when a sweep removed it first.
+pub(crate) fn hold_lock(path: &Path, file: &File) -> std::io::Result<bool> {
+    flock(file, libc::LOCK_EX)?;
+    Ok(same_file(path, file))
+}
+
+/// Removes `path` (with `remove`) when its owner is gone: when its lock can be taken at
+/// once. Tells whether it did. A path that vanished meanwhile, or that is not a file or
+/// folder of its own (a symlink is never followed), is left alone.
+pub(crate) fn remove_if_abandoned(
+    path: &Path,
+    remove: impl FnOnce(&Path) -> std::io::Result<()>,
+) -> std::io::Result<bool> {
+    let file = match OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+    {
+        Ok(file) => file,
+        Err(e) if e.kind() == ErrorKind::NotFound || e.raw_os_error() == Some(libc::ELOOP) => {
+            return Ok(false)
+        }
+        Err(e) => return Err(e),
+    };
+    match flock(&file, libc::LOCK_EX | libc::LOCK_NB) {
+        Ok(()) => {}
+        Err(e) if e.raw_os_error() == Some(libc::EWOULDBLOCK) => return Ok(false),
+        Err(e) => return Err(e),
+    }
+    // Holding the lock, the name is removed before anyone can lock it again.
+    if !same_file(path, &file) {
+        return Ok(false);
+    }
+    match remove(path) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+fn flock(file: &File, operation: libc::c_int) -> std::io::Result<()> {
+    loop {
+        // SAFETY: a plain system call on a descriptor `file` owns for the whole call.
+        if unsafe { libc::flock(file.as_raw_fd(), operation) } == 0 {
+            return Ok(());
+        }
+        let error = std::io::Error::last_os_error();
+        if error.kind() != ErrorKind::Interrupted {
+            return Err(error);
+        }
+    }
+}
+
+fn same_file(path: &Path, file: &File) -> bool {
+    match (fs::symlink_metadata(path), file.metadata()) {
+        (Ok(named), Ok(held)) => (named.dev(), named.ino()) == (held.dev(), held.ino()),
+        _ => false,
     }
 }
 

@@ -18,7 +18,7 @@ pub mod dir;
 pub mod s3;
 mod url;
 
-pub use url::open_durable_store;
+pub use url::{open_durable_store, open_durable_store_read_only};
 
 use crate::errors::{Error, Result};
 
@@ -52,6 +52,11 @@ pub trait DurableStore: Send + Sync + std::fmt::Debug {
     fn delete(&self, key: &str) -> Result<()>;
     /// Where the store is, for messages and status: the URL without any credential.
     fn location(&self) -> String;
+    /// Removes what writers killed mid-put left behind, never what a live writer still
+    /// uses. Backends whose puts leave nothing behind have nothing to do.
+    fn remove_leftovers(&self) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// Refuses keys outside the safe alphabet, so no key reaches a backend that could name a
@@ -73,11 +78,11 @@ pub fn assert_object_key(key: &str) -> Result<&str> {
     }
 }
 
-/// A list prefix is a key, or a key followed by `/`, or empty for everything.
+/// A list prefix is a key, or a key followed by `/`, or empty for everything. `/` alone is
+/// refused: it names no folder of the store, and answering `[]` would read as "no objects".
 pub(crate) fn assert_prefix(prefix: &str) -> Result<&str> {
-    let trimmed = prefix.strip_suffix('/').unwrap_or(prefix);
-    if !trimmed.is_empty() {
-        assert_object_key(trimmed)?;
+    if !prefix.is_empty() {
+        assert_object_key(prefix.strip_suffix('/').unwrap_or(prefix))?;
     }
     Ok(prefix)
 }
@@ -113,7 +118,12 @@ mod tests {
                 "{bad:?}"
             );
         }
-        assert!(assert_prefix("").is_ok() && assert_prefix("a/b/").is_ok());
-        assert!(assert_prefix("a//").is_err());
+        assert!(assert_prefix("").is_ok() && assert_prefix("a/b/").is_ok() && assert_prefix("a/b").is_ok());
+        for bad in ["/", "//", "/a", "a//", "../", "./", ".staging/", "a/./"] {
+            assert!(
+                matches!(assert_prefix(bad), Err(Error::InvalidArgument { .. })),
+                "{bad:?}"
+            );
+        }
     }
 }

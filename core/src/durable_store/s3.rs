@@ -1,13 +1,21 @@
 //! The S3 backend of the durable store: any server speaking the S3 API that honours
 //! conditional creates (`If-None-Match: *` on PutObject).
 //!
-//! `s3://[KEY_ID:SECRET@]bucket[/prefix][?endpoint=URL&region=NAME&timeout_ms=N]`, the
-//! credential and the option values percent-encoded. Whatever the URL leaves out comes from
-//! the usual AWS environment (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
-//! `AWS_SESSION_TOKEN`, `AWS_REGION` / `AWS_DEFAULT_REGION`, `AWS_ENDPOINT_URL`, web identity
-//! and container credentials); a credential in the URL replaces the environment's, session
-//! token included. The region defaults to `us-east-1`; an `http://` endpoint allows plain HTTP. Keys are relative to the prefix, so stores on two prefixes of one
-//! bucket never see each other's objects.
+//! `s3://[KEY_ID:SECRET@]bucket[/prefix][?endpoint=URL&region=NAME&timeout_ms=N&instance_metadata=true]`,
+//! the credential and the option values percent-encoded. Whatever the URL leaves out comes
+//! from the usual AWS environment (`AWS_REGION` / `AWS_DEFAULT_REGION`, `AWS_ENDPOINT_URL`).
+//! The credential is the URL's; without one, the environment's: `AWS_ACCESS_KEY_ID` and
+//! `AWS_SECRET_ACCESS_KEY` (with `AWS_SESSION_TOKEN`), web identity (`AWS_WEB_IDENTITY_TOKEN_FILE`
+//! with `AWS_ROLE_ARN`), container credentials (`AWS_CONTAINER_CREDENTIALS_RELATIVE_URI`, or
+//! `AWS_CONTAINER_CREDENTIALS_FULL_URI` with `AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE`), or
+//! none at all with `AWS_SKIP_SIGNATURE=true`. Only `instance_metadata=true` lets the client
+//! ask the cloud's instance-metadata address (169.254.169.254) when all of those are missing:
+//! otherwise a host whose variables were lost would send a request to an address its URL
+//! never named, and wait for it, so the open is refused instead. The region (default
+//! `us-east-1`) is 1 to 64 characters from `[A-Za-z0-9._-]`: it ends up in signed headers,
+//! where anything else cannot travel. An `http://` endpoint allows plain HTTP. Keys are
+//! relative to the prefix, so stores on two prefixes of one bucket never see each other's
+//! objects.
 //!
 //! Why it is built this way:
 //! - The create-only put is the fence of the copies, and some S3 servers silently overwrite
@@ -78,6 +86,8 @@ pub struct S3DurableStore {
     uploads: Arc<AmazonS3>,
     place: Place,
     timeout: Duration,
+    /// Opened for reading: puts and deletes are refused.
+    read_only: bool,
 }
 
 /// Where a store is: everything of its URL but the credential.
@@ -115,8 +125,19 @@ impl S3DurableStore {
     /// Opens the store a `s3://` URL names and checks that its server honours create-only
     /// puts (see the module documentation).
     pub fn open_url(url: &str) -> Result<S3DurableStore> {
+        S3DurableStore::open_with(url, AmazonS3Builder::from_env(), false)
+    }
+
+    /// Opens the store for reading only: no probe object is written (a read needs no fence),
+    /// and puts and deletes are refused.
+    pub fn open_url_read_only(url: &str) -> Result<S3DurableStore> {
+        S3DurableStore::open_with(url, AmazonS3Builder::from_env(), true)
+    }
+
+    /// [`Self::open_url`] over the settings in `base` (the environment's, or a test's).
+    fn open_with(url: &str, base: AmazonS3Builder, read_only: bool) -> Result<S3DurableStore> {
         let parts = UrlParts::parse(url)?;
-        let mut builder = AmazonS3Builder::from_env()
+        let mut builder = base
             .with_bucket_name(&parts.bucket)
             .with_conditional_put(S3ConditionalPut::ETagMatch)
             // One plain DELETE per key: every S3 server has it, and a store deletes one key.
@@ -127,8 +148,19 @@ impl S3DurableStore {
         if let Some(endpoint) = parts.endpoint {
             builder = builder.with_endpoint(endpoint);
         }
-        if let Some(credential) = parts.credential {
-            builder = builder.with_credentials(Arc::new(StaticCredentialProvider::new(credential)));
+        match parts.credential {
+            Some(credential) => {
+                builder = builder.with_credentials(Arc::new(StaticCredentialProvider::new(credential)));
+            }
+            None if !parts.instance_metadata && !credential_in_environment(&builder) => {
+                return Err(Error::invalid_argument(
+                    "an s3:// store needs a credential: in the URL (KEY_ID:SECRET@), or in the AWS \
+                     environment (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, web identity, container \
+                     credentials, or AWS_SKIP_SIGNATURE=true); add instance_metadata=true to the URL \
+                     to ask the cloud's instance-metadata address instead",
+                ))
+            }
+            None => {}
         }
         let endpoint = builder.get_config_value(&AmazonS3ConfigKey::Endpoint);
         let allow_http = match &endpoint {
@@ -138,6 +170,8 @@ impl S3DurableStore {
         let region = builder
             .get_config_value(&AmazonS3ConfigKey::Region)
             .unwrap_or_else(|| DEFAULT_REGION.to_owned());
+        // The environment's region is checked as the URL's is.
+        assert_region(&region)?;
         let options = ClientOptions::new()
             .with_allow_http(allow_http)
             .with_connect_timeout(parts.timeout)
@@ -173,8 +207,11 @@ impl S3DurableStore {
             uploads,
             place,
             timeout: parts.timeout,
+            read_only,
         };
-        store.probe_conditional_create()?;
+        if !read_only {
+            store.probe_conditional_create()?;
+        }
         Ok(store)
     }
 
@@ -277,11 +314,25 @@ impl S3DurableStore {
     fn fail(&self, action: &str, failure: Failure) -> Error {
         self.place.fail(action, failure)
     }
+
+    fn assert_writable(&self, key: &str) -> Result<()> {
+        if self.read_only {
+            return Err(Error::durable(
+                "EROFS",
+                format!(
+                    "{key} cannot be changed: {} was opened for reading",
+                    self.location()
+                ),
+            ));
+        }
+        Ok(())
+    }
 }
 
 impl DurableStore for S3DurableStore {
     fn put_new(&self, key: &str, bytes: &[u8]) -> Result<PutOutcome> {
         let path = self.path_of(assert_object_key(key)?);
+        self.assert_writable(key)?;
         match self.create(path.clone(), PutPayload::from(Bytes::copy_from_slice(bytes))) {
             Ok(()) => Ok(PutOutcome::Created),
             Err(Failure::Store(object_store::Error::AlreadyExists { .. })) => {
@@ -330,6 +381,7 @@ impl DurableStore for S3DurableStore {
 
     fn delete(&self, key: &str) -> Result<()> {
         let path = self.path_of(assert_object_key(key)?);
+        self.assert_writable(key)?;
         self.remove(path)
             .map_err(|f| self.fail(&format!("deleting {key} from"), f))
     }
@@ -463,6 +515,7 @@ struct UrlParts {
     endpoint: Option<String>,
     region: Option<String>,
     timeout: Duration,
+    instance_metadata: bool,
 }
 
 impl UrlParts {
@@ -502,6 +555,7 @@ impl UrlParts {
             endpoint: None,
             region: None,
             timeout: Duration::from_millis(DEFAULT_TIMEOUT_MS),
+            instance_metadata: false,
         };
         for option in query.split('&').filter(|option| !option.is_empty()) {
             let (name, value) = option
@@ -513,7 +567,18 @@ impl UrlParts {
                     endpoint_is_http(&value)?;
                     parts.endpoint = Some(value);
                 }
-                "region" => parts.region = Some(value),
+                "region" => parts.region = Some(assert_region(&value)?.to_owned()),
+                "instance_metadata" => {
+                    parts.instance_metadata = match value.as_str() {
+                        "true" => true,
+                        "false" => false,
+                        _ => {
+                            return Err(Error::invalid_argument(
+                                "instance_metadata of an s3:// URL is true or false",
+                            ))
+                        }
+                    }
+                }
                 "timeout_ms" => {
                     let ms = value
                         .parse()
@@ -530,13 +595,42 @@ impl UrlParts {
                 }
                 _ => {
                     return Err(Error::invalid_argument(format!(
-                        "an s3:// URL takes the options endpoint, region and timeout_ms, not {name:?}"
+                        "an s3:// URL takes the options endpoint, region, timeout_ms and instance_metadata, not {name:?}"
                     )))
                 }
             }
         }
         Ok(parts)
     }
+}
+
+/// A region travels in signed headers: a control character there would end the client's
+/// request thread instead of failing the call.
+fn assert_region(region: &str) -> Result<&str> {
+    if (1..=64).contains(&region.len())
+        && region
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+    {
+        Ok(region)
+    } else {
+        Err(Error::invalid_argument(
+            "the region of an s3:// store (from its URL or AWS_REGION) is 1 to 64 characters from [A-Za-z0-9._-]",
+        ))
+    }
+}
+
+/// Whether the AWS environment names a credential source the client tries before the
+/// instance-metadata address (the order of `AmazonS3Builder::build`).
+fn credential_in_environment(builder: &AmazonS3Builder) -> bool {
+    use AmazonS3ConfigKey as K;
+    let set = |key: K| builder.get_config_value(&key).is_some_and(|v| !v.is_empty());
+    set(K::AccessKeyId)
+        || set(K::SecretAccessKey)
+        || (set(K::WebIdentityTokenFile) && set(K::RoleArn))
+        || set(K::ContainerCredentialsRelativeUri)
+        || (set(K::ContainerCredentialsFullUri) && set(K::ContainerAuthorizationTokenFile))
+        || builder.get_config_value(&K::SkipSignature).as_deref() == Some("true")
 }
 
 fn credential_of(userinfo: &str) -> Result<AwsCredential> {
@@ -803,6 +897,162 @@ mod tests {
             let error = S3DurableStore::open_url(&bad).unwrap_err();
             assert!(matches!(error, Error::InvalidArgument { .. }), "{bad}: {error:?}");
             assert_hidden(&format!("{error} {error:?}"));
+        }
+    }
+
+    #[test]
+    fn a_bad_region_is_a_bad_url_at_open() {
+        let server = FakeServer::answering("200 OK", "", "");
+        for region in [
+            "us%0Aeast-1",
+            "%01",
+            "",
+            "eu%20west",
+            "r%C3%A9gion",
+            &"a".repeat(65),
+        ] {
+            let url = format!("{}&region={region}", server.url(URL_CREDENTIAL));
+            let error = S3DurableStore::open_url(&url).unwrap_err();
+            assert!(
+                matches!(error, Error::InvalidArgument { .. }),
+                "{region}: {error:?}"
+            );
+        }
+        // The environment's region (here a builder's) is held to the same rule.
+        let error = S3DurableStore::open_with(
+            &server.url(URL_CREDENTIAL),
+            AmazonS3Builder::new().with_region("us-east-1\r\nX: y"),
+            false,
+        )
+        .unwrap_err();
+        assert!(matches!(error, Error::InvalidArgument { .. }), "{error:?}");
+        assert_eq!(
+            server.requests.load(Ordering::SeqCst),
+            0,
+            "a bad region reached the server"
+        );
+    }
+
+    /// A look at a store writes nothing: no probe object at open, and writes are refused.
+    #[test]
+    fn a_read_only_open_writes_nothing() {
+        let server = FakeServer::answering("200 OK", "", "");
+        let store = S3DurableStore::open_url_read_only(&server.url(URL_CREDENTIAL)).unwrap();
+        assert_eq!(
+            server.requests.load(Ordering::SeqCst),
+            0,
+            "the open sent a request"
+        );
+        for refused in [store.put_new("a", b"1").map(drop), store.delete("a")] {
+            assert_eq!(unavailable_code(refused.unwrap_err()), "EROFS");
+        }
+        assert_eq!(
+            server.requests.load(Ordering::SeqCst),
+            0,
+            "a refused write sent a request"
+        );
+    }
+
+    /// Without a credential in the URL or the environment, the client never asks the
+    /// instance-metadata address unless the URL opts in (a loopback stand-in here).
+    #[test]
+    fn the_instance_metadata_address_is_asked_only_on_opt_in() {
+        let server = FakeServer::answering("200 OK", "", "");
+        let metadata = FakeServer::answering("404 Not Found", "", "");
+        let environment =
+            || AmazonS3Builder::new().with_metadata_endpoint(format!("http://127.0.0.1:{}", metadata.port));
+        let error = S3DurableStore::open_with(&server.url(""), environment(), false).unwrap_err();
+        match &error {
+            Error::InvalidArgument { message } => {
+                assert!(message.contains("instance_metadata=true"), "{message}")
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(metadata.requests.load(Ordering::SeqCst), 0);
+        assert_eq!(server.requests.load(Ordering::SeqCst), 0);
+        // Opted in, the (stand-in) metadata address is asked, and its refusal is the error.
+        let opted_in = format!("{}&instance_metadata=true", server.url(""));
+        let error = S3DurableStore::open_with(&opted_in, environment(), false).unwrap_err();
+        assert!(
+            matches!(error, Error::DurableStoreUnavailable { .. }),
+            "{error:?}"
+        );
+        assert!(
+            metadata.requests.load(Ordering::SeqCst) > 0,
+            "the metadata address was never asked"
+        );
+        // A credential in the environment is enough without opting in.
+        let with_keys = environment()
+            .with_access_key_id("AKIDENV")
+            .with_secret_access_key("env-secret");
+        S3DurableStore::open_with(&server.url(""), with_keys, false).unwrap_err();
+        assert!(
+            server.requests.load(Ordering::SeqCst) > 0,
+            "the environment's credential was not used"
+        );
+        for bad in ["instance_metadata=yes", "instance_metadata="] {
+            let url = format!("{}&{bad}", server.url(URL_CREDENTIAL));
+            assert!(
+                matches!(S3DurableStore::open_url(&url), Err(Error::InvalidArgument { .. })),
+                "{bad}"
+            );
+        }
+    }
+
+    /// A URL option left out, well-formed, or hostile (escapes, control characters, anything).
+    fn option(valid: &'static str) -> impl proptest::strategy::Strategy<Value = Option<String>> {
+        use proptest::strategy::Strategy;
+        proptest::option::of(proptest::prop_oneof![
+            2 => valid.prop_map(|v| v),
+            1 => "(%[0-9A-Fa-f]{2}|[\\x00-\\x1f\\x7f]|[=&?@/:. ]|\\PC){1,8}",
+        ])
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(200))]
+        /// Any store URL built from hostile pieces opens or fails with a typed error: never
+        /// a panic (which the client's thread would report as S3_RUNTIME), never a credential
+        /// in the message.
+        #[test]
+        fn any_store_url_is_a_store_or_a_typed_error(
+            // Each piece is often well-formed, so that the hostile ones reach the later checks.
+            credential in proptest::prop_oneof![
+                4 => "[A-Za-z0-9]{1,4}:[A-Za-z0-9%]{1,6}@",
+                1 => "",
+                1 => "[A-Za-z0-9%:/@?\\x00-\\x1f]{0,12}@",
+            ],
+            bucket in proptest::prop_oneof![4 => "[a-z0-9.-]{1,8}(/[a-z0-9]{1,3})?", 1 => "[\\x00-\\x7f]{0,10}"],
+            region in option("[a-z0-9-]{1,12}"),
+            timeout_ms in option("[0-9]{3,5}"),
+            instance_metadata in option("(true|false)"),
+            endpoint in option("http://127\\.0\\.0\\.1:[0-9]{1,5}"),
+            unknown in option("[a-z]{0,3}"),
+        ) {
+            let server = FakeServer::answering("404 Not Found", "", "");
+            let mut url = format!("s3://{credential}{bucket}?");
+            let options = [
+                ("region", region),
+                ("timeout_ms", timeout_ms),
+                ("instance_metadata", instance_metadata),
+                ("endpoint", endpoint),
+                ("x", unknown),
+            ];
+            for (name, value) in options {
+                if let Some(value) = value {
+                    url.push_str(&format!("{name}={value}&"));
+                }
+            }
+            // Where the pieces leave it a valid store, it talks to the loopback stand-in only.
+            url.push_str(&format!("endpoint=http://127.0.0.1:{}&timeout_ms=100", server.port));
+            let base = AmazonS3Builder::new().with_metadata_endpoint(format!("http://127.0.0.1:{}", server.port));
+            match S3DurableStore::open_with(&url, base, false) {
+                Ok(_) => {}
+                Err(Error::InvalidArgument { .. }) => {}
+                Err(Error::DurableStoreUnavailable { backend_code, message }) => {
+                    proptest::prop_assert_ne!(backend_code.as_str(), "S3_RUNTIME", "{}", message);
+                }
+                Err(other) => proptest::prop_assert!(false, "{other:?}"),
+            }
         }
     }
 

@@ -201,7 +201,7 @@ pub(super) fn assert_root_not_open(root: &Path) -> Result<()> {
         return Ok(());
     }
     let mut paths = Vec::new();
-    collect_files(root, "", &mut paths)?;
+    super::restore::regular_files(root, "", &mut paths)?;
     match held_elsewhere(root, &paths)?.into_iter().min() {
         Some(path) => Err(open_in_process_error(
             &root.join(path),
@@ -213,15 +213,16 @@ pub(super) fn assert_root_not_open(root: &Path) -> Result<()> {
 }
 
 pub(super) fn collect_files(dir: &Path, relative: &str, out: &mut Vec<String>) -> Result<()> {
-    let entries =
-        fs::read_dir(dir).map_err(|e| Error::io(format!("{} cannot be listed", dir.display()), &e))?;
+    let entries = fs::read_dir(dir)
+        .map_err(|e| Error::io(format!("{} cannot be listed", crate::paths::shown(dir)), &e))?;
     for entry in entries {
-        let entry = entry.map_err(|e| Error::io(format!("{} cannot be listed", dir.display()), &e))?;
+        let entry =
+            entry.map_err(|e| Error::io(format!("{} cannot be listed", crate::paths::shown(dir)), &e))?;
         let name = entry.file_name();
         let Some(name) = name.to_str() else {
             return Err(Error::invalid_argument(format!(
                 "{}: a file name in a tenant root is not UTF-8, so no copy could name it",
-                entry.path().display()
+                crate::paths::shown(&entry.path())
             )));
         };
         let path = if relative.is_empty() {
@@ -351,6 +352,6 @@ pub(super) fn sqlite_failure(path: &Path, error: rusqlite::Error) -> Error {
     };
     Error::Storage {
         code: code.to_owned(),
-        message: format!("{}: {error}", path.display()),
+        message: format!("{}: {error}", crate::paths::shown(path)),
     }
 }
