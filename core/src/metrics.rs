@@ -667,6 +667,30 @@ pub fn encode() -> String {
     out
 }
 
+/// Writes one gauge family of numbers read elsewhere (the CLI's, from the stores), in the
+/// format of [`encode`]: each sample is its label pairs and its value. Label values are
+/// escaped as the format asks, since they may come from a store.
+pub fn encode_gauge(out: &mut String, name: &str, help: &str, samples: &[(&[(&str, &str)], f64)]) {
+    family(out, name, "gauge", help);
+    for (labels, value) in samples {
+        let labels: Vec<String> = labels
+            .iter()
+            .map(|(label, value)| {
+                let escaped = value
+                    .replace('\\', "\\\\")
+                    .replace('"', "\\\"")
+                    .replace('\n', "\\n");
+                format!("{label}=\"{escaped}\"")
+            })
+            .collect();
+        if labels.is_empty() {
+            let _ = writeln!(out, "{name} {value}");
+        } else {
+            let _ = writeln!(out, "{name}{{{}}} {value}", labels.join(","));
+        }
+    }
+}
+
 fn family(out: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
 }
@@ -728,6 +752,21 @@ mod tests {
         histogram(&mut out, "d", "op=\"a\"", &h, &SECONDS_BUCKETS, 1e9);
         assert!(out.starts_with("d_bucket{op=\"a\",le=\"0.0001\"} 0\n"), "{out}");
         assert!(out.contains("d_bucket{op=\"a\",le=\"10\"} 0\n"), "{out}");
+    }
+
+    #[test]
+    fn a_gauge_read_elsewhere_is_written_with_its_labels_escaped() {
+        let mut out = String::new();
+        encode_gauge(
+            &mut out,
+            "g",
+            "Help.",
+            &[(&[("state", "a\"b\\c\nd")], 2.0), (&[], 0.5)],
+        );
+        assert_eq!(
+            out,
+            "# HELP g Help.\n# TYPE g gauge\ng{state=\"a\\\"b\\\\c\\nd\"} 2\ng 0.5\n"
+        );
     }
 
     #[test]
