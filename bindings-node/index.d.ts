@@ -1,6 +1,7 @@
 // Type declarations of @gotry/tenant-state: the exports of gotry's tenant-state modules
 // (errors, ids, lease-store, tenant-lease, durable-store, epoch-copies, tenant-router) plus
-// LeaseKeeper, ManualClock, openLeaseStore, openLeaseStoreAsync, betterSqlite3Snapshot and ERROR_CODES.
+// LeaseKeeper, ManualClock, openLeaseStore, openLeaseStoreAsync, betterSqlite3Snapshot, ERROR_CODES
+// and the core's metrics (metrics, METRICS_CONTENT_TYPE, registerPromClient).
 
 // ---- errors ----------------------------------------------------------------------------
 
@@ -26,6 +27,22 @@ export declare const ERROR_CODES: readonly TenantStateErrorCode[];
 
 /** The version of the native build loaded (the workspace's one version), e.g. `'0.1.0'`. */
 export declare function version(): string;
+
+// ---- metrics ---------------------------------------------------------------------------
+
+/** The media type to serve `metrics()`'s text with: `'text/plain; version=0.0.4; charset=utf-8'`. */
+export declare const METRICS_CONTENT_TYPE: string;
+/** Every metric family of this process (counted in the core), in the Prometheus text format 0.0.4. */
+export declare function metrics(): Promise<string>;
+/** The part of a prom-client `Registry` that `registerPromClient` uses. */
+export interface PromClientRegistry {
+    registerMetric(metric: unknown): void;
+}
+/**
+ * Registers our families in a prom-client registry, so that its `metrics()` serves them beside
+ * the host's own; returns the family names registered.
+ */
+export declare function registerPromClient(registry: PromClientRegistry): string[];
 
 /** Base of every typed failure; branch on `code` or `instanceof`, never on messages. */
 export declare class TenantStateError extends Error {

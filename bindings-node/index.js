@@ -4,7 +4,8 @@
  * lease, durable stores, epoch-scoped copies and the tenant router) on the shared Rust core,
  * with the exports of gotry's JavaScript modules errors.js, ids.js, lease-store.js,
  * tenant-lease.js, durable-store.js, epoch-copies.js and tenant-router.js, plus LeaseKeeper,
- * ManualClock, openLeaseStore, openLeaseStoreAsync, betterSqlite3Snapshot and ERROR_CODES.
+ * ManualClock, openLeaseStore, openLeaseStoreAsync, betterSqlite3Snapshot, ERROR_CODES,
+ * and the core's metrics (metrics, METRICS_CONTENT_TYPE, registerPromClient).
  */
 const { ManualClock, errorCodes, version } = require('./lib/native');
 const { systemMonotonicClock, TenantLease } = require('./lib/tenant-lease');
@@ -13,6 +14,7 @@ const { DirectoryDurableStore, openDurableStore } = require('./lib/durable-store
 const { EpochCopies } = require('./lib/epoch-copies');
 const { betterSqlite3Snapshot } = require('./lib/host-functions');
 const { TenantRouter } = require('./lib/tenant-router');
+const { metrics, METRICS_CONTENT_TYPE, registerPromClient } = require('./lib/metrics');
 
 /** The stable error codes, in the core's order. */
 const ERROR_CODES = Object.freeze(errorCodes());
@@ -35,4 +37,7 @@ module.exports = {
     ManualClock,
     ERROR_CODES,
     version,
+    metrics,
+    METRICS_CONTENT_TYPE,
+    registerPromClient,
 };

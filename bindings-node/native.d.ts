@@ -301,6 +301,15 @@ export interface LeaseRecord {
 /** Longest lease a store grants, in milliseconds. */
 export declare const MAX_LEASE_TTL_MS: number
 
+/** The media type of `metricsText()`: the Prometheus text format 0.0.4. */
+export declare const METRICS_CONTENT_TYPE: string
+
+/**
+ * Every metric family of this process in the Prometheus text format 0.0.4. Synchronous:
+ * it reads counters, takes no lock and does no I/O.
+ */
+export declare function metricsText(): string
+
 /** Shortest lease a store grants, in milliseconds. */
 export declare const MIN_LEASE_TTL_MS: number
 

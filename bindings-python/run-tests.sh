@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The Python module's whole test run, from a fresh clone: a virtual environment of its own,
-# maturin, pytest and mypy from PyPI, the module installed with `pip install ./bindings-python`
+# maturin, pytest, mypy and prometheus_client from PyPI, the module installed with `pip install ./bindings-python`
 # (maturin as the PEP 517 backend, building into the workspace's shared target directory),
 # then pytest, `mypy --strict` over the tests, the example and the benchmark, `mypy.stubtest`
 # of `_native.pyi` against the module just installed, and the example itself. Exits non-zero
@@ -29,7 +29,9 @@ fi
 export PATH="$venv/bin:$PATH"
 export VIRTUAL_ENV="$venv"
 # mypy 1.18 is the first whose stubtest checks `@disjoint_base`, which the stub uses.
-python -m pip install --quiet "maturin>=1.16,<2" "pytest>=8" "mypy>=1.18"
+# prometheus_client: tests/test_metrics.py serves our families from its registry and reads
+# them back with its parser.
+python -m pip install --quiet "maturin>=1.16,<2" "pytest>=8" "mypy>=1.18" "prometheus_client>=0.20"
 
 step "MySQL/MariaDB server"
 "$root/scripts/mariadb.sh"

@@ -2291,6 +2291,36 @@ enum GotryStatus gotry_lease_replica_id(const struct GotryLease *lease,
 void gotry_lease_free(struct GotryLease *lease);
 
 /**
+ * Writes every metric family of this process (lease store operations and their latency,
+ * fences, lost leases, the keepers' rounds, the routers' tenants, refusals and handoffs,
+ * copies and restores) in the Prometheus text format 0.0.4, ready to be served as it is or
+ * appended to the output of the host's own registry. `*out_text` receives a new
+ * NUL-terminated string to free with `gotry_metrics_text_free`, `*out_len` its length
+ * without the NUL. Thread-safe.
+ *
+ * Returns `GOTRY_STATUS_NULL_ARGUMENT` when `out_text` or `out_len` is NULL.
+ *
+ * # Safety
+ * The out-parameters must be NULL or writable.
+ */
+enum GotryStatus gotry_metrics_text(char **out_text, size_t *out_len, struct GotryError **out_error);
+
+/**
+ * Frees a text from `gotry_metrics_text`; NULL does nothing.
+ *
+ * # Safety
+ * `text` must be NULL or a text from `gotry_metrics_text` not yet freed.
+ */
+void gotry_metrics_text_free(char *text);
+
+/**
+ * The media type of `gotry_metrics_text`'s text, for the `Content-Type` of the host's
+ * endpoint: `"text/plain; version=0.0.4; charset=utf-8"`. Static, NUL-terminated: never
+ * free it. Thread-safe.
+ */
+const char *gotry_metrics_content_type(void);
+
+/**
  * Reads a record. `out_view`'s strings are borrowed from `record`.
  *
  * Returns `GOTRY_STATUS_NULL_ARGUMENT` when an argument is NULL.

@@ -23,6 +23,7 @@ mod host;
 mod ids;
 mod keeper;
 mod lease;
+mod metrics;
 mod objects;
 mod router;
 mod store;

@@ -37,6 +37,8 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     )?;
     m.add_function(wrap_pyfunction!(assert_lease_ttl, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
+    m.add("METRICS_CONTENT_TYPE", gotry_tenant_state::metrics::CONTENT_TYPE)?;
+    m.add_function(wrap_pyfunction!(metrics, m)?)?;
     m.add_function(wrap_pyfunction!(ids::assert_organization_id, m)?)?;
     m.add_function(wrap_pyfunction!(ids::assert_ledger_tenant_id, m)?)?;
     m.add_function(wrap_pyfunction!(ids::assert_prompt_cache_partition, m)?)?;
@@ -87,6 +89,13 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
 #[pyfunction]
 fn version() -> &'static str {
     gotry_tenant_state::VERSION
+}
+
+/// Every metric family of this process in the Prometheus text format 0.0.4. It only reads
+/// counters, so it keeps the interpreter lock.
+#[pyfunction]
+fn metrics() -> String {
+    gotry_tenant_state::metrics::encode()
 }
 
 /// Returns the TTL when it is an int of milliseconds within the store's bounds.

@@ -317,6 +317,7 @@ pub enum RouterCommand {
     #[command(after_help = "Examples:
   gotry-tenant router status --store /var/lib/gotry/leases.db --durable /srv/gotry-copies
   gotry-tenant router status --org acme --json | jq -r '.tenants[] | select(.newestCopy.currentEpoch != true) | .key'
+  gotry-tenant router status --metrics > /var/lib/node_exporter/textfile/gotry_tenant.prom
 
 One row per lease in the lease store (per lease of ORG with --org). The state is the store's:
 `held by OWNER` until the lease expires on the store's clock, then `released` (its holder
@@ -328,6 +329,11 @@ written; `current` says whether it is of the lease's epoch. Nothing is verified:
         /// Only this organization's tenants
         #[arg(long, value_name = "ORG")]
         org: Option<OsString>,
+        /// Print what the stores show as Prometheus text (format 0.0.4) instead of the table:
+        /// leases by state, held leases without a copy of their own epoch, copies by
+        /// completeness. For a textfile collector or a scrape through a wrapper
+        #[arg(long, conflicts_with = "json")]
+        metrics: bool,
         #[command(flatten)]
         store: StoreArg,
         #[command(flatten)]

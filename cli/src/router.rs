@@ -10,7 +10,7 @@
 
 use std::ffi::OsStr;
 
-use gotry_tenant_state::{assert_organization_id, CopyListing, LeaseRecord, LeaseState};
+use gotry_tenant_state::{assert_organization_id, metrics, CopyListing, LeaseRecord, LeaseState};
 use serde_json::{json, Value};
 
 use crate::cli::{DurableArg, RouterCommand, StoreArg};
@@ -22,7 +22,12 @@ use crate::{text_arg, Report};
 
 pub fn run(command: &RouterCommand) -> Result<Report, Failure> {
     match command {
-        RouterCommand::Status { org, store, durable } => status(org.as_deref(), store, durable),
+        RouterCommand::Status {
+            org,
+            store,
+            durable,
+            metrics,
+        } => status(org.as_deref(), store, durable, *metrics),
     }
 }
 
@@ -35,7 +40,12 @@ struct Tenant {
     complete: usize,
 }
 
-fn status(org: Option<&OsStr>, store: &StoreArg, durable: &DurableArg) -> Result<Report, Failure> {
+fn status(
+    org: Option<&OsStr>,
+    store: &StoreArg,
+    durable: &DurableArg,
+    metrics: bool,
+) -> Result<Report, Failure> {
     let org = match org {
         Some(org) => Some(assert_organization_id(text_arg("organization id", org)?)?),
         None => None,
@@ -55,6 +65,12 @@ fn status(org: Option<&OsStr>, store: &StoreArg, durable: &DurableArg) -> Result
             copies: listing.len(),
             complete: listing.iter().filter(|copy| copy.complete).count(),
             record,
+        });
+    }
+    if metrics {
+        return Ok(Report {
+            json: None,
+            text: metrics_text(&tenants),
         });
     }
     let json = json!({
@@ -91,6 +107,48 @@ fn tenant_json(tenant: &Tenant, now: i64) -> Value {
     value["copies"] = tenant.copies.into();
     value["completeCopies"] = tenant.complete.into();
     value
+}
+
+/// The stores' view as gauges: what a host's own metrics cannot show, since no one process
+/// sees every replica's leases and copies.
+fn metrics_text(tenants: &[Tenant]) -> String {
+    let states = LeaseState::ALL;
+    let counts = states.map(|state| tenants.iter().filter(|t| t.state == state).count() as f64);
+    let labels = states.map(|state| [("state", state.as_str())]);
+    let by_state: Vec<(&[(&str, &str)], f64)> = labels.iter().map(|l| &l[..]).zip(counts).collect();
+    let mut out = String::new();
+    metrics::encode_gauge(
+        &mut out,
+        "gotry_tenant_store_leases",
+        "Leases in the lease store, by state on the store's clock.",
+        &by_state,
+    );
+    metrics::encode_gauge(
+        &mut out,
+        "gotry_tenant_store_leases_behind",
+        "Held leases whose holder has written no complete copy of its own epoch yet.",
+        &[(&[], held_behind(tenants) as f64)],
+    );
+    let complete: usize = tenants.iter().map(|t| t.complete).sum();
+    let all: usize = tenants.iter().map(|t| t.copies).sum();
+    metrics::encode_gauge(
+        &mut out,
+        "gotry_tenant_store_copies",
+        "Copies in the durable store of the leases listed, complete (manifest written) or not.",
+        &[
+            (&[("complete", "true")], complete as f64),
+            (&[("complete", "false")], (all - complete) as f64),
+        ],
+    );
+    out
+}
+
+/// Held leases whose newest complete copy is not of their epoch.
+fn held_behind(tenants: &[Tenant]) -> usize {
+    tenants
+        .iter()
+        .filter(|t| t.state == LeaseState::Held && t.newest.as_ref().map(|c| c.epoch) != Some(t.record.epoch))
+        .count()
 }
 
 fn text(tenants: &[Tenant], org: Option<&str>, location: &str, now: i64) -> String {
@@ -150,10 +208,7 @@ fn text(tenants: &[Tenant], org: Option<&str>, location: &str, now: i64) -> Stri
         &rows,
     );
     let held = tenants.iter().filter(|t| t.state == LeaseState::Held).count();
-    let behind = tenants
-        .iter()
-        .filter(|t| t.state == LeaseState::Held && t.newest.as_ref().map(|c| c.epoch) != Some(t.record.epoch))
-        .count();
+    let behind = held_behind(tenants);
     let plural = if tenants.len() == 1 { "" } else { "s" };
     text.push_str(&format!(
         "\n{} lease{plural} {place}({held} held, {behind} of them without a copy of their own epoch yet); copies in {}\n",

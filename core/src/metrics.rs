@@ -16,8 +16,10 @@
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
+use crate::epoch_copies::{RestoreReport, SkippedCopy};
 use crate::{Error, FenceReason, Result, SkipReason, TenantState};
 
 /// The media type of [`encode`]'s text, for a host serving it over HTTP.
@@ -122,11 +124,12 @@ const FENCE_REASONS: [FenceReason; 3] = [
     FenceReason::LeaseLost,
     FenceReason::LeaseExpiredLocally,
 ];
-const TENANT_STATES: [TenantState; 4] = [
+const TENANT_STATES: [TenantState; 5] = [
     TenantState::Opening,
     TenantState::Serving,
     TenantState::Draining,
     TenantState::Lost,
+    TenantState::Closed,
 ];
 const SKIP_REASONS: [SkipReason; 6] = [
     SkipReason::Manifest,
@@ -209,7 +212,7 @@ struct Registry {
     leases_lost: AtomicU64,
     keeper_round: Histogram,
     keeper_batch: Histogram,
-    router_tenants: [AtomicI64; 4],
+    router_tenants: [AtomicI64; 5],
     router_in_flight: AtomicI64,
     router_refusals: [AtomicU64; 2],
     handoffs: [AtomicU64; 3],
@@ -227,7 +230,7 @@ static REGISTRY: Registry = Registry {
     leases_lost: AtomicU64::new(0),
     keeper_round: Histogram::new(),
     keeper_batch: Histogram::new(),
-    router_tenants: [const { AtomicI64::new(0) }; 4],
+    router_tenants: [const { AtomicI64::new(0) }; 5],
     router_in_flight: AtomicI64::new(0),
     router_refusals: [const { AtomicU64::new(0) }; 2],
     handoffs: [const { AtomicU64::new(0) }; 3],
@@ -366,19 +369,61 @@ pub fn copy<T>(answer: &Result<T>, bytes: u64, elapsed: Duration) {
     REGISTRY.copy_duration.observe_duration(elapsed);
 }
 
-/// A restore ended: from a copy (`Ok(true)`), an empty start (`Ok(false)`), or failed.
-pub fn restore(answer: &Result<bool>) {
-    let outcome = match answer {
-        Ok(true) => 0,
-        Ok(false) => 1,
-        Err(_) => 2,
+/// A restore ended: from a copy, an empty start, or failed. Every copy it passed over is
+/// counted by reason, those a RESTORE_INVALID lists included: a corrupt copy is what an
+/// operator alerts on, whether or not an older one could be used instead.
+pub fn restore(answer: &Result<RestoreReport>) {
+    let (outcome, skipped): (usize, &[SkippedCopy]) = match answer {
+        Ok(report) => (usize::from(report.restored.is_none()), &report.skipped),
+        Err(Error::RestoreInvalid { skipped, .. }) => (2, skipped),
+        Err(_) => (2, &[]),
     };
     REGISTRY.restores[outcome].fetch_add(1, Relaxed);
+    for copy in skipped {
+        REGISTRY.restore_skipped[index_of(&SKIP_REASONS, &copy.reason)].fetch_add(1, Relaxed);
+    }
 }
 
-/// A restore passed over a copy it could not use.
-pub fn restore_skipped(reason: SkipReason) {
-    REGISTRY.restore_skipped[index_of(&SKIP_REASONS, &reason)].fetch_add(1, Relaxed);
+/// How far a router's copies are behind its acknowledged writes, over the tenants that have
+/// writes no good copy holds yet.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct CopyLag {
+    /// Time since the last good copy began, for the tenant waiting longest.
+    pub seconds: f64,
+    /// Acknowledged writes since the last good copy, for the tenant with the most.
+    pub writes: u64,
+}
+
+/// What a router answers when a scrape asks for its copy lag.
+pub type CopyLagSource = dyn Fn() -> CopyLag + Send + Sync;
+
+/// The routers alive, asked at each scrape: lag is a state, read when wanted, never pushed
+/// on the call path. Held weakly, so a router dropped is forgotten.
+static COPY_LAG_SOURCES: Mutex<Vec<Weak<CopyLagSource>>> = Mutex::new(Vec::new());
+
+/// Adds a router's copy lag to the gauges, for as long as `source` lives.
+pub fn watch_copy_lag(source: &Arc<CopyLagSource>) {
+    let mut sources = COPY_LAG_SOURCES.lock().unwrap_or_else(|p| p.into_inner());
+    sources.retain(|s| s.strong_count() > 0);
+    sources.push(Arc::downgrade(source));
+}
+
+/// The worst lag over every router alive.
+fn worst_copy_lag() -> CopyLag {
+    let sources: Vec<Arc<CopyLagSource>> = COPY_LAG_SOURCES
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+        .filter_map(Weak::upgrade)
+        .collect();
+    // Asked outside the lock: a router's answer takes the router's own lock.
+    sources.iter().fold(CopyLag::default(), |worst, source| {
+        let lag = source();
+        CopyLag {
+            seconds: worst.seconds.max(lag.seconds),
+            writes: worst.writes.max(lag.writes),
+        }
+    })
 }
 
 /// Every family in the Prometheus text format 0.0.4 (see [`CONTENT_TYPE`]), ready to be
@@ -576,6 +621,21 @@ pub fn encode() -> String {
         &SECONDS_BUCKETS,
         1e9,
     );
+    let lag = worst_copy_lag();
+    family(
+        &mut out,
+        "gotry_tenant_copy_lag_seconds",
+        "gauge",
+        "Time since the last good copy began, for the served tenant with unsaved writes that waited longest.",
+    );
+    let _ = writeln!(out, "gotry_tenant_copy_lag_seconds {}", lag.seconds);
+    family(
+        &mut out,
+        "gotry_tenant_copy_lag_writes",
+        "gauge",
+        "Acknowledged writes since the last good copy, for the served tenant with the most.",
+    );
+    let _ = writeln!(out, "gotry_tenant_copy_lag_writes {}", lag.writes);
     family(
         &mut out,
         "gotry_tenant_restores_total",
@@ -605,6 +665,30 @@ pub fn encode() -> String {
         );
     }
     out
+}
+
+/// Writes one gauge family of numbers read elsewhere (the CLI's, from the stores), in the
+/// format of [`encode`]: each sample is its label pairs and its value. Label values are
+/// escaped as the format asks, since they may come from a store.
+pub fn encode_gauge(out: &mut String, name: &str, help: &str, samples: &[(&[(&str, &str)], f64)]) {
+    family(out, name, "gauge", help);
+    for (labels, value) in samples {
+        let labels: Vec<String> = labels
+            .iter()
+            .map(|(label, value)| {
+                let escaped = value
+                    .replace('\\', "\\\\")
+                    .replace('"', "\\\"")
+                    .replace('\n', "\\n");
+                format!("{label}=\"{escaped}\"")
+            })
+            .collect();
+        if labels.is_empty() {
+            let _ = writeln!(out, "{name} {value}");
+        } else {
+            let _ = writeln!(out, "{name}{{{}}} {value}", labels.join(","));
+        }
+    }
 }
 
 fn family(out: &mut String, name: &str, kind: &str, help: &str) {
@@ -668,6 +752,21 @@ mod tests {
         histogram(&mut out, "d", "op=\"a\"", &h, &SECONDS_BUCKETS, 1e9);
         assert!(out.starts_with("d_bucket{op=\"a\",le=\"0.0001\"} 0\n"), "{out}");
         assert!(out.contains("d_bucket{op=\"a\",le=\"10\"} 0\n"), "{out}");
+    }
+
+    #[test]
+    fn a_gauge_read_elsewhere_is_written_with_its_labels_escaped() {
+        let mut out = String::new();
+        encode_gauge(
+            &mut out,
+            "g",
+            "Help.",
+            &[(&[("state", "a\"b\\c\nd")], 2.0), (&[], 0.5)],
+        );
+        assert_eq!(
+            out,
+            "# HELP g Help.\n# TYPE g gauge\ng{state=\"a\\\"b\\\\c\\nd\"} 2\ng 0.5\n"
+        );
     }
 
     #[test]

@@ -3,9 +3,15 @@
 //! gates). The registry is the process's, so each test reads deltas and the tests of this
 //! file run one at a time.
 
+use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
-use gotry_tenant_state::{metrics, KeeperOptions, LeaseKeeper, LeaseStore, ManualClock, SqliteLeaseStore};
+use gotry_tenant_state::{
+    metrics, open_durable_store, CopyPolicy, DirectoryDurableStore, Durability, DurableStore, Error,
+    KeeperOptions, LeaseKeeper, LeaseStore, ManualClock, RouterOptions, SqliteLeaseStore, TenantHandle,
+    TenantRouter, TenantState,
+};
 
 const TTL: i64 = 1_000;
 const MARGIN: i64 = 100;
@@ -156,6 +162,8 @@ fn every_family_is_described_and_every_sample_is_well_formed() {
         ("gotry_tenant_copies_total", "counter"),
         ("gotry_tenant_copy_bytes_total", "counter"),
         ("gotry_tenant_copy_duration_seconds", "histogram"),
+        ("gotry_tenant_copy_lag_seconds", "gauge"),
+        ("gotry_tenant_copy_lag_writes", "gauge"),
         ("gotry_tenant_restores_total", "counter"),
         ("gotry_tenant_restore_skipped_copies_total", "counter"),
     ] {
@@ -178,4 +186,189 @@ fn every_family_is_described_and_every_sample_is_well_formed() {
         assert!(sample.is_match(line), "not a sample: {line}");
     }
     assert_eq!(metrics::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8");
+}
+
+// ---- the router's families, driven through real routers ----
+
+const ORG: &str = "acme";
+const T1: &str = "t-0123456789abcdef0123456789abcdef";
+const T2: &str = "t-11111111111111111111111111111111";
+const T3: &str = "t-22222222222222222222222222222222";
+
+fn key(tenant: &str) -> String {
+    format!("{ORG}/{tenant}")
+}
+
+/// A router of `replica` on the SQLite lease store in `dir` and the given durable store.
+fn router(dir: &Path, durable: Arc<dyn DurableStore>, replica: &str, durability: Durability) -> TenantRouter {
+    let leases: Arc<dyn LeaseStore> = Arc::new(SqliteLeaseStore::open(dir.join("leases.db")).unwrap());
+    let mut options = RouterOptions::new(leases, durable, dir.join(replica), replica.to_owned(), 3_000, 500);
+    options.copy_policy = CopyPolicy {
+        // Async copies wait an hour: only handoffs (and Strict calls) copy in these tests.
+        interval: Duration::from_secs(3_600),
+        durability,
+    };
+    TenantRouter::start(options).unwrap()
+}
+
+/// A call that appends to the tenant's ledger, a real SQLite file.
+fn append(handle: &TenantHandle) -> gotry_tenant_state::Result<()> {
+    let path = handle.root.join("gotry-state/gotry-state.db");
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let db = rusqlite::Connection::open(path).unwrap();
+    db.execute_batch("CREATE TABLE IF NOT EXISTS entries (text TEXT); INSERT INTO entries VALUES ('x')")
+        .unwrap();
+    Ok(())
+}
+
+fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    // Not a time limit on the code under test: a bound on a test that would otherwise hang.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !done() {
+        assert!(Instant::now() < deadline, "gave up waiting for {what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn a_drain_timeout_a_draining_refusal_calls_in_flight_and_copy_lag_are_counted() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let durable: Arc<dyn DurableStore> =
+        Arc::new(DirectoryDurableStore::open(dir.path().join("durable")).unwrap());
+    let series = [
+        "gotry_tenant_router_tenants{state=\"serving\"}",
+        "gotry_tenant_router_calls_in_flight",
+        "gotry_tenant_router_refusals_total{code=\"DRAINING\"}",
+        "gotry_tenant_router_refusals_total{code=\"DRAIN_TIMEOUT\"}",
+        "gotry_tenant_router_handoffs_total{outcome=\"drain_timeout\"}",
+        "gotry_tenant_router_handoffs_total{outcome=\"released\"}",
+        "gotry_tenant_restores_total{outcome=\"empty\"}",
+        "gotry_tenant_copies_total{outcome=\"written\"}",
+        "gotry_tenant_copy_duration_seconds_count",
+    ];
+    let before = metrics::encode();
+    let router = Arc::new(router(dir.path(), durable, "replica-a", Durability::Async));
+    router.open(ORG, T1).unwrap();
+    for _ in 0..3 {
+        router.run(&key(T1), append).unwrap();
+    }
+    let call = router.begin(&key(T1)).unwrap();
+    let serving = metrics::encode();
+    assert_eq!(
+        deltas(&before, &serving, &series[..2]),
+        vec![1.0, 1.0],
+        "one tenant serving, one call in flight"
+    );
+    // Three acknowledged writes, no copy yet (the copier waits an hour).
+    assert_eq!(value(&serving, "gotry_tenant_copy_lag_writes"), 3.0);
+    assert!(
+        value(&serving, "gotry_tenant_copy_lag_seconds") > 0.0,
+        "{serving}"
+    );
+
+    let timed_out = router.handoff(&key(T1), Duration::from_millis(20));
+    assert!(
+        matches!(timed_out, Err(Error::DrainTimeout { .. })),
+        "{timed_out:?}"
+    );
+    // A handoff that waits for the call: meanwhile the tenant is draining and refuses calls.
+    let handoff = {
+        let router = router.clone();
+        std::thread::spawn(move || router.handoff(&key(T1), Duration::from_secs(600)))
+    };
+    wait_for("the tenant to drain", || {
+        router.status().first().map(|t| t.state) == Some(TenantState::Draining)
+    });
+    assert!(matches!(router.begin(&key(T1)), Err(Error::Draining { .. })));
+    drop(call);
+    handoff.join().unwrap().unwrap();
+
+    let after = metrics::encode();
+    assert_eq!(
+        deltas(&before, &after, &series),
+        vec![0.0, 0.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0],
+        "{after}"
+    );
+    assert_eq!(value(&after, "gotry_tenant_copy_lag_writes"), 0.0);
+}
+
+#[test]
+fn a_restore_that_skips_a_corrupt_copy_counts_it_by_reason() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let durable: Arc<dyn DurableStore> =
+        Arc::new(DirectoryDurableStore::open(dir.path().join("durable")).unwrap());
+    let series = [
+        "gotry_tenant_restores_total{outcome=\"empty\"}",
+        "gotry_tenant_restores_total{outcome=\"restored\"}",
+        "gotry_tenant_restore_skipped_copies_total{reason=\"manifest\"}",
+        "gotry_tenant_copies_total{outcome=\"written\"}",
+    ];
+    let before = metrics::encode();
+    {
+        // Strict: every call is copied before it is acknowledged.
+        let a = router(dir.path(), durable.clone(), "replica-a", Durability::Strict);
+        a.open(ORG, T2).unwrap();
+        a.run(&key(T2), append).unwrap();
+        a.run(&key(T2), append).unwrap();
+        a.handoff(&key(T2), Duration::from_secs(600)).unwrap();
+    }
+    // The newest copy's manifest, made unreadable.
+    let mut manifests: Vec<std::path::PathBuf> = walk(&dir.path().join("durable"))
+        .into_iter()
+        .filter(|p| p.file_name().is_some_and(|n| n == "manifest.json"))
+        .collect();
+    manifests.sort();
+    let newest = manifests.last().expect("the copies wrote manifests");
+    std::fs::write(newest, b"{ not a manifest").unwrap();
+
+    let b = router(dir.path(), durable, "replica-b", Durability::Strict);
+    let handle = b.open(ORG, T2).unwrap();
+    assert!(handle.restored_from.is_some());
+    let after = metrics::encode();
+    // A's open found nothing; B's skipped the newest copy and restored the one before.
+    assert_eq!(
+        deltas(&before, &after, &series),
+        vec![1.0, 1.0, 1.0, 3.0],
+        "{after}"
+    );
+    assert!(value(&after, "gotry_tenant_copy_bytes_total") > value(&before, "gotry_tenant_copy_bytes_total"));
+}
+
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            found.extend(walk(&path));
+        } else {
+            found.push(path);
+        }
+    }
+    found
+}
+
+#[test]
+fn a_copy_that_fails_on_a_stopped_s3_server_is_counted() {
+    let _serial = serial();
+    let Some(server) = gotry_test_support::moto::MotoServer::start() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let durable = open_durable_store(&server.url("metrics")).unwrap();
+    let series = [
+        "gotry_tenant_copies_total{outcome=\"failed\"}",
+        "gotry_tenant_copies_total{outcome=\"written\"}",
+    ];
+    let before = metrics::encode();
+    let router = router(dir.path(), durable, "replica-a", Durability::Strict);
+    router.open(ORG, T3).unwrap();
+    router.run(&key(T3), append).unwrap();
+    server.stop();
+    let failed = router.run(&key(T3), append);
+    server.resume();
+    assert!(matches!(failed, Err(Error::CallInDoubt { .. })), "{failed:?}");
+    let after = metrics::encode();
+    assert_eq!(deltas(&before, &after, &series), vec![1.0, 1.0], "{after}");
 }

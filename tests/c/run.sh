@@ -7,8 +7,9 @@
 # RESTORE_INVALID, COPY_CONFLICT, DURABLE_STORE_UNAVAILABLE) on a folder under valgrind and,
 # when given one, on an S3-compatible store; a host that holds its ledger open through the
 # system's SQLite (the snapshot function, OPEN_IN_PROCESS without one), linked both against
-# the .so and against the .a; and the tenant router (capacity, LEASE_HELD, handoff, draining,
-# drain timeout, a lost lease, copies and status, close) from C and C++ under valgrind. The
+# the .so and against the .a; the tenant router (capacity, LEASE_HELD, handoff, draining,
+# drain timeout, a lost lease, copies and status, close) from C and C++ under valgrind; and the
+# metrics text (lease operations counted and read back) under valgrind. The
 # copies test writes its SQLite ledgers with python3's sqlite3 module; the snapshot and router
 # tests link the system's libsqlite3 (Debian: libsqlite3-dev). The C example of ffi-c/README.md
 # is compiled and run too, so the README cannot drift from the header.
@@ -127,7 +128,7 @@ every_function_called() {
     for name in $(grep -oE '^[a-z].*gotry_[a-z_]+\(' include/gotry_tenant_state.h | grep -oE 'gotry_[a-z_]+'); do
         total=$((total + 1))
         grep -qw "$name" tests/c/api_test.c tests/c/vectors_test.c tests/c/fuzz_ids.c tests/c/copies_test.c \
-            tests/c/snapshot_test.c tests/c/router_test.c ||
+            tests/c/snapshot_test.c tests/c/router_test.c tests/c/metrics_test.c ||
             { echo "no C program calls $name"; missing=$((missing + 1)); }
     done
     echo "$total functions, $missing never called"
@@ -148,6 +149,7 @@ compile() {
         gcc -std=c11 "${warnings[@]}" -O1 tests/c/fuzz_ids.c "${shared[@]}" -o "$build/fuzz_ids" &&
         gcc -std=c11 "${warnings[@]}" -O1 tests/c/contend.c "${shared[@]}" -o "$build/contend" &&
         gcc -std=c11 "${warnings[@]}" tests/c/copies_test.c "${shared[@]}" -o "$build/copies_test" &&
+        gcc -std=c11 "${warnings[@]}" tests/c/metrics_test.c "${shared[@]}" -o "$build/metrics_test" &&
         gcc -std=c11 "${warnings[@]}" -pthread tests/c/snapshot_test.c "${shared[@]}" -lsqlite3 \
             -o "$build/snapshot_test" &&
         gcc -std=c11 "${warnings[@]}" -pthread tests/c/snapshot_test.c "$lib/libgotry_tenant_state.a" $native_libs \
@@ -217,6 +219,8 @@ check "the tenant router from C under valgrind (capacity, LEASE_HELD, handoff, D
 check "the tenant router from C++ under valgrind" valgrind_run "$build/router_test_cpp" "$(scratch router-cpp)"
 check "the shared router scenarios (tests/vectors/router-scenarios.json) under valgrind" \
     valgrind_run "$build/router_vectors_test" "$(scratch router-vectors)"
+check "metrics from C under valgrind (lease operations read back from gotry_metrics_text)" \
+    valgrind_run "$build/metrics_test" "$(scratch metrics)"
 # The S3 run is held to the same leak check: valgrind.supp names the only allocations it
 # adds, those of the S3 client's process-wide runtime, whose threads are alive at exit.
 if [ -n "${GOTRY_S3_URL:-}" ]; then

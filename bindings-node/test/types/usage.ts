@@ -5,13 +5,14 @@ import {
     MIN_LEASE_TTL_MS, MAX_LEASE_TTL_MS, ERROR_CODES, LeaseHeldError, FencedError, TenantStateError,
     LeaseKeeper, LeaseLostError, DirectoryDurableStore, openDurableStore, EpochCopies,
     DurableStoreUnavailableError, RestoreVerificationError, betterSqlite3Snapshot, TenantRouter,
-    ReplicaAtCapacityError, DrainTimeoutError,
+    ReplicaAtCapacityError, DrainTimeoutError, metrics, METRICS_CONTENT_TYPE, registerPromClient,
     type TenantHandle, type TenantStatus, type RouterEvent, type CloseReport, type HostSnapshot,
     type DurableStore, type RestoreReport, type SkipReason, type WrittenCopy, type CopyListing, type GcReport,
     type CopyId, type ObjectInfo,
     type LeaseRecord, type LeaseGrant, type LeaseStore, type TenantStateErrorCode, type FenceReason,
     type KeeperEvent, type TickReport, type ShutdownReport, type RenewAnswer,
 } from '@gotry/tenant-state';
+import { Registry } from 'prom-client';
 
 declare function use(...values: unknown[]): void;
 
@@ -23,6 +24,9 @@ async function usage(): Promise<void> {
     const root: string = tenantRootFor('/srv/state', 'acme', tenant);
     assertLeaseTtl(MIN_LEASE_TTL_MS + MAX_LEASE_TTL_MS);
     const codes: readonly TenantStateErrorCode[] = ERROR_CODES;
+    const scraped: string = await metrics();
+    const served: string[] = registerPromClient(new Registry());
+    use(scraped, served, METRICS_CONTENT_TYPE.length);
 
     const clock = new ManualClock(0);
     const store = new SqliteLeaseStore({ path: '/tmp/x.db', nowMs: clock });

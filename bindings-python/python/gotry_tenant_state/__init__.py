@@ -42,6 +42,7 @@ from ._errors import (
 from ._native import (
     ERROR_CODES,
     MAX_LEASE_TTL_MS,
+    METRICS_CONTENT_TYPE,
     MIN_LEASE_TTL_MS,
     CloseReport,
     CopyId,
@@ -76,11 +77,13 @@ from ._native import (
     derive_ledger_tenant_id,
     derive_prompt_cache_partition,
     lease_key_for,
+    metrics,
     open_durable_store,
     open_lease_store,
     tenant_root_for,
     version,
 )
+from ._metrics import MetricsCollector
 from ._snapshot import sqlite3_snapshot
 
 __version__: str = version()
@@ -88,6 +91,8 @@ __version__: str = version()
 __all__ = [
     "ERROR_CODES",
     "MAX_LEASE_TTL_MS",
+    "METRICS_CONTENT_TYPE",
+    "MetricsCollector",
     "MIN_LEASE_TTL_MS",
     "CloseReport",
     "CopyConflictError",
@@ -139,6 +144,7 @@ __all__ = [
     "derive_ledger_tenant_id",
     "derive_prompt_cache_partition",
     "lease_key_for",
+    "metrics",
     "open_durable_store",
     "open_lease_store",
     "sqlite3_snapshot",

@@ -17,6 +17,8 @@ __all__ = [
     "MAX_LEASE_TTL_MS",
     "assert_lease_ttl",
     "version",
+    "METRICS_CONTENT_TYPE",
+    "metrics",
     "assert_organization_id",
     "assert_ledger_tenant_id",
     "assert_prompt_cache_partition",
@@ -81,6 +83,12 @@ class _SupportsNowMs(Protocol):
     """A holder's clock: milliseconds on a clock that only moves forward."""
 
     def now_ms(self) -> float: ...
+
+METRICS_CONTENT_TYPE: Final[str]
+"""The media type of ``metrics()``'s text: ``text/plain; version=0.0.4; charset=utf-8``."""
+
+def metrics() -> str:
+    """Every metric family of this process (counted in the core), in the Prometheus text format 0.0.4."""
 
 def version() -> str:
     """The version of the native build loaded (the workspace's one version), e.g. ``"0.1.0"``."""

@@ -370,3 +370,37 @@ fn missing_stores_are_errors_and_not_created() {
     );
     assert!(!fixture.sandbox.path("no-copies").exists());
 }
+
+#[test]
+fn metrics_prints_the_stores_view_as_prometheus_text() {
+    let fixture = Fixture::new();
+    let run = fixture.status(&["--metrics"]);
+    let text = run.ok();
+    assert_eq!(
+        text,
+        "# HELP gotry_tenant_store_leases Leases in the lease store, by state on the store's clock.\n\
+         # TYPE gotry_tenant_store_leases gauge\n\
+         gotry_tenant_store_leases{state=\"held\"} 2\n\
+         gotry_tenant_store_leases{state=\"expired\"} 1\n\
+         gotry_tenant_store_leases{state=\"released\"} 1\n\
+         gotry_tenant_store_leases{state=\"forgotten\"} 1\n\
+         # HELP gotry_tenant_store_leases_behind Held leases whose holder has written no complete copy of its own epoch yet.\n\
+         # TYPE gotry_tenant_store_leases_behind gauge\n\
+         gotry_tenant_store_leases_behind 1\n\
+         # HELP gotry_tenant_store_copies Copies in the durable store of the leases listed, complete (manifest written) or not.\n\
+         # TYPE gotry_tenant_store_copies gauge\n\
+         gotry_tenant_store_copies{complete=\"true\"} 4\n\
+         gotry_tenant_store_copies{complete=\"false\"} 1\n"
+    );
+    // Per organization, as the table is.
+    let beta = fixture.status(&["--metrics", "--org", "beta"]);
+    assert!(
+        beta.ok()
+            .contains("gotry_tenant_store_leases{state=\"held\"} 0\n"),
+        "{beta:?}"
+    );
+    // One output at a time: the text and JSON do not mix.
+    let both = fixture.status(&["--metrics", "--json"]);
+    assert_ne!(both.status, 0, "{both:?}");
+    assert!(both.stdout.is_empty(), "{both:?}");
+}

@@ -18,6 +18,14 @@ pub enum LeaseState {
 }
 
 impl LeaseState {
+    /// Every state, in the order tools list them.
+    pub const ALL: [LeaseState; 4] = [
+        LeaseState::Held,
+        LeaseState::Expired,
+        LeaseState::Released,
+        LeaseState::Forgotten,
+    ];
+
     /// The state of `record` at `now_ms` on `store`'s clock. The log is read only for a lease
     /// that is not held, and only its key's.
     pub fn of(store: &dyn LeaseStore, record: &LeaseRecord, now_ms: i64) -> Result<LeaseState> {

@@ -350,6 +350,38 @@ struct Tenant {
     held_back: bool,
 }
 
+impl Tenant {
+    /// A tenant being opened: counted in the router's tenants gauge from here until dropped.
+    fn opening() -> Tenant {
+        crate::metrics::router_tenant(None, Some(TenantState::Opening));
+        Tenant {
+            life: Life::Opening,
+            in_flight: 0,
+            writes_since_copy: 0,
+            last_copy: None,
+            last_good_copy_at: Instant::now(),
+            last_copy_error: None,
+            copying: false,
+            running: Default::default(),
+            next_call: 0,
+            blocked_by: None,
+            held_back: false,
+        }
+    }
+
+    /// Every change of state goes through here, so the gauge of tenants by state cannot miss one.
+    fn set_life(&mut self, life: Life) {
+        crate::metrics::router_tenant(Some(self.life.state()), Some(life.state()));
+        self.life = life;
+    }
+}
+
+impl Drop for Tenant {
+    fn drop(&mut self) {
+        crate::metrics::router_tenant(Some(self.life.state()), None);
+    }
+}
+
 struct Shared {
     keeper: LeaseKeeper,
     copies: EpochCopies,
@@ -372,6 +404,8 @@ struct Shared {
 pub struct TenantRouter {
     shared: Arc<Shared>,
     copier: Mutex<Option<JoinHandle<()>>>,
+    /// Kept alive with the router: the metrics ask it at each scrape.
+    _copy_lag: Arc<crate::metrics::CopyLagSource>,
 }
 
 impl std::fmt::Debug for TenantRouter {
@@ -445,9 +479,16 @@ impl TenantRouter {
                 )
             }
         };
+        let weak = Arc::downgrade(&shared);
+        let copy_lag: Arc<crate::metrics::CopyLagSource> = Arc::new(move || {
+            weak.upgrade()
+                .map_or_else(Default::default, |shared| shared.copy_lag())
+        });
+        crate::metrics::watch_copy_lag(&copy_lag);
         Ok(TenantRouter {
             shared,
             copier: Mutex::new(copier),
+            _copy_lag: copy_lag,
         })
     }
 
@@ -478,7 +519,9 @@ impl TenantRouter {
                         tenants = shared.changed.wait(tenants).unwrap_or_else(|p| p.into_inner());
                     }
                     Some(Life::Serving(handle)) => return Ok(handle.clone()),
-                    Some(Life::Draining(_)) => return Err(Error::Draining { key }),
+                    Some(Life::Draining(_)) => {
+                        return crate::metrics::router_answer(Err(Error::Draining { key }))
+                    }
                     Some(Life::Closed(_)) => return Err(Error::RouterClosed),
                     Some(Life::Lost(handle)) => return Err(fenced(&key, handle.epoch())),
                     None => break,
@@ -489,29 +532,16 @@ impl TenantRouter {
                     limit: shared.capacity as u64,
                 });
             }
-            tenants.insert(
-                key.clone(),
-                Tenant {
-                    life: Life::Opening,
-                    in_flight: 0,
-                    writes_since_copy: 0,
-                    last_copy: None,
-                    last_good_copy_at: Instant::now(),
-                    last_copy_error: None,
-                    copying: false,
-                    running: Default::default(),
-                    next_call: 0,
-                    blocked_by: None,
-                    held_back: false,
-                },
-            );
+            tenants.insert(key.clone(), Tenant::opening());
         }
         let opened = shared.keeper.acquire(&key).and_then(|lease| {
             let verify = shared
                 .verify
                 .as_deref()
                 .map(|v| v as &dyn Fn(&Path) -> Result<bool>);
-            match shared.copies.restore(&lease, &root, verify) {
+            let restored = shared.copies.restore(&lease, &root, verify);
+            crate::metrics::restore(&restored);
+            match restored {
                 Ok(report) => Ok(Arc::new(TenantHandle {
                     key: key.clone(),
                     root,
@@ -533,7 +563,7 @@ impl TenantRouter {
             Ok(handle) if !closed => {
                 if let Some(tenant) = tenants.get_mut(&key) {
                     tenant.last_copy = handle.restored_from;
-                    tenant.life = Life::Serving(handle.clone());
+                    tenant.set_life(Life::Serving(handle.clone()));
                 }
                 Ok(handle)
             }
@@ -571,12 +601,13 @@ impl TenantRouter {
     /// JS promise): counted in flight, the gate checked, until the [`RouterCall`] is finished
     /// or dropped. [`TenantRouter::run`] is this around a closure.
     pub fn begin(&self, key: &str) -> Result<RouterCall> {
-        let (handle, number) = self.shared.enter(key)?;
+        let (handle, number) = crate::metrics::router_answer(self.shared.enter(key))?;
         let call = RouterCall {
             shared: self.shared.clone(),
             handle,
             number,
             open: true,
+            _in_flight: crate::metrics::InFlight::begin(),
         };
         call.handle.lease.assert_held()?;
         Ok(call)
@@ -617,7 +648,8 @@ impl TenantRouter {
             let mut tenants = lock(&shared.tenants);
             for (key, tenant) in tenants.iter_mut() {
                 if let Life::Serving(h) | Life::Draining(h) = &tenant.life {
-                    tenant.life = Life::Closed(h.clone());
+                    let closed = Life::Closed(h.clone());
+                    tenant.set_life(closed);
                 }
                 if tenant.in_flight == 0 {
                     if let Some(h) = tenant.life.handle() {
@@ -676,6 +708,7 @@ pub struct RouterCall {
     /// The call's number among its tenant's calls (see `Tenant::blocked_by`).
     number: u64,
     open: bool,
+    _in_flight: crate::metrics::InFlight,
 }
 
 impl std::fmt::Debug for RouterCall {
@@ -773,6 +806,19 @@ impl Shared {
         if let Some(handler) = &self.on_event {
             let _ = catch_unwind(AssertUnwindSafe(|| handler(event)));
         }
+    }
+
+    /// The worst lag of the serving tenants with writes no good copy holds yet.
+    fn copy_lag(&self) -> crate::metrics::CopyLag {
+        lock(&self.tenants)
+            .values()
+            .filter(|t| t.writes_since_copy > 0 && matches!(t.life, Life::Serving(_) | Life::Draining(_)))
+            .fold(crate::metrics::CopyLag::default(), |worst, t| {
+                crate::metrics::CopyLag {
+                    seconds: worst.seconds.max(t.last_good_copy_at.elapsed().as_secs_f64()),
+                    writes: worst.writes.max(t.writes_since_copy),
+                }
+            })
     }
 
     fn enter(&self, key: &str) -> Result<(Arc<TenantHandle>, u64)> {
@@ -912,6 +958,12 @@ impl Shared {
                 .write_copy_with(&handle.lease, &handle.root, &|| self.let_calls_in(&handle.key))
         });
         drop(marks);
+        match &outcome {
+            // A long call delays the copy: no copy was attempted.
+            Err(Error::TenantBusy { .. }) => {}
+            Ok(written) => crate::metrics::copy(&outcome, written.bytes_uploaded, started.elapsed()),
+            Err(_) => crate::metrics::copy(&outcome, 0, started.elapsed()),
+        }
         let mut tenants = lock(&self.tenants);
         if let Some(t) = tenants.get_mut(&handle.key) {
             match &outcome {
@@ -979,7 +1031,15 @@ impl Shared {
         self.changed.notify_all();
     }
 
+    /// A handoff, counted by outcome (and as a refusal when the tenant was already draining
+    /// or did not drain in time).
     fn handoff(&self, key: &str, timeout: Duration) -> Result<()> {
+        let answer = crate::metrics::router_answer(self.drain_and_release(key, timeout));
+        crate::metrics::handoff(&answer);
+        answer
+    }
+
+    fn drain_and_release(&self, key: &str, timeout: Duration) -> Result<()> {
         let deadline = Instant::now() + timeout;
         let handle = {
             let mut tenants = lock(&self.tenants);
@@ -993,13 +1053,13 @@ impl Shared {
                 Life::Closed(_) => return Err(Error::RouterClosed),
                 Life::Lost(handle) => return Err(fenced(key, handle.epoch())),
             };
-            tenant.life = Life::Draining(handle.clone());
+            tenant.set_life(Life::Draining(handle.clone()));
             // The keeper goes on renewing the lease while the calls finish.
             while tenants.get(key).is_some_and(|t| t.in_flight > 0) {
                 let now = Instant::now();
                 if now >= deadline {
                     let tenant = tenants.get_mut(key).expect("a draining tenant stays listed");
-                    tenant.life = Life::Serving(handle.clone());
+                    tenant.set_life(Life::Serving(handle.clone()));
                     let in_flight = tenant.in_flight;
                     drop(tenants);
                     self.changed.notify_all();
@@ -1021,7 +1081,7 @@ impl Shared {
         if let Err(error) = self.copy_now(&handle, Instant::now() + QUIET_WAIT) {
             // Nothing was released: the tenant serves again and the host decides.
             if let Some(t) = lock(&self.tenants).get_mut(key) {
-                t.life = Life::Serving(handle.clone());
+                t.set_life(Life::Serving(handle.clone()));
             }
             self.changed.notify_all();
             return Err(error);
@@ -1048,7 +1108,7 @@ impl Shared {
             Life::Serving(h) | Life::Draining(h) if h.epoch() == epoch => h.clone(),
             _ => return,
         };
-        tenant.life = Life::Lost(handle);
+        tenant.set_life(Life::Lost(handle));
         let idle = tenant.in_flight == 0;
         if idle {
             tenants.remove(&key);
