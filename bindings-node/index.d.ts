@@ -359,6 +359,12 @@ export interface SkippedCopy extends CopyId {
 export interface WrittenCopy extends CopyId {
     files: number;
     bytes: number;
+    /** Objects this copy stored (whole files and deltas of changed blocks), its manifest aside. */
+    piecesUploaded: number;
+    bytesUploaded: number;
+    /** Objects of earlier copies of its lineage it references instead of storing them again. */
+    piecesReused: number;
+    bytesReused: number;
 }
 
 /** What a restore installed (`null`: an empty start) and passed over, newest first. */

@@ -383,4 +383,10 @@ export interface WrittenCopy {
   seq: number
   files: number
   bytes: number
+  /** Objects this copy stored (whole files and deltas), its manifest aside, and their bytes. */
+  piecesUploaded: number
+  bytesUploaded: number
+  /** Objects of earlier copies of its lineage that it references instead of storing them. */
+  piecesReused: number
+  bytesReused: number
 }

@@ -678,6 +678,24 @@ typedef struct GotryWrittenCopy {
      * Bytes of those files (SQLite files as their backup image).
      */
     uint64_t bytes;
+    /**
+     * Objects this copy stored (whole files and deltas of changed blocks), its manifest aside:
+     * what the copy cost the store.
+     */
+    size_t pieces_uploaded;
+    /**
+     * Bytes of those objects.
+     */
+    uint64_t bytes_uploaded;
+    /**
+     * Objects of earlier copies of the lineage that this copy references instead of storing
+     * them again.
+     */
+    size_t pieces_reused;
+    /**
+     * Bytes of those objects.
+     */
+    uint64_t bytes_reused;
 } GotryWrittenCopy;
 
 /**

@@ -63,7 +63,9 @@ class EpochCopies {
     }
 
     /**
-     * Writes a complete copy of `root` under the lease's epoch: `{ epoch, seq, files, bytes }`.
+     * Writes a complete copy of `root` under the lease's epoch: `{ epoch, seq, files, bytes,
+     * piecesUploaded, bytesUploaded, piecesReused, bytesReused }` (what it stored, and what of
+     * its lineage's earlier copies it references instead).
      * Rejects with FencedError when the gate is closed before the first object or after the
      * manifest, CopyConflictError when anything in this epoch's prefix was not written by
      * this holder, DurableStoreUnavailableError when the store fails, an OpenInProcessError

@@ -76,6 +76,12 @@ pub struct JsWrittenCopy {
     pub seq: f64,
     pub files: f64,
     pub bytes: f64,
+    /// Objects this copy stored (whole files and deltas), its manifest aside, and their bytes.
+    pub pieces_uploaded: f64,
+    pub bytes_uploaded: f64,
+    /// Objects of earlier copies of its lineage that it references instead of storing them.
+    pub pieces_reused: f64,
+    pub bytes_reused: f64,
 }
 
 impl JsWrittenCopy {
@@ -86,6 +92,10 @@ impl JsWrittenCopy {
             seq,
             files: safe_count("files", copy.files as u64)?,
             bytes: safe_count("bytes", copy.bytes)?,
+            pieces_uploaded: safe_count("piecesUploaded", copy.pieces_uploaded as u64)?,
+            bytes_uploaded: safe_count("bytesUploaded", copy.bytes_uploaded)?,
+            pieces_reused: safe_count("piecesReused", copy.pieces_reused as u64)?,
+            bytes_reused: safe_count("bytesReused", copy.bytes_reused)?,
         })
     }
 }

@@ -185,6 +185,30 @@ if (S3_URL) {
     test('the stale writer over S3', { skip: note }, () => {});
 }
 
+test('a written copy says what it stored and what it reused of its lineage', async () => {
+    const { tenant, copies, a } = await heldTenant();
+    const root = tenantRoot(tenant);
+    appendLedger(root, 'a1');
+    writeNotes(root, 'unchanged');
+    const first = await copies.writeCopy(a, root);
+    // Nothing to build on yet: every file is stored whole.
+    assert.deepEqual(
+        [first.piecesUploaded, first.bytesUploaded, first.piecesReused, first.bytesReused],
+        [2, first.bytes, 0, 0],
+    );
+    const again = await copies.writeCopy(a, root);
+    assert.equal(again.seq, 2);
+    // Nothing changed: both files are referenced where the first copy stored them.
+    assert.deepEqual(
+        [again.piecesUploaded, again.bytesUploaded, again.piecesReused, again.bytesReused],
+        [0, 0, 2, first.bytesUploaded],
+    );
+    writeNotes(root, 'changed');
+    const third = await copies.writeCopy(a, root);
+    assert.deepEqual([third.piecesUploaded, third.bytesUploaded], [1, 'changed'.length]);
+    assert.equal(third.piecesReused, 1, 'the ledger');
+});
+
 test('B crashes before its first copy: C skips A\'s late copy as superseded', async () => {
     const { tenant, key, store, acquire, expireAll, copies, a } = await heldTenant();
     const rootA = tenantRoot(tenant);
@@ -478,7 +502,9 @@ test('a lease held by a LeaseKeeper writes and restores copies too', async () =>
     const root = tenantRoot(tenant);
     assert.equal((await copies.restore(lease, root)).restored, null);
     writeNotes(root, 'kept');
-    assert.deepEqual(await copies.writeCopy(keeper.get(key), root), { epoch: 1, seq: 1, files: 1, bytes: 4 });
+    assert.deepEqual(await copies.writeCopy(keeper.get(key), root), {
+        epoch: 1, seq: 1, files: 1, bytes: 4, piecesUploaded: 1, bytesUploaded: 4, piecesReused: 0, bytesReused: 0,
+    });
     await keeper.shutdown();
     store.close();
 });

@@ -67,6 +67,16 @@ pub struct GotryWrittenCopy {
     pub files: usize,
     /// Bytes of those files (SQLite files as their backup image).
     pub bytes: u64,
+    /// Objects this copy stored (whole files and deltas of changed blocks), its manifest aside:
+    /// what the copy cost the store.
+    pub pieces_uploaded: usize,
+    /// Bytes of those objects.
+    pub bytes_uploaded: u64,
+    /// Objects of earlier copies of the lineage that this copy references instead of storing
+    /// them again.
+    pub pieces_reused: usize,
+    /// Bytes of those objects.
+    pub bytes_reused: u64,
 }
 
 /// One copy as the store lists it, without reading it.
@@ -229,6 +239,10 @@ pub unsafe extern "C" fn gotry_epoch_copies_write_copy(
             seq: written.seq,
             files: written.files,
             bytes: written.bytes,
+            pieces_uploaded: written.pieces_uploaded,
+            bytes_uploaded: written.bytes_uploaded,
+            pieces_reused: written.pieces_reused,
+            bytes_reused: written.bytes_reused,
         });
         Ok(())
     })

@@ -293,9 +293,15 @@ static void stale_writer(const char *dir, const char *const urls[3], const char 
     CHECK(write_state(a.root, "A-1") == 0);
     GotryWrittenCopy written = WRITE_COPY(&a);
     CHECK(written.epoch == 1 && written.seq == 1 && written.files == 2 && written.bytes > 0);
+    /* The first copy of a lineage has nothing to build on: every file is stored whole. */
+    CHECK(written.pieces_uploaded == 2 && written.bytes_uploaded == written.bytes && written.pieces_reused == 0 &&
+          written.bytes_reused == 0);
     CHECK(write_state(a.root, "A-2") == 0);
     written = WRITE_COPY(&a);
     CHECK(written.epoch == 1 && written.seq == 2 && written.files == 2);
+    /* The next one stores what changed and references the rest of its lineage. */
+    CHECK(written.pieces_uploaded >= 1 && written.bytes_uploaded > 0 &&
+          written.pieces_uploaded + written.pieces_reused >= written.files);
 
     /* A stalls: the store's clock passes its TTL; A's own clock stands still, so its gate
      * still passes (the frozen process that already made its check). */
@@ -410,6 +416,39 @@ static void stale_writer(const char *dir, const char *const urls[3], const char 
     holder_stop(&b);
     holder_stop(&c);
     holder_stop(&d);
+    gotry_store_free(leases);
+    gotry_manual_clock_free(wall);
+    gotry_error_free(err);
+}
+
+/* ---- what a copy stored and what it reused ---- */
+
+static void what_a_copy_stored(const char *dir) {
+    GotryError *err = NULL;
+    GotryManualClock *wall = NULL;
+    GotryStore *leases = NULL;
+    char path[4200];
+    char url[1200];
+    char state[1100];
+    const Tenant tenant = fresh_tenant("stored");
+    snprintf(path, sizeof path, "%s/leases.db", dir);
+    snprintf(url, sizeof url, "file://%s/store", dir);
+    snprintf(state, sizeof state, "%s/replica-a", dir);
+    STATUS(gotry_manual_clock_new(5000000, &wall), GOTRY_STATUS_OK);
+    STATUS(gotry_store_open(path, strlen(path), wall, &leases, &err), GOTRY_STATUS_OK);
+    Holder a;
+    holder_start(&a, leases, &tenant, "replica-a", 1, url, state);
+    CHECK(write_state(a.root, "only") == 0);
+    const GotryWrittenCopy first = WRITE_COPY(&a);
+    CHECK(first.pieces_uploaded == 2 && first.bytes_uploaded == first.bytes && first.pieces_reused == 0 &&
+          first.bytes_reused == 0);
+    /* Nothing changed: the copy is its manifest, every file referenced where it lies. */
+    const GotryWrittenCopy second = WRITE_COPY(&a);
+    CHECK(second.seq == 2 && second.bytes == first.bytes);
+    CHECK(second.pieces_uploaded == 0 && second.bytes_uploaded == 0 && second.pieces_reused == 2 &&
+          second.bytes_reused == first.bytes_uploaded);
+    STATUS(gotry_lease_release(a.lease, &err), GOTRY_STATUS_OK);
+    holder_stop(&a);
     gotry_store_free(leases);
     gotry_manual_clock_free(wall);
     gotry_error_free(err);
@@ -821,6 +860,8 @@ int main(int argc, char **argv) {
     gotry_durable_store_free(opened);
     const char *const urls[3] = {file_url, plain_url, file_url};
     stale_writer(dir, urls, "dir");
+    CHECK(subdir(argv[1], "stored", dir, sizeof dir) == 0);
+    what_a_copy_stored(dir);
     CHECK(subdir(argv[1], "invalid", dir, sizeof dir) == 0);
     restore_invalid_and_conflict(dir);
     CHECK(subdir(argv[1], "unavailable", dir, sizeof dir) == 0);

@@ -86,6 +86,7 @@ async function usage(): Promise<void> {
     await durable.delete('a/b');
     const copies = new EpochCopies({ store: directory });
     const written: WrittenCopy = await copies.writeCopy(lease, root);
+    const uploaded: number = written.bytesUploaded + written.piecesUploaded + written.bytesReused + written.piecesReused;
     const restored: RestoreReport = await copies.restore(kept, root, { verify: async dir => dir.length > 0 });
     const from: CopyId | null = restored.restored;
     const listed: CopyListing[] = await copies.list(leaseKey);
@@ -97,7 +98,7 @@ async function usage(): Promise<void> {
         if (error instanceof RestoreVerificationError) { const reason: SkipReason = error.skipped[0].reason; use(reason); }
         if (error instanceof DurableStoreUnavailableError) use(error.cause?.code);
     }
-    use(directory.location, outcome, bytes?.length, objects[0]?.size, written.seq, from?.epoch, listed[0]?.complete, gc.kept, forgottenCopies);
+    use(directory.location, outcome, bytes?.length, objects[0]?.size, written.seq, uploaded, from?.epoch, listed[0]?.complete, gc.kept, forgottenCopies);
 
     // Host snapshots: the class is the host's better-sqlite3 (here, a stand-in of its shape).
     class FakeDatabase {

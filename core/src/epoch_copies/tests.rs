@@ -1,5 +1,7 @@
 //! The copies' proofs, run on every backend: the directory, and an S3-compatible server.
 
+mod incremental;
+
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};

@@ -1,0 +1,529 @@
+//! Incremental copies (format 2) on every backend: pieces shared across the epochs of one
+//! lineage, stale holders that write the same names and digests, damaged pieces, the host's
+//! checkpoints, gc beside a copy in flight, and what a one-row change costs.
+
+use std::sync::mpsc::{channel, Receiver, Sender};
+
+use super::*;
+
+const LEDGER: &str = "gotry-state/gotry-state.db";
+
+/// A root whose ledger holds about `kb` KiB of padding, written once, and an empty
+/// `entries` table: a one-row change then touches a few of its pages.
+fn padded_root(root: &Path, kb: usize) {
+    let ledger = root.join(LEDGER);
+    fs::create_dir_all(ledger.parent().unwrap()).unwrap();
+    let db = rusqlite::Connection::open(&ledger).unwrap();
+    db.execute_batch(
+        "PRAGMA journal_mode = WAL; CREATE TABLE entries (text TEXT NOT NULL); CREATE TABLE pad (b BLOB); BEGIN;",
+    )
+    .unwrap();
+    for _ in 0..kb / 4 {
+        db.execute("INSERT INTO pad VALUES (randomblob(4000))", [])
+            .unwrap();
+    }
+    db.execute_batch("COMMIT").unwrap();
+}
+
+/// One committed row, the ledger closed again (its WAL checkpointed into the file).
+fn add_entry(root: &Path, text: &str) {
+    let db = rusqlite::Connection::open(root.join(LEDGER)).unwrap();
+    db.execute("INSERT INTO entries (text) VALUES (?1)", [text])
+        .unwrap();
+}
+
+fn entries_of(root: &Path) -> Vec<String> {
+    let db = rusqlite::Connection::open(root.join(LEDGER)).unwrap();
+    let mut query = db.prepare("SELECT text FROM entries ORDER BY rowid").unwrap();
+    let entries = query
+        .query_map([], |row| row.get(0))
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect();
+    entries
+}
+
+fn manifest_at(world: &World, epoch: i64, seq: u64) -> ManifestV2 {
+    let bytes = world
+        .durable
+        .get(&format!(
+            "{}{MANIFEST}",
+            copy_prefix(&key(), CopyId { epoch, seq }).unwrap()
+        ))
+        .unwrap()
+        .expect("the copy has its manifest");
+    serde_json::from_slice(&bytes).unwrap()
+}
+
+/// Every object a copy references, as the copy that stored it.
+fn stored_by(manifest: &ManifestV2) -> BTreeSet<CopyId> {
+    manifest
+        .files
+        .iter()
+        .flat_map(|f| std::iter::once(&f.base).chain(&f.delta))
+        .map(|o| o.copy().expect("a well-formed object name"))
+        .collect()
+}
+
+fn file_of<'a>(manifest: &'a ManifestV2, path: &str) -> &'a FileV2 {
+    manifest.files.iter().find(|f| f.path == path).unwrap()
+}
+
+/// Replaces an object through the store's own interface (delete, then create), so that the
+/// same damage can be done on every backend.
+fn corrupt(world: &World, object: &str) {
+    let mut bytes = world.durable.get(object).unwrap().unwrap();
+    let at = bytes.len() / 2;
+    bytes[at] ^= 0x40;
+    world.durable.delete(object).unwrap();
+    assert_eq!(
+        world.durable.put_new(object, &bytes).unwrap(),
+        PutOutcome::Created
+    );
+}
+
+fn full_key(object: &ObjectRef) -> String {
+    format!("{}{}", tenant_prefix(&key()).unwrap(), object.object)
+}
+
+#[test]
+fn a_copy_whose_pieces_span_three_epochs_restores() {
+    for (backend, world) in worlds() {
+        let a = world.holder("replica-a");
+        let root_a = world.root("a");
+        padded_root(&root_a, 256);
+        fs::write(root_a.join("static.bin"), vec![7u8; 3 * delta::BLOCK]).unwrap();
+        add_entry(&root_a, "a1");
+        world.copies().write_copy(&a, &root_a).unwrap();
+
+        let b = world.next_holder("replica-b");
+        let (root_b, copies_b) = (world.root("b"), world.copies());
+        assert_eq!(copies_b.restore(&b, &root_b, None).unwrap().restored, id(1, 1));
+        add_entry(&root_b, "b1");
+        fs::write(root_b.join("from-b.bin"), b"written in epoch 2").unwrap();
+        copies_b.write_copy(&b, &root_b).unwrap();
+
+        let c = world.next_holder("replica-c");
+        let (root_c, copies_c) = (world.root("c"), world.copies());
+        assert_eq!(copies_c.restore(&c, &root_c, None).unwrap().restored, id(2, 1));
+        add_entry(&root_c, "c1");
+        let written = copies_c.write_copy(&c, &root_c).unwrap();
+        assert_eq!((written.epoch, written.seq), (3, 1), "{backend}");
+        // Only the ledger changed: one delta here, the rest referenced where it lies.
+        assert_eq!(written.pieces_uploaded, 1, "{backend}: {written:?}");
+        assert_eq!(written.pieces_reused, 3, "{backend}: {written:?}");
+
+        let manifest = manifest_at(&world, 3, 1);
+        let epochs: BTreeSet<i64> = stored_by(&manifest).iter().map(|c| c.epoch).collect();
+        assert_eq!(epochs, BTreeSet::from([1, 2, 3]), "{backend}");
+        assert_eq!(file_of(&manifest, "static.bin").base.copy(), id(1, 1));
+        assert_eq!(file_of(&manifest, "from-b.bin").base.copy(), id(2, 1));
+        assert_eq!(file_of(&manifest, LEDGER).base.copy(), id(1, 1));
+        assert_eq!(
+            file_of(&manifest, LEDGER)
+                .delta
+                .as_ref()
+                .and_then(ObjectRef::copy),
+            id(3, 1)
+        );
+
+        let d = world.next_holder("replica-d");
+        let root_d = world.root("d");
+        let report = world.copies().restore(&d, &root_d, None).unwrap();
+        assert_eq!(report.restored, id(3, 1), "{backend}");
+        assert!(report.skipped.is_empty(), "{backend}: {:?}", report.skipped);
+        assert_eq!(entries_of(&root_d), ["a1", "b1", "c1"], "{backend}");
+        assert_eq!(
+            fs::read(root_d.join("static.bin")).unwrap(),
+            vec![7u8; 3 * delta::BLOCK]
+        );
+        assert_eq!(
+            fs::read(root_d.join("from-b.bin")).unwrap(),
+            b"written in epoch 2"
+        );
+    }
+}
+
+/// Two stale holders wake after their successors: one writes into its old epoch a copy whose
+/// files have exactly the digests of the copy the lineage went on from, the other a copy under
+/// the same object names as its own earlier copy. Neither is ever restored, and what the next
+/// holder writes references neither.
+#[test]
+fn a_stale_holders_late_copy_that_reuses_names_and_digests_is_never_restored() {
+    for (backend, world) in worlds() {
+        let a = world.holder("replica-a");
+        let (root_a, copies_a) = (world.root("a"), world.copies());
+        padded_root(&root_a, 64);
+        add_entry(&root_a, "a1");
+        copies_a.write_copy(&a, &root_a).unwrap();
+        add_entry(&root_a, "a2");
+        copies_a.write_copy(&a, &root_a).unwrap();
+
+        let b = world.next_holder("replica-b");
+        let (root_b, copies_b) = (world.root("b"), world.copies());
+        copies_b.restore(&b, &root_b, None).unwrap();
+        add_entry(&root_b, "b1");
+        copies_b.write_copy(&b, &root_b).unwrap();
+
+        // C restores B's copy and dies before copying: only its tenure marker remains.
+        assert_eq!(world.restored_by_next_holder("c"), id(2, 1), "{backend}");
+
+        // A wakes with B's state (same bytes, same digests) and writes into epoch 1.
+        fs::copy(root_b.join(LEDGER), root_a.join(LEDGER)).unwrap();
+        let late_a = copies_a.write_copy(&a, &root_a).unwrap();
+        assert_eq!((late_a.epoch, late_a.seq), (1, 3), "{backend}");
+        assert_eq!(
+            file_of(&manifest_at(&world, 1, 3), LEDGER).digest,
+            file_of(&manifest_at(&world, 2, 1), LEDGER).digest,
+            "{backend}"
+        );
+        // B wakes and writes a copy of its own, its delta under the same name in its folder.
+        add_entry(&root_b, "b-late");
+        let late_b = copies_b.write_copy(&b, &root_b).unwrap();
+        assert_eq!((late_b.epoch, late_b.seq), (2, 2), "{backend}");
+        let name = |m: &ManifestV2| {
+            let delta = file_of(m, LEDGER).delta.clone().unwrap().object;
+            delta.rsplit('/').next().unwrap().to_owned()
+        };
+        assert_eq!(name(&manifest_at(&world, 2, 2)), name(&manifest_at(&world, 2, 1)));
+
+        let d = world.next_holder("replica-d");
+        let (root_d, copies_d) = (world.root("d"), world.copies());
+        let report = copies_d.restore(&d, &root_d, None).unwrap();
+        assert_eq!(report.restored, id(2, 1), "{backend}");
+        assert_eq!(
+            report.skipped,
+            [SkippedCopy {
+                epoch: 2,
+                seq: 2,
+                reason: SkipReason::Superseded
+            }],
+            "{backend}"
+        );
+        assert_eq!(entries_of(&root_d), ["a1", "a2", "b1"], "{backend}");
+
+        let before: BTreeSet<String> = world
+            .durable
+            .list(&tenant_prefix(&key()).unwrap())
+            .unwrap()
+            .into_iter()
+            .map(|o| o.key)
+            .collect();
+        add_entry(&root_d, "d1");
+        let written = copies_d.write_copy(&d, &root_d).unwrap();
+        let references = stored_by(&manifest_at(&world, written.epoch, written.seq));
+        assert!(
+            !references.contains(&CopyId { epoch: 1, seq: 3 })
+                && !references.contains(&CopyId { epoch: 2, seq: 2 }),
+            "{backend}: {references:?}"
+        );
+        let own = epoch_prefix(&key(), d.epoch()).unwrap();
+        for object in world.durable.list(&tenant_prefix(&key()).unwrap()).unwrap() {
+            assert!(
+                before.contains(&object.key) || object.key.starts_with(&own),
+                "{backend}: {} was created outside the holder's prefix",
+                object.key
+            );
+        }
+        let e = world.next_holder("replica-e");
+        let root_e = world.root("e");
+        assert_eq!(
+            world.copies().restore(&e, &root_e, None).unwrap().restored,
+            Some(CopyId {
+                epoch: d.epoch(),
+                seq: 1
+            })
+        );
+        assert_eq!(entries_of(&root_e), ["a1", "a2", "b1", "d1"], "{backend}");
+    }
+}
+
+#[test]
+fn a_corrupted_piece_is_skipped_with_checksum_and_the_next_older_copy_restored() {
+    for (backend, world) in worlds() {
+        let a = world.holder("replica-a");
+        let (root, copies) = (world.root("a"), world.copies());
+        padded_root(&root, 64);
+        for n in ["1", "2", "3"] {
+            add_entry(&root, n);
+            copies.write_copy(&a, &root).unwrap();
+        }
+        let newest = manifest_at(&world, 1, 3);
+        let own = file_of(&newest, LEDGER)
+            .delta
+            .clone()
+            .expect("a one-row change is a delta");
+        assert_eq!(own.copy(), id(1, 3));
+        corrupt(&world, &full_key(&own));
+        assert_eq!(
+            copies.verify(&key(), CopyId { epoch: 1, seq: 3 }, None).unwrap(),
+            Some(SkipReason::Checksum),
+            "{backend}"
+        );
+
+        let b = world.next_holder("replica-b");
+        let root_b = world.root("b");
+        let report = world.copies().restore(&b, &root_b, None).unwrap();
+        assert_eq!(report.restored, id(1, 2), "{backend}");
+        assert_eq!(
+            report.skipped,
+            [SkippedCopy {
+                epoch: 1,
+                seq: 3,
+                reason: SkipReason::Checksum
+            }],
+            "{backend}"
+        );
+        assert_eq!(entries_of(&root_b), ["1", "2"], "{backend}");
+
+        // The base every copy shares, damaged: nothing is left to trust.
+        corrupt(&world, &full_key(&file_of(&newest, LEDGER).base));
+        let c = world.next_holder("replica-c");
+        match world.copies().restore(&c, &world.root("c"), None) {
+            Err(Error::RestoreInvalid { skipped, .. }) => assert_eq!(
+                skipped.iter().map(|s| (s.seq, s.reason)).collect::<Vec<_>>(),
+                [
+                    (3, SkipReason::Superseded),
+                    (2, SkipReason::Checksum),
+                    (1, SkipReason::Checksum)
+                ],
+                "{backend}"
+            ),
+            other => panic!("{backend}: {other:?}"),
+        }
+    }
+}
+
+/// The host keeps its ledger open (so the copies read it through its snapshot) and
+/// checkpoints its WAL between two copies, with frames written before and after.
+#[test]
+fn a_wal_checkpoint_by_the_host_between_two_copies_restores_the_committed_state() {
+    for (backend, world) in worlds() {
+        let a = world.holder("replica-a");
+        let root = world.root("a");
+        padded_root(&root, 512);
+        let host = rusqlite::Connection::open(root.join(LEDGER)).unwrap();
+        host.execute_batch("PRAGMA wal_autocheckpoint = 0").unwrap();
+        let wal = root.join(format!("{LEDGER}-wal"));
+        let copies = world.copies().with_host_snapshot(Some(same_library_snapshot()));
+        host.execute("INSERT INTO entries (text) VALUES ('h1')", [])
+            .unwrap();
+        assert!(fs::metadata(&wal).unwrap().len() > 0);
+        let first = copies.write_copy(&a, &root).unwrap();
+
+        host.execute("INSERT INTO entries (text) VALUES ('h2')", [])
+            .unwrap();
+        host.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)").unwrap();
+        assert_eq!(fs::metadata(&wal).unwrap().len(), 0, "the host emptied its WAL");
+        host.execute("INSERT INTO entries (text) VALUES ('h3')", [])
+            .unwrap();
+        let second = copies.write_copy(&a, &root).unwrap();
+        assert_eq!(second.pieces_uploaded, 1, "{backend}: {second:?}");
+        assert!(
+            second.bytes_uploaded < first.bytes_uploaded / 8,
+            "{backend}: the checkpoint moved pages, not their content: {second:?}"
+        );
+        // A checkpoint with nothing new: the committed state is what the last copy holds.
+        host.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)").unwrap();
+        let third = copies.write_copy(&a, &root).unwrap();
+        assert!(
+            third.bytes_uploaded < first.bytes_uploaded / 8,
+            "{backend}: {third:?}"
+        );
+        let committed: Vec<String> = {
+            let mut query = host.prepare("SELECT text FROM entries ORDER BY rowid").unwrap();
+            let rows = query.query_map([], |r| r.get(0)).unwrap();
+            rows.map(|r| r.unwrap()).collect()
+        };
+        drop(host);
+
+        let b = world.next_holder("replica-b");
+        let root_b = world.root("b");
+        let report = world
+            .copies()
+            .with_integrity_check(true)
+            .restore(&b, &root_b, None)
+            .unwrap();
+        assert_eq!(report.restored, id(1, 3), "{backend}");
+        assert_eq!(entries_of(&root_b), committed, "{backend}");
+        assert_eq!(committed, ["h1", "h2", "h3"]);
+    }
+}
+
+/// A store that, once armed, holds the copy's writer back right after it created an object
+/// whose name ends in `.delta` (the copy's pieces are stored, its manifest is not) until the
+/// test lets it go on.
+#[derive(Debug)]
+struct HeldBack {
+    inner: Arc<dyn DurableStore>,
+    armed: AtomicBool,
+    reached: Mutex<Option<Sender<()>>>,
+    release: Mutex<Option<Receiver<()>>>,
+}
+
+impl DurableStore for HeldBack {
+    fn put_new(&self, key: &str, bytes: &[u8]) -> Result<PutOutcome> {
+        let outcome = self.inner.put_new(key, bytes)?;
+        if key.ends_with(".delta") && self.armed.swap(false, Ordering::SeqCst) {
+            lock(&self.reached).take().unwrap().send(()).unwrap();
+            lock(&self.release).take().unwrap().recv().unwrap();
+        }
+        Ok(outcome)
+    }
+    fn get(&self, key: &str) -> Result<Option<Vec<u8>>> {
+        self.inner.get(key)
+    }
+    fn list(&self, prefix: &str) -> Result<Vec<ObjectInfo>> {
+        self.inner.list(prefix)
+    }
+    fn delete(&self, key: &str) -> Result<()> {
+        self.inner.delete(key)
+    }
+    fn location(&self) -> String {
+        self.inner.location()
+    }
+}
+
+/// gc (here an operator's instance, acting for the same holder) runs while a copy has stored
+/// its pieces but not its manifest: it deletes older copies and their pieces, and the copy,
+/// completed after it, restores with every piece it references.
+#[test]
+fn gc_interleaved_with_a_copy_being_written_deletes_nothing_it_needs() {
+    for (backend, world) in worlds() {
+        let (reached_tx, reached) = channel();
+        let (release, release_rx) = channel();
+        let held = Arc::new(HeldBack {
+            inner: world.durable.clone(),
+            armed: AtomicBool::new(false),
+            reached: Mutex::new(Some(reached_tx)),
+            release: Mutex::new(Some(release_rx)),
+        });
+        let writer = EpochCopies::new(held.clone());
+        let a = world.holder("replica-a");
+        let root = world.root("a");
+        padded_root(&root, 64);
+        for n in ["1", "2", "3"] {
+            add_entry(&root, n);
+            writer.write_copy(&a, &root).unwrap();
+        }
+        add_entry(&root, "4");
+        held.armed.store(true, Ordering::SeqCst);
+        let report = std::thread::scope(|scope| {
+            let copy = scope.spawn(|| writer.write_copy(&a, &root));
+            reached.recv().unwrap();
+            let report = world.copies().gc(&a, 1).unwrap();
+            release.send(()).unwrap();
+            let written = copy.join().unwrap().unwrap();
+            assert_eq!((written.seq, written.pieces_reused), (4, 1), "{backend}");
+            report
+        });
+        assert_eq!(report.kept, [CopyId { epoch: 1, seq: 3 }], "{backend}");
+        assert_eq!(
+            report.deleted,
+            [CopyId { epoch: 1, seq: 2 }, CopyId { epoch: 1, seq: 1 }],
+            "{backend}"
+        );
+        for (object, _) in AnyManifest::V2(manifest_at(&world, 1, 4))
+            .objects(&key(), CopyId { epoch: 1, seq: 4 })
+            .unwrap()
+        {
+            assert!(
+                world.durable.get(&object).unwrap().is_some(),
+                "{backend}: {object} is gone"
+            );
+        }
+        // The copy gc kept shares its base with the new one, and the next copy still builds on it.
+        add_entry(&root, "5");
+        assert_eq!(writer.write_copy(&a, &root).unwrap().pieces_reused, 1);
+        let b = world.next_holder("replica-b");
+        let root_b = world.root("b");
+        let restored = world.copies().restore(&b, &root_b, None).unwrap();
+        assert_eq!(restored.restored, id(1, 5), "{backend}");
+        assert!(restored.skipped.is_empty(), "{backend}: {:?}", restored.skipped);
+        assert_eq!(entries_of(&root_b), ["1", "2", "3", "4", "5"], "{backend}");
+    }
+}
+
+/// gc decides validity from sizes, without fetching: a newest copy damaged in its bytes still
+/// looks valid to it. A holder that restored an older copy (the damaged one skipped) builds
+/// its copies on that copy's base; its tenure marker makes the damaged copy superseded, so gc
+/// keeps the copy restored from, and its base, instead.
+#[test]
+fn gc_keeps_what_the_holders_next_copy_builds_on() {
+    for (backend, world) in worlds() {
+        let a = world.holder("replica-a");
+        let (root, copies) = (world.root("a"), world.copies());
+        padded_root(&root, 64);
+        add_entry(&root, "1");
+        copies.write_copy(&a, &root).unwrap();
+        add_entry(&root, "2");
+        copies.write_copy(&a, &root).unwrap();
+        // Most of the ledger rewritten: the third copy stores a new base.
+        let db = rusqlite::Connection::open(root.join(LEDGER)).unwrap();
+        db.execute_batch("UPDATE pad SET b = randomblob(4000)").unwrap();
+        drop(db);
+        copies.write_copy(&a, &root).unwrap();
+        let third = manifest_at(&world, 1, 3);
+        assert!(file_of(&third, LEDGER).delta.is_none(), "{backend}");
+        corrupt(&world, &full_key(&file_of(&third, LEDGER).base));
+
+        let b = world.next_holder("replica-b");
+        let (root_b, copies_b) = (world.root("b"), world.copies());
+        let report = copies_b.restore(&b, &root_b, None).unwrap();
+        assert_eq!(report.restored, id(1, 2), "{backend}");
+        let gc = copies_b.gc(&b, 1).unwrap();
+        assert_eq!(gc.kept, [CopyId { epoch: 1, seq: 2 }], "{backend}");
+        assert_eq!(gc.deleted, [CopyId { epoch: 1, seq: 1 }], "{backend}");
+        add_entry(&root_b, "b1");
+        copies_b.write_copy(&b, &root_b).unwrap();
+
+        let c = world.next_holder("replica-c");
+        let root_c = world.root("c");
+        let report = world.copies().restore(&c, &root_c, None).unwrap();
+        assert_eq!(report.restored, id(2, 1), "{backend}: {:?}", report.skipped);
+        assert_eq!(entries_of(&root_c), ["1", "2", "b1"], "{backend}");
+    }
+}
+
+/// What the report says a copy stored is what the store holds, and a one-row change of a
+/// ledger of a few MB stores a few blocks.
+#[test]
+fn a_one_row_change_of_a_multi_mb_ledger_uploads_a_few_blocks() {
+    for (backend, world) in worlds() {
+        let a = world.holder("replica-a");
+        let (root, copies) = (world.root("a"), world.copies());
+        padded_root(&root, 4096);
+        add_entry(&root, "1");
+        let size = fs::metadata(root.join(LEDGER)).unwrap().len();
+        assert!(size > 4 << 20, "{size}");
+        let first = copies.write_copy(&a, &root).unwrap();
+        assert_eq!(
+            (first.pieces_uploaded, first.bytes_uploaded),
+            (1, size),
+            "{backend}"
+        );
+        add_entry(&root, "2");
+        let second = copies.write_copy(&a, &root).unwrap();
+        assert_eq!(second.bytes, size, "{backend}");
+        assert_eq!(
+            (second.pieces_uploaded, second.pieces_reused),
+            (1, 1),
+            "{backend}"
+        );
+        assert_eq!(second.bytes_reused, size, "{backend}");
+        assert!(
+            second.bytes_uploaded <= 4 * delta::BLOCK as u64 + 64,
+            "{backend}: {second:?}"
+        );
+        assert_eq!(second.bytes_uploaded, copy_bytes(&world, 1, 2), "{backend}");
+
+        let b = world.next_holder("replica-b");
+        let root_b = world.root("b");
+        assert_eq!(
+            world.copies().restore(&b, &root_b, None).unwrap().restored,
+            id(1, 2)
+        );
+        assert_eq!(entries_of(&root_b), ["1", "2"], "{backend}");
+        assert_eq!(fs::metadata(root_b.join(LEDGER)).unwrap().len(), size);
+    }
+}
