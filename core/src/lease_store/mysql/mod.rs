@@ -147,7 +147,9 @@
 //! # What the server must provide
 //!
 //! InnoDB with `innodb_flush_log_at_trx_commit = 1` (the default; anything else loses
-//! acknowledged operations on power loss) and, with binary logging, `binlog_format` ROW or
+//! acknowledged operations on power loss) and, with binary logging, `sync_binlog = 1` (else
+//! crash recovery rolls back what the binary log lost): each new session checks both and
+//! refuses to work otherwise ([`UNSAFE_DURABILITY`]). With binary logging, `binlog_format` ROW or
 //! MIXED (sessions run at READ COMMITTED so that acquiring a new key takes no gap lock).
 //! Creating the schema needs the CREATE and TRIGGER privileges (and, with binary logging,
 //! `log_bin_trust_function_creators` or SUPER), and so does migrating it; using it needs
@@ -481,6 +483,22 @@ impl MysqlLeaseStore {
         };
         for statement in &self.session_setup {
             link.query_drop(statement)?;
+        }
+        let settings: Vec<Result<(i64, i64, i64), _>> =
+            link.query_opt("SELECT @@innodb_flush_log_at_trx_commit, @@log_bin, @@sync_binlog")?;
+        let settings = match settings.into_iter().next() {
+            Some(Ok(row)) => row,
+            _ => return Err(invalid_row("the server's durability settings")),
+        };
+        if let Some(why) = unsafe_durability(settings) {
+            return Err(Failure::Core(Error::Storage {
+                code: UNSAFE_DURABILITY.into(),
+                message: format!(
+                    "the MySQL server at {} {why}: it acknowledges commits that a crash can still \
+                     lose, and a lost grant is an epoch issued twice",
+                    self.endpoint.shown
+                ),
+            }));
         }
         Ok(conn)
     }
@@ -839,11 +857,46 @@ impl LeaseStore for MysqlLeaseStore {
     }
 }
 
+/// Why a server with these settings (`innodb_flush_log_at_trx_commit`, `log_bin`,
+/// `sync_binlog`) cannot keep an acknowledged grant, if it cannot. InnoDB must write and
+/// flush its log at every commit; with binary logging on, the binary log must be flushed at
+/// every commit too, or crash recovery rolls back transactions the binary log lost (and a
+/// replica promoted from it never had them).
+fn unsafe_durability((flush_log, log_bin, sync_binlog): (i64, i64, i64)) -> Option<String> {
+    if flush_log != 1 {
+        return Some(format!(
+            "runs with innodb_flush_log_at_trx_commit = {flush_log} (1 is needed)"
+        ));
+    }
+    if log_bin != 0 && sync_binlog != 1 {
+        return Some(format!(
+            "logs binary with sync_binlog = {sync_binlog} (1 is needed)"
+        ));
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use gotry_test_support::mysql::{self as server, ScratchTables};
 
     use super::*;
+
+    #[test]
+    fn a_server_that_can_lose_an_acknowledged_commit_is_named() {
+        assert_eq!(
+            unsafe_durability((1, 0, 0)),
+            None,
+            "no binary log: sync_binlog is moot"
+        );
+        assert_eq!(unsafe_durability((1, 1, 1)), None);
+        for settings in [(0, 0, 0), (2, 0, 0), (2, 1, 1)] {
+            let why = unsafe_durability(settings).unwrap();
+            assert!(why.contains("innodb_flush_log_at_trx_commit"), "{why}");
+        }
+        let why = unsafe_durability((1, 1, 0)).unwrap();
+        assert!(why.contains("sync_binlog = 0"), "{why}");
+    }
 
     #[test]
     fn urls_name_every_part() {

@@ -13,6 +13,10 @@ pub const TLS_HANDSHAKE: &str = "MYSQL_TLS_HANDSHAKE";
 pub const TLS_SETUP: &str = "MYSQL_TLS_SETUP";
 /// The server refuses plain connections and `ssl-mode=disabled` was asked.
 pub const TLS_REQUIRED_BY_SERVER: &str = "MYSQL_TLS_REQUIRED_BY_SERVER";
+/// The server acknowledges commits that a crash can still take back
+/// (`innodb_flush_log_at_trx_commit` other than 1, or binary logging with `sync_binlog`
+/// other than 1): a lost grant is an epoch issued twice.
+pub const UNSAFE_DURABILITY: &str = "MYSQL_UNSAFE_DURABILITY";
 
 /// How the link to the server is protected (the URL's `ssl-mode`); see the module
 /// documentation.
