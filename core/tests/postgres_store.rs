@@ -339,10 +339,14 @@ impl Proxy {
                             {
                                 committed.store(true, Ordering::SeqCst);
                             }
-                            if !to_server && committed.load(Ordering::SeqCst) {
-                                // The server answered the COMMIT, so it ran it; the client
-                                // never hears.
-                                let _ = from.shutdown(Shutdown::Both);
+                            // The server's answer to it (CommandComplete, tag COMMIT): the
+                            // commit is done, and the client never hears so. Only the
+                            // client's side is cut; answers before it pass as they are.
+                            if !to_server
+                                && committed.load(Ordering::SeqCst)
+                                && buffer[..n].windows(7).any(|w| w == b"COMMIT\0")
+                            {
+                                let _ = to.shutdown(Shutdown::Both);
                                 break;
                             }
                             if to.write_all(&buffer[..n]).is_err() {

@@ -372,6 +372,10 @@ impl PostgresLeaseStore {
             let answer = tokio::time::timeout_at(until, task_inner.run(&job, until))
                 .await
                 .unwrap_or_else(|_| Err(task_inner.endpoint.timed_out()));
+            // Let go of the store before answering: a caller that holds the only other
+            // handle may count on being its sole owner once it has its answer
+            // (`with_log_retention` right after `open`).
+            drop(task_inner);
             // The caller waits on the receiver, or gave up (below) and dropped it.
             let _ = sender.send(answer);
         });
