@@ -5,8 +5,6 @@
 //! winds the lease database back to before the first grant under the running routers, and
 //! watches what the reissued epoch's holder does.
 
-use std::fs;
-use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,7 +16,7 @@ use gotry_tenant_state::{
     lease_key_for, ErrorCode, LeaseStore, ManualClock, PostgresLeaseStore, PostgresOptions, SqliteLeaseStore,
     TenantHandle, TenantRouter,
 };
-use gotry_test_support::{mysql as mysql_server, postgres as postgres_server};
+use gotry_test_support::{lines, mysql as mysql_server, postgres as postgres_server};
 use mysql::prelude::Queryable;
 
 const ORG: &str = "acme";
@@ -204,23 +202,9 @@ fn key() -> String {
 
 fn write(router: &TenantRouter, line: &str) -> gotry_tenant_state::Result<()> {
     router.run(&key(), |handle: &TenantHandle| {
-        fs::create_dir_all(&handle.root).unwrap();
-        let mut file = fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(handle.root.join("lines.txt"))
-            .unwrap();
-        writeln!(file, "{line}").unwrap();
+        lines::append(&handle.root, line);
         Ok(())
     })
-}
-
-fn lines(handle: &TenantHandle) -> Vec<String> {
-    fs::read_to_string(handle.root.join("lines.txt"))
-        .unwrap_or_default()
-        .lines()
-        .map(str::to_owned)
-        .collect()
 }
 
 fn code<T: std::fmt::Debug>(answer: gotry_tenant_state::Result<T>) -> Option<ErrorCode> {
@@ -262,7 +246,7 @@ fn reissued_epoch_is_never_served(site: &Site, second: (&str, &str)) {
     let next = site.router("c", "c");
     let handle = next.open(ORG, TENANT).unwrap();
     assert!(handle.epoch() >= 2, "epoch {}", handle.epoch());
-    assert_eq!(lines(&handle), ["one", "two"]);
+    assert_eq!(lines::read(&handle.root), ["one", "two"]);
     for router in [first, reissued, next] {
         router.close(Duration::ZERO);
     }

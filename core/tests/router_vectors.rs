@@ -4,7 +4,6 @@
 
 use std::collections::HashMap;
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -15,6 +14,7 @@ use gotry_tenant_state::router::{CopyPolicy, Durability, RouterOptions};
 use gotry_tenant_state::{
     lease_key_for, Error, LeaseStore, ManualClock, RouterCall, SqliteLeaseStore, TenantHandle, TenantRouter,
 };
+use gotry_test_support::lines;
 use serde_json::{json, Value};
 
 fn scenarios() -> Value {
@@ -34,13 +34,7 @@ fn outcome<T>(answer: Result<T, Error>, ok: impl FnOnce(T) -> Value) -> Value {
 }
 
 fn append_line(handle: &TenantHandle, line: &str) -> Result<(), Error> {
-    fs::create_dir_all(&handle.root).unwrap();
-    let mut file = fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(handle.root.join("lines.txt"))
-        .unwrap();
-    writeln!(file, "{line}").unwrap();
+    lines::append(&handle.root, line);
     Ok(())
 }
 
@@ -199,8 +193,7 @@ impl Site {
                     step["tenant"].as_str().unwrap(),
                 )
                 .unwrap();
-                let text = fs::read_to_string(root.join("lines.txt")).unwrap_or_default();
-                Value::Array(text.lines().map(|l| json!(l)).collect())
+                Value::Array(lines::read(&root).into_iter().map(Value::String).collect())
             }
             "advance" => {
                 self.clock.advance(step["ms"].as_i64().unwrap()).unwrap();

@@ -7,6 +7,7 @@
 
 pub mod conformance;
 pub mod faulty;
+pub mod lines;
 pub mod moto;
 pub mod mysql;
 pub mod postgres;
