@@ -140,7 +140,7 @@ class Site {
     }
 
     async close() {
-        for (const router of this.routers.values()) await router.close({ timeoutMs: 0 });
+        for (const router of this.routers.values()) await router.close({ timeoutMs: 10_000 });
         this.leaseStore.close();
     }
 }

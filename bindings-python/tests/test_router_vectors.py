@@ -175,7 +175,7 @@ class Site:
 
     def close(self) -> None:
         for router in self.routers.values():
-            router.close(timeout_ms=0)
+            router.close(timeout_ms=10_000)
         self.leases.close()
 
 

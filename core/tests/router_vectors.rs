@@ -221,7 +221,7 @@ fn every_router_scenario_replays_on_the_core() {
             }
         }
         for (_, router) in site.routers.drain() {
-            router.close(Duration::ZERO);
+            router.close(Duration::from_secs(10));
         }
         replayed += 1;
     }

@@ -354,7 +354,7 @@ int main(int argc, char **argv) {
         for (int i = 0; i < MAX_NAMED; i++) {
             if (site.replicas[i].router == NULL) continue;
             GotryCloseReport *report = NULL;
-            gotry_router_close(site.replicas[i].router, 0, &report);
+            gotry_router_close(site.replicas[i].router, 10000, &report);
             gotry_close_report_free(report);
             gotry_router_free(site.replicas[i].router);
         }
