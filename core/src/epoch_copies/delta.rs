@@ -68,11 +68,14 @@ pub(super) fn encode(content: &[u8], changed: &[usize]) -> Vec<u8> {
     out
 }
 
+/// Digests of a base's blocks by index.
+pub(super) type BlockDigests = Vec<(usize, [u8; 32])>;
+
 /// Applies a delta to its base in place; `None` when the delta is malformed for this base.
 /// Also gives the digests of the base's blocks that the delta replaced or cut off, by index,
 /// hashed before they went: with the file's own block digests they make the base's (see
 /// [`base_blocks`]), so a restore hashes the file once, not the base and the file apart.
-pub(super) fn apply(mut base: Vec<u8>, delta: &[u8]) -> Option<(Vec<u8>, Vec<(usize, [u8; 32])>)> {
+pub(super) fn apply(mut base: Vec<u8>, delta: &[u8]) -> Option<(Vec<u8>, BlockDigests)> {
     let word =
         |at: usize| -> Option<u64> { Some(u64::from_le_bytes(delta.get(at..at + 8)?.try_into().ok()?)) };
     if delta.get(..8)? != DELTA_MAGIC {
@@ -99,7 +102,7 @@ pub(super) fn apply(mut base: Vec<u8>, delta: &[u8]) -> Option<(Vec<u8>, Vec<(us
         Sha256::digest(&base[index * BLOCK..((index + 1) * BLOCK).min(base.len())]).into()
     };
     let cut_off = len.div_ceil(BLOCK)..base_count;
-    let mut replaced: Vec<(usize, [u8; 32])> = indexes
+    let mut replaced: BlockDigests = indexes
         .iter()
         .copied()
         .filter(|&index| index < base_count)
