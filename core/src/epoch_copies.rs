@@ -417,7 +417,18 @@ impl EpochCopies {
                 });
             }
         }
-        if file.sqlite && !Restored::read_in_place(content.to_vec(), true).passes("quick_check") {
+        // The check runs while the base is stored: the manifest, which alone publishes it, is
+        // written only if it passes (a base that fails stays an unreferenced object of this
+        // copy's own folder, which gc deletes with the incomplete copy).
+        let object = name(&format!("files/{index:06}"));
+        let (checked, stored) = std::thread::scope(|scope| {
+            let checked = file.sqlite.then(|| {
+                scope.spawn(|| Restored::read_in_place(content.to_vec(), true).passes("quick_check"))
+            });
+            let stored = store(&object, content);
+            (checked.is_none_or(|c| c.join().unwrap_or(false)), stored)
+        });
+        if !checked {
             return Err(Error::Storage {
                 code: "SQLITE_CORRUPT".to_owned(),
                 message: format!(
@@ -426,8 +437,7 @@ impl EpochCopies {
                 ),
             });
         }
-        let object = name(&format!("files/{index:06}"));
-        store(&object, content)?;
+        stored?;
         let base = ObjectRef {
             object,
             size,
