@@ -424,7 +424,18 @@ impl EpochCopies {
                 });
             }
         }
-        if file.sqlite && !Restored::read_in_place(content.to_vec(), true).passes("quick_check") {
+        // The check runs while the base is stored: the manifest, which alone publishes it, is
+        // written only if it passes (a base that fails stays an unreferenced object of this
+        // copy's own folder, which gc deletes with the incomplete copy).
+        let object = name(&format!("files/{index:06}"));
+        let (checked, stored) = std::thread::scope(|scope| {
+            let checked = file.sqlite.then(|| {
+                scope.spawn(|| Restored::read_in_place(content.to_vec(), true).passes("quick_check"))
+            });
+            let stored = store(&object, content);
+            (checked.is_none_or(|c| c.join().unwrap_or(false)), stored)
+        });
+        if !checked {
             return Err(Error::Storage {
                 code: "SQLITE_CORRUPT".to_owned(),
                 message: format!(
@@ -433,8 +444,7 @@ impl EpochCopies {
                 ),
             });
         }
-        let object = name(&format!("files/{index:06}"));
-        store(&object, content)?;
+        stored?;
         let base = ObjectRef {
             object,
             size,
@@ -939,25 +949,24 @@ impl EpochCopies {
         })
     }
 
-    /// One file of a format 2 copy: its base and delta, each checked against its digest as it
-    /// arrives, then the file they make against the file's digest (and `integrity_check` when
-    /// the handle asks for it), written out.
+    /// One file of a format 2 copy: its base and delta fetched at once, the delta checked
+    /// against its digest, the file they make written out while its blocks are hashed, then
+    /// checked against the file's digest and the base against its own (and `integrity_check`
+    /// when the handle asks for it). The base's digest comes from the file's block digests and
+    /// those of the few base blocks the delta replaced: one pass of hashing over the file,
+    /// overlapped with the write, where checking the base and the file apart would take two
+    /// before it. Bytes that fail a check are in the scratch folder only, never installed.
     fn fetch_v2(
         &self,
         prefix: &str,
         file: &FileV2,
         into: &Path,
     ) -> Result<std::result::Result<Known, SkipReason>> {
-        /// An object's bytes with the digest of each of its blocks.
-        type Fetched = (Vec<u8>, Vec<[u8; 32]>);
-        let fetch = |object: &ObjectRef| -> Result<Option<Fetched>> {
-            let Some(bytes) = self.store.get(&format!("{prefix}{}", object.object))? else {
-                return Ok(None);
-            };
-            let blocks = delta::block_digests(&bytes);
-            let intact =
-                bytes.len() as u64 == object.size && delta::digest_of(&blocks, object.size) == object.digest;
-            Ok(intact.then_some((bytes, blocks)))
+        let fetch = |object: &ObjectRef| -> Result<Option<Vec<u8>>> {
+            Ok(self
+                .store
+                .get(&format!("{prefix}{}", object.object))?
+                .filter(|bytes| bytes.len() as u64 == object.size))
         };
         // The delta comes in while the base does: a restore waits for the larger of the two
         // round trips, not their sum (at most two gets a file, four files at once).
@@ -966,38 +975,53 @@ impl EpochCopies {
             let base = fetch(&file.base);
             (base, delta.map(|d| d.join().expect("a fetch does not panic")))
         });
-        let Some((base, base_blocks)) = base? else {
+        let Some(base) = base? else {
             return Ok(Err(SkipReason::Checksum));
         };
-        let content = match delta {
-            None => base,
-            Some(delta) => {
-                let Some((delta_bytes, _)) = delta? else {
+        let (content, replaced) = match (delta, &file.delta) {
+            (Some(delta), Some(object)) => {
+                let Some(delta_bytes) = delta?.filter(|d| delta::digest(d) == object.digest) else {
                     return Ok(Err(SkipReason::Checksum));
                 };
+                let base_len = base.len() as u64;
                 match delta::apply(base, &delta_bytes) {
-                    Some(content) if delta::digest(&content) == file.digest => content,
-                    _ => return Ok(Err(SkipReason::Checksum)),
+                    Some((content, replaced)) => (content, Some((replaced, base_len))),
+                    None => return Ok(Err(SkipReason::Checksum)),
                 }
             }
+            _ => (base, None),
         };
-        if content.len() as u64 != file.size || (file.delta.is_none() && file.base.digest != file.digest) {
+        if content.len() as u64 != file.size {
             return Ok(Err(SkipReason::Checksum));
         }
         let target = into.join(relative_path(&file.path).expect("checked by layable"));
+        let (blocks, written) = std::thread::scope(|scope| {
+            let blocks = scope.spawn(|| delta::block_digests(&content));
+            let written = write_durably(&target, &[&content]);
+            (blocks.join().expect("hashing does not panic"), written)
+        });
+        written?;
+        if delta::digest_of(&blocks, file.size) != file.digest {
+            return Ok(Err(SkipReason::Checksum));
+        }
+        let base_blocks = match replaced {
+            None => blocks,
+            Some((replaced, base_len)) => match delta::base_blocks(&blocks, &replaced, base_len) {
+                Some(base_blocks) => base_blocks,
+                None => return Ok(Err(SkipReason::Checksum)),
+            },
+        };
+        if delta::digest_of(&base_blocks, file.base.size) != file.base.digest {
+            return Ok(Err(SkipReason::Checksum));
+        }
         let sqlite = file.sqlite || content.starts_with(SQLITE_HEADER);
-        let image = Restored::read_in_place(content, sqlite);
-        std::thread::scope(|scope| {
-            let check = (sqlite && self.full_check).then(|| scope.spawn(|| image.integrity_ok()));
-            write_durably(&target, &image.stored())?;
-            if !check.is_none_or(|check| check.join().unwrap_or(false)) {
-                return Ok(Err(SkipReason::Integrity));
-            }
-            Ok(Ok(Known {
-                file: file.clone(),
-                base_blocks: Arc::new(base_blocks),
-            }))
-        })
+        if sqlite && self.full_check && !Restored::read_in_place(content, true).integrity_ok() {
+            return Ok(Err(SkipReason::Integrity));
+        }
+        Ok(Ok(Known {
+            file: file.clone(),
+            base_blocks: Arc::new(base_blocks),
+        }))
     }
 }
 

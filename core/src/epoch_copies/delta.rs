@@ -68,8 +68,14 @@ pub(super) fn encode(content: &[u8], changed: &[usize]) -> Vec<u8> {
     out
 }
 
+/// Digests of a base's blocks by index.
+pub(super) type BlockDigests = Vec<(usize, [u8; 32])>;
+
 /// Applies a delta to its base in place; `None` when the delta is malformed for this base.
-pub(super) fn apply(mut base: Vec<u8>, delta: &[u8]) -> Option<Vec<u8>> {
+/// Also gives the digests of the base's blocks that the delta replaced or cut off, by index,
+/// hashed before they went: with the file's own block digests they make the base's (see
+/// [`base_blocks`]), so a restore hashes the file once, not the base and the file apart.
+pub(super) fn apply(mut base: Vec<u8>, delta: &[u8]) -> Option<(Vec<u8>, BlockDigests)> {
     let word =
         |at: usize| -> Option<u64> { Some(u64::from_le_bytes(delta.get(at..at + 8)?.try_into().ok()?)) };
     if delta.get(..8)? != DELTA_MAGIC {
@@ -81,25 +87,55 @@ pub(super) fn apply(mut base: Vec<u8>, delta: &[u8]) -> Option<Vec<u8>> {
     if indexes_end > delta.len() {
         return None;
     }
+    let indexes = (0..count)
+        .map(|n| usize::try_from(word(24 + n * 8)?).ok())
+        .collect::<Option<Vec<usize>>>()?;
+    if indexes.windows(2).any(|w| w[0] >= w[1])
+        || indexes
+            .last()
+            .is_some_and(|&i| i.checked_mul(BLOCK).is_none_or(|start| start >= len))
+    {
+        return None;
+    }
+    let base_count = base.len().div_ceil(BLOCK);
+    let base_block = |base: &[u8], index: usize| -> [u8; 32] {
+        Sha256::digest(&base[index * BLOCK..((index + 1) * BLOCK).min(base.len())]).into()
+    };
+    let cut_off = len.div_ceil(BLOCK)..base_count;
+    let mut replaced: BlockDigests = indexes
+        .iter()
+        .copied()
+        .filter(|&index| index < base_count)
+        .chain(cut_off)
+        .map(|index| (index, base_block(&base, index)))
+        .collect();
+    replaced.sort_unstable_by_key(|&(index, _)| index);
     base.resize(len, 0);
     let mut at = indexes_end;
-    let mut previous = None;
-    for n in 0..count {
-        let index = usize::try_from(word(24 + n * 8)?).ok()?;
-        if previous.is_some_and(|p| p >= index) {
-            return None;
-        }
-        previous = Some(index);
-        let start = index.checked_mul(BLOCK)?;
-        if start >= len {
-            return None;
-        }
+    for index in indexes {
+        let start = index * BLOCK;
         let end = (start + BLOCK).min(len);
         let bytes = delta.get(at..at + (end - start))?;
         base[start..end].copy_from_slice(bytes);
         at += end - start;
     }
-    (at == delta.len()).then_some(base)
+    (at == delta.len()).then_some((base, replaced))
+}
+
+/// The block digests of a base of `base_len` bytes, from those of the file a delta made of it
+/// and the digests [`apply`] gave of the blocks it replaced or cut off; `None` when those do
+/// not cover the base (a delta that is not what it claims: its base then fails its digest).
+pub(super) fn base_blocks(
+    file: &[[u8; 32]],
+    replaced: &[(usize, [u8; 32])],
+    base_len: u64,
+) -> Option<Vec<[u8; 32]>> {
+    let count = usize::try_from(base_len).ok()?.div_ceil(BLOCK);
+    let mut blocks: Vec<Option<[u8; 32]>> = (0..count).map(|i| file.get(i).copied()).collect();
+    for &(index, digest) in replaced {
+        *blocks.get_mut(index)? = Some(digest);
+    }
+    blocks.into_iter().collect()
 }
 
 #[cfg(test)]
@@ -115,13 +151,24 @@ mod tests {
         let changed = changed_blocks(&block_digests(&base), &block_digests(&now));
         assert_eq!(changed, vec![2, 5, 6]);
         let delta = encode(&now, &changed);
-        assert_eq!(apply(base.clone(), &delta).as_deref(), Some(&now[..]));
+        let (rebuilt, replaced) = apply(base.clone(), &delta).unwrap();
+        assert_eq!(rebuilt, now);
+        // The base's own block digests come back from the file's and the replaced ones.
+        assert_eq!(
+            base_blocks(&block_digests(&now), &replaced, base.len() as u64),
+            Some(block_digests(&base))
+        );
         let shorter = &now[..BLOCK + 1];
         let delta = encode(
             shorter,
             &changed_blocks(&block_digests(&base), &block_digests(shorter)),
         );
-        assert_eq!(apply(base.clone(), &delta).as_deref(), Some(shorter));
+        let (rebuilt, replaced) = apply(base.clone(), &delta).unwrap();
+        assert_eq!(rebuilt, shorter);
+        assert_eq!(
+            base_blocks(&block_digests(shorter), &replaced, base.len() as u64),
+            Some(block_digests(&base))
+        );
         let mut torn = encode(&now, &[2, 5, 6]);
         torn.pop();
         assert_eq!(apply(base.clone(), &torn), None);

@@ -527,3 +527,32 @@ fn a_one_row_change_of_a_multi_mb_ledger_uploads_a_few_blocks() {
         assert_eq!(fs::metadata(root_b.join(LEDGER)).unwrap().len(), size);
     }
 }
+
+/// A whole image (here a first copy) of a database that fails `quick_check` is never
+/// published: the copy fails, no manifest names it, and a restore does not see it.
+#[test]
+fn an_image_that_fails_its_check_is_not_published() {
+    for (backend, world) in worlds() {
+        let a = world.holder("replica-a");
+        let (root, copies) = (world.root("a"), world.copies());
+        padded_root(&root, 64);
+        add_entry(&root, "1");
+        let ledger = root.join(LEDGER);
+        // The pad table's root page (the third), an interior page, overwritten.
+        let mut damaged = fs::read(&ledger).unwrap();
+        damaged[2 * delta::BLOCK..3 * delta::BLOCK].fill(0xff);
+        fs::write(&ledger, &damaged).unwrap();
+        match copies.write_copy(&a, &root) {
+            Err(Error::Storage { code, message }) => {
+                assert_eq!(code, "SQLITE_CORRUPT", "{backend}");
+                assert!(message.contains("quick_check"), "{backend}: {message}");
+            }
+            other => panic!("{backend}: {other:?}"),
+        }
+        assert!(
+            copies.list(&key()).unwrap().iter().all(|c| !c.complete),
+            "{backend}: no manifest names the image"
+        );
+        assert_eq!(world.restored_by_next_holder("b"), None, "{backend}");
+    }
+}
