@@ -15,6 +15,7 @@ __all__ = [
     "ERROR_CODES",
     "MIN_LEASE_TTL_MS",
     "MAX_LEASE_TTL_MS",
+    "_SNAPSHOT_LOCK_WAIT_S",
     "assert_lease_ttl",
     "version",
     "METRICS_CONTENT_TYPE",
