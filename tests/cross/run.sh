@@ -107,6 +107,7 @@ if until <= at:
     # The workers may have released this key last; a rightful holder takes it first, so the
     # intruder's grant below always lands on an unexpired lease.
     epoch += 1
+    db.execute("UPDATE leases SET owner = 'rightful', epoch = ?, lease_until_ms = ? WHERE key = ?", (epoch, at + ttl, key))
     db.execute("INSERT INTO lease_log (key, op, owner, epoch, at_ms) VALUES (?, 'acquire', 'rightful', ?, ?)", (key, epoch, at))
     at += 1
 db.execute("UPDATE leases SET owner = 'intruder', epoch = ?, lease_until_ms = ? WHERE key = ?", (epoch + 1, at + ttl, key))
