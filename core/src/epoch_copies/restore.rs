@@ -443,6 +443,30 @@ mod tests {
             assert_eq!(unsafe { libc::kill(self.pid(), signal) }, 0);
         }
 
+        /// Freezes the child (SIGSTOP) at a moment `found` names something, and returns what it
+        /// names then: what was seen before the stop may be gone by the time it is taken, so
+        /// it is looked for again once the child shows as stopped, and the child let go and
+        /// stopped again until it is there.
+        fn stop_inside<T>(&mut self, mut found: impl FnMut() -> Option<T>) -> T {
+            for _ in 0..200 {
+                self.wait_for(&mut found);
+                self.signal(libc::SIGSTOP);
+                let stat = format!("/proc/{}/stat", self.pid());
+                while !fs::read_to_string(&stat)
+                    .unwrap()
+                    .rsplit_once(") ")
+                    .is_some_and(|(_, rest)| rest.starts_with('T'))
+                {
+                    std::thread::yield_now();
+                }
+                if let Some(value) = found() {
+                    return value;
+                }
+                self.signal(libc::SIGCONT);
+            }
+            panic!("in 200 tries, the child was never stopped where it was looked for");
+        }
+
         /// Waits until `found` names something, failing if the child died first.
         fn wait_for<T>(&mut self, mut found: impl FnMut() -> Option<T>) -> T {
             loop {
@@ -509,8 +533,7 @@ mod tests {
 
         // A live restore in another process, frozen mid-way: its scratch folder must stay.
         let mut live = Kid::spawn(RESTORE_TEST, "restore", dir, "");
-        let live_scratch = live.wait_for(|| busy_scratch(dir, &BTreeSet::new()));
-        live.signal(libc::SIGSTOP);
+        let live_scratch = live.stop_inside(|| busy_scratch(dir, &BTreeSet::new()));
 
         // A restore killed mid-way; its scratch folder is what the next restore removes.
         let dead_scratch = (0..20)
@@ -584,8 +607,7 @@ mod tests {
         };
 
         let mut live = Kid::spawn(COPY_TEST, "copy", dir, "t-0000000000000000000000000000000a");
-        let live_files = live.wait_for(staged_by(&live));
-        live.signal(libc::SIGSTOP);
+        let live_files = live.stop_inside(staged_by(&live));
 
         let dead_files = (0..20)
             .find_map(|_| {
