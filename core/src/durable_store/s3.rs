@@ -641,6 +641,15 @@ fn credential_of(userinfo: &str) -> Result<AwsCredential> {
     if key_id.is_empty() || secret_key.is_empty() {
         return Err(shape());
     }
+    // The key id travels in the Authorization header, where the HTTP client refuses (on its
+    // own thread, as a failure with no answer) anything but visible ASCII; the secret only
+    // keys the signature, but a control character there is a pasting mistake, not a secret.
+    if !key_id.bytes().all(|b| b.is_ascii_graphic()) || secret_key.chars().any(char::is_control) {
+        return Err(Error::invalid_argument(
+            "the credential of an s3:// URL holds a character no S3 credential has: the key id is \
+             visible ASCII, and neither part holds a control character",
+        ));
+    }
     Ok(AwsCredential {
         key_id,
         secret_key,
@@ -1052,6 +1061,33 @@ mod tests {
                     proptest::prop_assert_ne!(backend_code.as_str(), "S3_RUNTIME", "{}", message);
                 }
                 Err(other) => proptest::prop_assert!(false, "{other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_credential_no_client_could_send_is_refused_without_showing_it() {
+        for userinfo in [
+            "%00:A",
+            "AKID%0A:secret",
+            "AK%20ID:secret",
+            "AKID:se%07cret",
+            "AKID%C3%A9:secret",
+        ] {
+            let url = format!("s3://{userinfo}@bucket?endpoint=http://127.0.0.1:9");
+            match S3DurableStore::open_url(&url) {
+                Err(Error::InvalidArgument { message }) => {
+                    assert!(
+                        message.contains("holds a character no S3 credential has"),
+                        "{message}"
+                    );
+                    assert!(
+                        !message.contains("secret") && !message.contains("AKID"),
+                        "{message}"
+                    );
+                }
+                Err(other) => panic!("{userinfo}: {other:?}"),
+                Ok(_) => panic!("{userinfo}: opened"),
             }
         }
     }
