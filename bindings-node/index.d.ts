@@ -427,7 +427,7 @@ export interface EpochCopiesOptions extends HostSnapshotOptions {
 /** The part of better-sqlite3's `Database` class that betterSqlite3Snapshot uses. */
 export interface BetterSqlite3Class {
     new (filename: string, options?: { readonly?: boolean; fileMustExist?: boolean }): {
-        prepare(source: string): { run(...parameters: unknown[]): unknown };
+        serialize(): Uint8Array;
         close(): unknown;
     };
 }
@@ -436,9 +436,10 @@ export interface BetterSqlite3Class {
  * The snapshot function for ledgers the host keeps open in better-sqlite3. Pass the host's
  * own class (`betterSqlite3Snapshot(require('better-sqlite3'))`): a better-sqlite3 loaded from
  * another path is a second SQLite library in the process, with the same defect as the
- * addon's. It opens the file read-only with that class and writes the image with
- * `VACUUM INTO` (one read transaction; a single file, no `-wal`), on the event loop; a held
- * file that is not a SQLite database is copied as it is.
+ * addon's. It opens the file read-only with that class and writes the image page for page
+ * with `db.serialize()` (one read transaction, laid out as the ledger is, so a copy stores
+ * only the blocks that changed), on the event loop; a held file that is not a SQLite database
+ * is copied as it is.
  */
 export declare function betterSqlite3Snapshot(Database: BetterSqlite3Class): (source: string, image: string) => Promise<void>;
 

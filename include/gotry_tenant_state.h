@@ -631,8 +631,11 @@ typedef struct GotryRecordView {
  * locks belong to the process, so its own SQLite (a copy bundled in this library, not the
  * host's) would drop the host's locks on close and could delete the WAL the host still
  * writes to. It asks this function instead: write a transaction-consistent, self-contained
- * image of the database at `source` to the new file `image` (`VACUUM INTO`, or
- * `sqlite3_backup_*` from the host's connection into a connection on `image`). Both paths
+ * image of the database at `source` to the new file `image`, page for page
+ * (`sqlite3_backup_*` from the host's connection into a connection on `image`, or
+ * `sqlite3_serialize`): a copy stores only the blocks that differ from its lineage's last
+ * copy, and `VACUUM INTO`, accepted too, lays every table out anew, so most copies then
+ * store most of the database again. Both paths
  * are NUL-terminated (`source_len` and `image_len` bytes before the NUL) and valid during
  * the call only; `image` does not exist yet, in a scratch folder beside the tenant root.
  *

@@ -67,14 +67,17 @@ async function isSqliteFile(file) {
  * bundled copy) is another SQLite library in the same process, with the same defect: only
  * the class that opened the ledger can open it a second time safely.
  *
- * For a SQLite file it opens `source` read-only with that class and writes the image with
- * `VACUUM INTO`, then closes. Chosen over `db.backup()` because it is one statement in one
- * read transaction: the image is consistent as of one moment, whatever the host writes
- * meanwhile, where a step-wise backup from a second connection starts over each time the
- * host's connection writes between two steps (and, under a steady write load, may never
- * end); and the image is a single self-contained file (rollback journal mode, no `-wal`
- * beside it), compacted. Its cost: it runs on the event loop, which it holds for as long as
- * it takes to write the image (the host's own connection is synchronous too).
+ * For a SQLite file it opens `source` read-only with that class, takes the database page for
+ * page with `db.serialize()` (SQLite's `sqlite3_serialize`: every page read in one read
+ * transaction, so the image is one committed state whatever the host writes meanwhile, rows
+ * still only in the WAL included), writes it to `image` and closes. Page for page matters:
+ * a copy stores only the 4 KiB blocks that differ from the lineage's last copy, and an image
+ * laid out anew (`VACUUM INTO` rebuilds every table) differs almost everywhere, so each copy
+ * would store most of the ledger again. Chosen over `db.backup()` because a step-wise backup
+ * from a second connection starts over each time the host writes between two steps (and,
+ * under a steady write load, may never end). Its cost: it runs on the event loop while the
+ * pages are read (the host's own connection is synchronous too), and the image is held in
+ * memory once, as the copy holds it anyway.
  *
  * A file the host holds open that is not a SQLite database (a log kept open with `fs.open`)
  * is copied as it is, as the core copies files nobody holds.
@@ -89,11 +92,13 @@ function betterSqlite3Snapshot(Database) {
             return;
         }
         const db = new Database(source, { readonly: true, fileMustExist: true });
+        let pages;
         try {
-            db.prepare('VACUUM INTO ?').run(image);
+            pages = db.serialize();
         } finally {
             db.close();
         }
+        await fs.promises.writeFile(image, pages, { flag: 'wx' });
     };
 }
 

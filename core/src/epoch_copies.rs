@@ -172,9 +172,11 @@ pub struct GcReport {
 
 /// Writes a transaction-consistent, self-contained image of the file at `source`, which
 /// another handle of this process has open, to `image` (a fresh path in a scratch folder),
-/// through the library that holds it: `VACUUM INTO` or the backup API of the host's own
-/// SQLite. Called for every such file in a tenant root, one at a time, while a copy is
-/// taken; an error fails the copy.
+/// through the library that holds it, page for page: the backup API or `sqlite3_serialize` of
+/// the host's own SQLite. A copy stores the blocks that differ from its lineage's last copy,
+/// and `VACUUM INTO` (accepted) lays every table out anew, so its images differ almost
+/// everywhere and each copy stores most of the database again. Called for every such file in
+/// a tenant root, one at a time, while a copy is taken; an error fails the copy.
 pub type HostSnapshot = Arc<dyn Fn(&Path, &Path) -> Result<()> + Send + Sync>;
 
 /// A host's check of restored state (gotry verifies its ledger's fold): given the folder the

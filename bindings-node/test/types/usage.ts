@@ -103,7 +103,7 @@ async function usage(): Promise<void> {
     // Host snapshots: the class is the host's better-sqlite3 (here, a stand-in of its shape).
     class FakeDatabase {
         constructor(readonly filename: string, readonly options?: { readonly?: boolean; fileMustExist?: boolean }) {}
-        prepare(source: string) { return { run: (...parameters: unknown[]) => ({ source, parameters }) }; }
+        serialize() { return new Uint8Array(0); }
         close() { return this; }
     }
     const snapshot: HostSnapshot = betterSqlite3Snapshot(FakeDatabase);
