@@ -66,10 +66,11 @@ use restore::{relative_path, tree_size, write_durably, Restored, Scratch, Staged
 pub use snapshot::SNAPSHOT_LOCK_WAIT;
 use snapshot::{assert_root_not_open, backup_sqlite, Snapshot};
 
-/// The manifest format this build writes. It restores this one and format 1 (every file one
-/// whole object of its own copy, checked by SHA-256 and `integrity_check` at restore).
-pub const FORMAT_VERSION: u32 = 2;
-/// The format of the tenure marker, which format 2 left as it was.
+/// The manifest format this build writes: a base and a chain of deltas per file. It restores
+/// this one, format 2 (a base and at most one delta) and format 1 (every file one whole object
+/// of its own copy, checked by SHA-256 and `integrity_check` at restore).
+pub const FORMAT_VERSION: u32 = 3;
+/// The format of the tenure marker, which formats 2 and 3 left as they were.
 const MARKER_FORMAT: u32 = 1;
 const SQLITE_HEADER: &[u8; 16] = b"SQLite format 3\0";
 
@@ -194,14 +195,18 @@ struct Tenure {
     lineage: Option<Arc<Lineage>>,
 }
 
-/// Files of a copy by path, each with the block digests of its base, against which the next
-/// copy finds the changed blocks without reading the base back.
+/// Files of a copy by path, each with the block digests of its state and of its base, against
+/// which the next copy finds the changed blocks without reading anything back.
 type Lineage = HashMap<String, Known>;
 
 #[derive(Debug, Clone)]
 struct Known {
     file: FileV2,
+    /// The file as this copy holds it, block by block.
+    blocks: Arc<Vec<[u8; 32]>>,
     base_blocks: Arc<Vec<[u8; 32]>>,
+    /// The blocks each delta of `file.deltas` writes, in order.
+    chain: Vec<Arc<Vec<usize>>>,
 }
 
 /// One file of a copy being written, and what storing it cost.
@@ -374,9 +379,10 @@ impl EpochCopies {
     }
 
     /// Stores one file of a copy as what changed since `known`, its state in the lineage's
-    /// last copy: nothing when it is the same, a delta of the blocks that differ from its base
-    /// while that stays under half the file, else a new base, which a database passes only
-    /// with `quick_check` (an image that fails it is never published).
+    /// last copy: nothing when it is the same, else one delta at the end of its chain (see
+    /// [`delta`] for how the chain stays short) while the chain's blocks stay under half the
+    /// file, else one delta against the base while that does, else a new base, which a
+    /// database passes only with `quick_check` (an image that fails it is never published).
     fn place(
         &self,
         content: &[u8],
@@ -390,38 +396,54 @@ impl EpochCopies {
         let size = content.len() as u64;
         let digest = delta::digest_of(&blocks, size);
         if let Some(known) = known.filter(|k| k.file.digest == digest && k.file.sqlite == file.sqlite) {
-            let reused = std::iter::once(&known.file.base).chain(&known.file.delta);
             return Ok(Placed {
                 known: known.clone(),
                 uploaded: (0, 0),
-                reused: reused.fold((0, 0), |(n, b), o| (n + 1, b + o.size)),
+                reused: tally(known.file.objects()),
             });
         }
-        let entry = |base: ObjectRef, delta: Option<ObjectRef>| FileV2 {
-            path: file.path.clone(),
-            size,
-            digest: digest.clone(),
-            sqlite: file.sqlite,
-            base,
-            delta,
-        };
         if let Some(known) = known {
-            let changed = delta::changed_blocks(&known.base_blocks, &blocks);
-            if changed.len().saturating_mul(delta::BLOCK) <= content.len() / 2 {
-                let bytes = delta::encode(content, &changed);
+            let half = content.len() / 2;
+            let mut chain = delta::chain_after(
+                &known.chain,
+                delta::changed_blocks(&known.blocks, &blocks),
+                blocks.len(),
+            );
+            if chain
+                .iter()
+                .map(|c| c.len())
+                .sum::<usize>()
+                .saturating_mul(delta::BLOCK)
+                > half
+            {
+                chain = vec![Arc::new(delta::changed_blocks(&known.base_blocks, &blocks))];
+            }
+            if chain[0].len().saturating_mul(delta::BLOCK) <= half {
+                let kept = &known.file.deltas[..chain.len() - 1];
+                let bytes = delta::encode(content, chain.last().expect("a chain after a change"));
                 let object = name(&format!("files/{index:06}.delta"));
                 store(&object, &bytes)?;
-                let delta = ObjectRef {
+                let added = ObjectRef {
                     object,
                     size: bytes.len() as u64,
                     digest: delta::digest(&bytes),
                 };
                 return Ok(Placed {
-                    uploaded: (1, delta.size),
-                    reused: (1, known.file.base.size),
+                    uploaded: (1, added.size),
+                    reused: tally(std::iter::once(&known.file.base).chain(kept)),
                     known: Known {
-                        file: entry(known.file.base.clone(), Some(delta)),
+                        file: FileV2 {
+                            path: file.path.clone(),
+                            size,
+                            digest,
+                            sqlite: file.sqlite,
+                            base: known.file.base.clone(),
+                            delta: None,
+                            deltas: kept.iter().cloned().chain([added]).collect(),
+                        },
+                        blocks: Arc::new(blocks),
                         base_blocks: known.base_blocks.clone(),
+                        chain,
                     },
                 });
             }
@@ -447,17 +469,23 @@ impl EpochCopies {
             });
         }
         stored?;
-        let base = ObjectRef {
-            object,
-            size,
-            digest: digest.clone(),
-        };
+        let blocks = Arc::new(blocks);
         Ok(Placed {
             uploaded: (1, size),
             reused: (0, 0),
             known: Known {
-                file: entry(base, None),
-                base_blocks: Arc::new(blocks),
+                file: FileV2 {
+                    path: file.path.clone(),
+                    size,
+                    digest: digest.clone(),
+                    sqlite: file.sqlite,
+                    base: ObjectRef { object, size, digest },
+                    delta: None,
+                    deltas: Vec::new(),
+                },
+                blocks: blocks.clone(),
+                base_blocks: blocks,
+                chain: Vec::new(),
             },
         })
     }
@@ -693,7 +721,7 @@ impl EpochCopies {
 
     /// Deletes the copies `dead`, each manifest first (from then on the copy does not exist,
     /// whatever is left of it), then every object of theirs that no other copy's manifest
-    /// references: format 2 copies share the objects of their lineage.
+    /// references: copies of formats 2 and 3 share the objects of their lineage.
     fn delete_copies(&self, key: &str, layout: &Layout, dead: &[CopyId]) -> Result<()> {
         let dead_set: BTreeSet<CopyId> = dead.iter().copied().collect();
         let mut referenced = BTreeSet::new();
@@ -857,7 +885,7 @@ impl EpochCopies {
     }
 
     /// Writes copy `id` into the empty folder `into` and checks it: the files it restored (for
-    /// a format 2 copy, which the tenure's next copy builds on), or the reason it fails. Store
+    /// a copy of format 2 or 3, which the tenure's next copy builds on), or the reason it fails. Store
     /// failures and the host's own disk failures are errors, not reasons: they say nothing
     /// about the copy.
     fn fetch_verified(
@@ -891,11 +919,10 @@ impl EpochCopies {
             AnyManifest::V2(manifest) => {
                 // Only objects of this copy or of earlier copies: a copy never references
                 // ahead of itself, and digests tell whatever is there from what was meant.
-                let in_lineage = manifest.files.iter().all(|f| {
-                    std::iter::once(&f.base)
-                        .chain(&f.delta)
-                        .all(|o| o.copy().is_some_and(|c| c <= id))
-                });
+                let in_lineage = manifest
+                    .files
+                    .iter()
+                    .all(|f| f.objects().all(|o| o.copy().is_some_and(|c| c <= id)));
                 if !in_lineage {
                     return Ok(Err(SkipReason::Manifest));
                 }
@@ -951,13 +978,14 @@ impl EpochCopies {
         })
     }
 
-    /// One file of a format 2 copy: its base and delta fetched at once, the delta checked
-    /// against its digest, the file they make written out while its blocks are hashed, then
-    /// checked against the file's digest and the base against its own (and `integrity_check`
-    /// when the handle asks for it). The base's digest comes from the file's block digests and
-    /// those of the few base blocks the delta replaced: one pass of hashing over the file,
-    /// overlapped with the write, where checking the base and the file apart would take two
-    /// before it. Bytes that fail a check are in the scratch folder only, never installed.
+    /// One file of a copy of format 2 or 3: its base and deltas fetched at once, each delta
+    /// checked against its digest as it arrives and applied in order, the file they make
+    /// written out while its blocks are hashed, then checked against the file's digest, and the
+    /// base against its own (and `integrity_check` when the handle asks for it). The base's
+    /// digest comes from the file's block digests and those of the few blocks each delta
+    /// replaced: one pass of hashing over the file, overlapped with the write, where checking
+    /// every state apart would take one pass each. Bytes that fail a check are in the scratch
+    /// folder only, never installed.
     fn fetch_v2(
         &self,
         prefix: &str,
@@ -970,29 +998,43 @@ impl EpochCopies {
                 .get(&format!("{prefix}{}", object.object))?
                 .filter(|bytes| bytes.len() as u64 == object.size))
         };
-        // The delta comes in while the base does: a restore waits for the larger of the two
-        // round trips, not their sum (at most two gets a file, four files at once).
-        let (base, delta) = std::thread::scope(|scope| {
-            let delta = file.delta.as_ref().map(|object| scope.spawn(|| fetch(object)));
+        // The deltas come in while the base does: a restore waits for the largest round trip,
+        // not their sum (the chain is a few objects; four files at once).
+        let (base, deltas) = std::thread::scope(|scope| {
+            let deltas: Vec<_> = file
+                .deltas
+                .iter()
+                .map(|object| {
+                    scope.spawn(move || {
+                        Ok(fetch(object)?.filter(|bytes| delta::digest(bytes) == object.digest))
+                    })
+                })
+                .collect();
             let base = fetch(&file.base);
-            (base, delta.map(|d| d.join().expect("a fetch does not panic")))
+            let deltas: Vec<Result<Option<Vec<u8>>>> = deltas
+                .into_iter()
+                .map(|d| d.join().expect("a fetch does not panic"))
+                .collect();
+            (base, deltas)
         });
-        let Some(base) = base? else {
+        let Some(mut content) = base? else {
             return Ok(Err(SkipReason::Checksum));
         };
-        let (content, replaced) = match (delta, &file.delta) {
-            (Some(delta), Some(object)) => {
-                let Some(delta_bytes) = delta?.filter(|d| delta::digest(d) == object.digest) else {
-                    return Ok(Err(SkipReason::Checksum));
-                };
-                let base_len = base.len() as u64;
-                match delta::apply(base, &delta_bytes) {
-                    Some((content, replaced)) => (content, Some((replaced, base_len))),
-                    None => return Ok(Err(SkipReason::Checksum)),
-                }
-            }
-            _ => (base, None),
-        };
+        // Each state's length and the blocks its delta replaced, to walk back to the base.
+        let mut steps = Vec::with_capacity(deltas.len());
+        let mut chain = Vec::with_capacity(deltas.len());
+        for delta_bytes in deltas {
+            let Some(delta_bytes) = delta_bytes? else {
+                return Ok(Err(SkipReason::Checksum));
+            };
+            let before = content.len() as u64;
+            let Some(applied) = delta::apply(content, &delta_bytes) else {
+                return Ok(Err(SkipReason::Checksum));
+            };
+            content = applied.content;
+            steps.push((applied.replaced, before));
+            chain.push(Arc::new(applied.indexes));
+        }
         if content.len() as u64 != file.size {
             return Ok(Err(SkipReason::Checksum));
         }
@@ -1006,13 +1048,14 @@ impl EpochCopies {
         if delta::digest_of(&blocks, file.size) != file.digest {
             return Ok(Err(SkipReason::Checksum));
         }
-        let base_blocks = match replaced {
-            None => blocks,
-            Some((replaced, base_len)) => match delta::base_blocks(&blocks, &replaced, base_len) {
-                Some(base_blocks) => base_blocks,
+        let blocks = Arc::new(blocks);
+        let mut base_blocks = blocks.clone();
+        for (replaced, before) in steps.iter().rev() {
+            match delta::base_blocks(&base_blocks, replaced, *before) {
+                Some(earlier) => base_blocks = Arc::new(earlier),
                 None => return Ok(Err(SkipReason::Checksum)),
-            },
-        };
+            }
+        }
         if delta::digest_of(&base_blocks, file.base.size) != file.base.digest {
             return Ok(Err(SkipReason::Checksum));
         }
@@ -1022,9 +1065,16 @@ impl EpochCopies {
         }
         Ok(Ok(Known {
             file: file.clone(),
-            base_blocks: Arc::new(base_blocks),
+            blocks,
+            base_blocks,
+            chain,
         }))
     }
+}
+
+/// How many objects, and how many bytes.
+fn tally<'a>(objects: impl Iterator<Item = &'a ObjectRef>) -> (usize, u64) {
+    objects.fold((0, 0), |(n, b), o| (n + 1, b + o.size))
 }
 
 /// The reason that speaks for a whole copy among its files' verdicts: a damaged object is a

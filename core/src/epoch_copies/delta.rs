@@ -1,10 +1,17 @@
-//! Format 2: a file is a base image plus at most one delta, both objects of its lineage.
+//! Formats 2 and 3: a file is a base image plus a short chain of deltas, all objects of its
+//! lineage.
 //!
-//! A delta holds every block of the file that differs from its base (blocks of 4 KiB, SQLite's
-//! default page size, so a one-row change is a few blocks), so a restore fetches the base and
-//! one delta: at most about 1.5 × the file, however long the tenure ran, with no chain to
-//! replay. A delta that would pass half the file's size is not written; the file gets a new
-//! base instead (checked with `quick_check` first when it is a database).
+//! A delta holds the blocks of the file that differ from the state before it (blocks of 4 KiB,
+//! SQLite's default page size, so a one-row change is a few blocks). Each copy appends the
+//! blocks changed since the lineage's last copy, and the chain is kept short as a binary
+//! counter keeps its digits: while the delta before the new one is no larger, the two are
+//! merged into one (the union of their blocks, read from the file as it is now). A copy thus
+//! stores one delta of about what changed since the last copy, plus now and then a merge: the
+//! bytes stored per change grow with the logarithm of the tenure's copies, not with all that
+//! changed since the base, and the chain is a few deltas long. Once the chain's blocks pass half
+//! the file, they are folded into one delta against the base, and once that passes half, the
+//! file gets a new base (checked with `quick_check` first when it is a database). A restore
+//! fetches the base and the chain: at most about 1.5 × the file, however long the tenure ran.
 //!
 //! Digests are a hash of the blocks' SHA-256 digests and the length: the block digests are what
 //! change detection compares, so one pass of hashing serves both.
@@ -68,6 +75,37 @@ pub(super) fn hex(bytes: &[u8]) -> String {
     hex
 }
 
+/// The longest chain a merge leaves: a bound on the objects a restore of one file fetches,
+/// even when each copy changes fewer blocks than the one before (which the binary counter
+/// alone would keep apart).
+pub(super) const MAX_CHAIN: usize = 8;
+
+/// The chain of a file's deltas, as the blocks each writes, after one more delta writing
+/// `now`: merged from the end while the delta before the last is no larger (or the chain is
+/// too long). Only the last entry is new; the others are the chain's first ones, unchanged.
+/// Blocks at or past `blocks` (the file's block count now) drop out of a merge: the merged
+/// delta cuts the file to its length.
+pub(super) fn chain_after(chain: &[Arc<Vec<usize>>], now: Vec<usize>, blocks: usize) -> Vec<Arc<Vec<usize>>> {
+    let mut chain = chain.to_vec();
+    chain.push(Arc::new(now));
+    while chain.len() >= 2
+        && (chain.len() > MAX_CHAIN || chain[chain.len() - 2].len() <= chain[chain.len() - 1].len())
+    {
+        let last = chain.pop().expect("two or more");
+        let before = chain.pop().expect("two or more");
+        let mut union: Vec<usize> = before
+            .iter()
+            .chain(last.iter())
+            .copied()
+            .filter(|&i| i < blocks)
+            .collect();
+        union.sort_unstable();
+        union.dedup();
+        chain.push(Arc::new(union));
+    }
+    chain
+}
+
 /// The indexes of the blocks of `now` that differ from a base whose blocks hash to `base`.
 pub(super) fn changed_blocks(base: &[[u8; 32]], now: &[[u8; 32]]) -> Vec<usize> {
     (0..now.len()).filter(|&i| base.get(i) != Some(&now[i])).collect()
@@ -93,11 +131,21 @@ pub(super) fn encode(content: &[u8], changed: &[usize]) -> Vec<u8> {
 /// Digests of a base's blocks by index.
 pub(super) type BlockDigests = Vec<(usize, [u8; 32])>;
 
-/// Applies a delta to its base in place; `None` when the delta is malformed for this base.
-/// Also gives the digests of the base's blocks that the delta replaced or cut off, by index,
-/// hashed before they went: with the file's own block digests they make the base's (see
-/// [`base_blocks`]), so a restore hashes the file once, not the base and the file apart.
-pub(super) fn apply(mut base: Vec<u8>, delta: &[u8]) -> Option<(Vec<u8>, BlockDigests)> {
+/// What [`apply`] made of a state and a delta.
+#[derive(Debug, PartialEq)]
+pub(super) struct Applied {
+    pub(super) content: Vec<u8>,
+    /// The digests of the earlier state's blocks that the delta replaced or cut off, by index,
+    /// hashed before they went: with the new state's block digests they make the earlier
+    /// state's (see [`base_blocks`]), so a restore hashes the file once, not each state apart.
+    pub(super) replaced: BlockDigests,
+    /// The blocks the delta writes.
+    pub(super) indexes: Vec<usize>,
+}
+
+/// Applies a delta to the state it was made against, in place; `None` when the delta is
+/// malformed for that state.
+pub(super) fn apply(mut base: Vec<u8>, delta: &[u8]) -> Option<Applied> {
     let word =
         |at: usize| -> Option<u64> { Some(u64::from_le_bytes(delta.get(at..at + 8)?.try_into().ok()?)) };
     if delta.get(..8)? != DELTA_MAGIC {
@@ -134,14 +182,18 @@ pub(super) fn apply(mut base: Vec<u8>, delta: &[u8]) -> Option<(Vec<u8>, BlockDi
     replaced.sort_unstable_by_key(|&(index, _)| index);
     base.resize(len, 0);
     let mut at = indexes_end;
-    for index in indexes {
+    for &index in &indexes {
         let start = index * BLOCK;
         let end = (start + BLOCK).min(len);
         let bytes = delta.get(at..at + (end - start))?;
         base[start..end].copy_from_slice(bytes);
         at += end - start;
     }
-    (at == delta.len()).then_some((base, replaced))
+    (at == delta.len()).then_some(Applied {
+        content: base,
+        replaced,
+        indexes,
+    })
 }
 
 /// The block digests of a base of `base_len` bytes, from those of the file a delta made of it
@@ -180,8 +232,13 @@ mod tests {
         let changed = changed_blocks(&block_digests(&base), &block_digests(&now));
         assert_eq!(changed, vec![2, 5, 6]);
         let delta = encode(&now, &changed);
-        let (rebuilt, replaced) = apply(base.clone(), &delta).unwrap();
+        let Applied {
+            content: rebuilt,
+            replaced,
+            indexes,
+        } = apply(base.clone(), &delta).unwrap();
         assert_eq!(rebuilt, now);
+        assert_eq!(indexes, changed);
         // The base's own block digests come back from the file's and the replaced ones.
         assert_eq!(
             base_blocks(&block_digests(&now), &replaced, base.len() as u64),
@@ -192,7 +249,11 @@ mod tests {
             shorter,
             &changed_blocks(&block_digests(&base), &block_digests(shorter)),
         );
-        let (rebuilt, replaced) = apply(base.clone(), &delta).unwrap();
+        let Applied {
+            content: rebuilt,
+            replaced,
+            ..
+        } = apply(base.clone(), &delta).unwrap();
         assert_eq!(rebuilt, shorter);
         assert_eq!(
             base_blocks(&block_digests(shorter), &replaced, base.len() as u64),
@@ -202,5 +263,50 @@ mod tests {
         torn.pop();
         assert_eq!(apply(base.clone(), &torn), None);
         assert_eq!(apply(base, &encode(&now, &[5, 2])), None);
+    }
+
+    #[test]
+    fn a_chain_kept_short_by_merges_rebuilds_every_state_and_stores_near_the_change() {
+        let mut state: Vec<u8> = (0..BLOCK * 64).map(|i| (i % 251) as u8).collect();
+        let base = state.clone();
+        let (mut chain, mut deltas): (Vec<Arc<Vec<usize>>>, Vec<Vec<u8>>) = (Vec::new(), Vec::new());
+        let mut blocks = block_digests(&state);
+        let (mut stored, mut cumulative) = (0, 0);
+        for step in 0..200usize {
+            let i = (step * 7) % (state.len() / BLOCK);
+            state[i * BLOCK + step % BLOCK] ^= 1;
+            match step % 10 {
+                3 => state.extend_from_slice(&[step as u8; BLOCK + 5]),
+                7 => state.truncate(state.len() - BLOCK - 1),
+                _ => {}
+            }
+            let now = block_digests(&state);
+            let next = chain_after(&chain, changed_blocks(&blocks, &now), now.len());
+            assert!(next.len() <= MAX_CHAIN, "step {step}: {} deltas", next.len());
+            // The chain's first entries are the old ones, objects and all; the last is new.
+            assert!(next
+                .iter()
+                .zip(&chain)
+                .take(next.len() - 1)
+                .all(|(a, b)| Arc::ptr_eq(a, b)));
+            deltas.truncate(next.len() - 1);
+            deltas.push(encode(&state, next.last().unwrap()));
+            stored += next.last().unwrap().len();
+            cumulative += changed_blocks(&block_digests(&base), &now).len();
+            (chain, blocks) = (next, now);
+            let rebuilt = deltas
+                .iter()
+                .try_fold(base.clone(), |s, d| apply(s, d).map(|a| a.content))
+                .unwrap();
+            assert!(
+                rebuilt == state,
+                "step {step}: the chain does not rebuild the file"
+            );
+        }
+        // One delta against the base each time would have stored every block changed since.
+        assert!(
+            stored * 3 < cumulative,
+            "stored {stored} blocks, cumulative {cumulative}"
+        );
     }
 }

@@ -33,8 +33,10 @@ pub(super) struct ManifestFile {
     pub(super) sqlite: bool,
 }
 
-/// Format 2: each file is a base object and at most one delta, named relative to the tenant's
-/// `epochs/` prefix, so that a copy can reference what earlier copies of its lineage stored.
+/// Formats 2 and 3: each file is a base object and the deltas that turn it into the file, named
+/// relative to the tenant's `epochs/` prefix, so that a copy can reference what earlier copies
+/// of its lineage stored. Format 2 has at most one delta (`delta`), format 3 a chain
+/// (`deltas`, applied in order); [`AnyManifest::parse`] reads both into `deltas`.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct ManifestV2 {
@@ -56,7 +58,18 @@ pub(super) struct FileV2 {
     pub(super) digest: String,
     pub(super) sqlite: bool,
     pub(super) base: ObjectRef,
+    /// Format 2's one delta; never written, moved into `deltas` when read.
+    #[serde(default, skip_serializing)]
     pub(super) delta: Option<ObjectRef>,
+    #[serde(default)]
+    pub(super) deltas: Vec<ObjectRef>,
+}
+
+impl FileV2 {
+    /// The objects that make the file, base first.
+    pub(super) fn objects(&self) -> impl Iterator<Item = &ObjectRef> {
+        std::iter::once(&self.base).chain(&self.deltas)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -95,7 +108,20 @@ impl AnyManifest {
         }
         match serde_json::from_slice::<Version>(bytes).ok()?.format_version {
             1 => serde_json::from_slice(bytes).ok().map(AnyManifest::V1),
-            2 => serde_json::from_slice(bytes).ok().map(AnyManifest::V2),
+            2 => {
+                let mut manifest: ManifestV2 = serde_json::from_slice(bytes).ok()?;
+                for file in &mut manifest.files {
+                    if !file.deltas.is_empty() {
+                        return None;
+                    }
+                    file.deltas.extend(file.delta.take());
+                }
+                Some(AnyManifest::V2(manifest))
+            }
+            3 => serde_json::from_slice::<ManifestV2>(bytes)
+                .ok()
+                .filter(|m| m.files.iter().all(|f| f.delta.is_none()))
+                .map(AnyManifest::V2),
             _ => None,
         }
     }
@@ -129,7 +155,7 @@ impl AnyManifest {
                 let prefix = tenant_prefix(key)?;
                 m.files
                     .iter()
-                    .flat_map(|f| std::iter::once(&f.base).chain(&f.delta))
+                    .flat_map(FileV2::objects)
                     .map(|o| (format!("{prefix}{}", o.object), o.size))
                     .collect()
             }

@@ -281,8 +281,8 @@ fn four_copies(world: &World) -> TenantLease {
 /// The object of copy `seq`'s own folder that its ledger is stored in (a delta or a base).
 fn own_ledger_object(manifest: &ManifestV2, seq: u64) -> String {
     let file = &manifest.files[ledger_index(manifest)];
-    let own = std::iter::once(&file.base)
-        .chain(&file.delta)
+    let own = file
+        .objects()
         .find(|o| o.copy() == Some(CopyId { epoch: 1, seq }))
         .expect("a changed ledger stores something in its own copy");
     format!("{}{}", tenant_prefix(&key()).unwrap(), own.object)
@@ -354,7 +354,7 @@ fn every_untrustworthy_copy_is_skipped_with_its_reason() {
         size: file.size,
         digest,
     };
-    file.delta = None;
+    file.deltas.clear();
     forge_manifest(&world, 3, &manifest);
     // 2: another tenant's copy placed in this prefix.
     let mut manifest = manifest_of(&world, 2);

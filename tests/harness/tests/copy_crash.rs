@@ -165,7 +165,7 @@ enum Landing {
 #[derive(Debug, Default)]
 struct ListedCopy {
     manifest: Option<String>,
-    /// The copy's own objects by their name in `files/` (`000003`, or `000003.delta` in format 2).
+    /// The copy's own objects by their name in `files/` (`000003`, or `000003.delta` in formats 2 and 3).
     files: BTreeMap<String, String>,
 }
 
@@ -463,13 +463,14 @@ impl Run {
                             self.checked.insert(object.clone());
                         }
                     } else {
-                        // Format 2: a file's base and delta may live in earlier copies of the
+                        // Formats 2 and 3: a file's base and deltas may live in earlier copies of the
                         // lineage; those this copy stored must be here, whole, at their size
                         // (their digests are the verify below), and it stored nothing else.
                         let own = format!("{:020}/{:020}/files/", id.epoch, id.seq);
                         let mut named = BTreeSet::new();
                         for file in files {
-                            for part in [&file["base"], &file["delta"]] {
+                            let deltas = file["deltas"].as_array().into_iter().flatten();
+                            for part in [&file["base"], &file["delta"]].into_iter().chain(deltas) {
                                 let Some(object) = part["object"].as_str() else {
                                     continue;
                                 };
@@ -776,7 +777,7 @@ fn sigkill_during_s3_copies_never_leaves_a_copy_a_restore_would_take() {
     drop(moto);
 }
 
-/// Whether a format 2 delta is whole by its own header: `GTDELTA1`, the file's length, the
+/// Whether a delta (formats 2 and 3) is whole by its own header: `GTDELTA1`, the file's length, the
 /// block count, strictly rising block indexes inside the file, then exactly their bytes (4 KiB
 /// blocks, the file's last one possibly short). Its content is bound by the manifest's digest,
 /// which only a complete copy has.

@@ -1,4 +1,4 @@
-//! Incremental copies (format 2) on every backend: pieces shared across the epochs of one
+//! Incremental copies (formats 2 and 3) on every backend: pieces shared across the epochs of one
 //! lineage, stale holders that write the same names and digests, damaged pieces, the host's
 //! checkpoints, gc beside a copy in flight, and what a one-row change costs.
 
@@ -60,7 +60,7 @@ fn stored_by(manifest: &ManifestV2) -> BTreeSet<CopyId> {
     manifest
         .files
         .iter()
-        .flat_map(|f| std::iter::once(&f.base).chain(&f.delta))
+        .flat_map(FileV2::objects)
         .map(|o| o.copy().expect("a well-formed object name"))
         .collect()
 }
@@ -120,10 +120,7 @@ fn a_copy_whose_pieces_span_three_epochs_restores() {
         assert_eq!(file_of(&manifest, "from-b.bin").base.copy(), id(2, 1));
         assert_eq!(file_of(&manifest, LEDGER).base.copy(), id(1, 1));
         assert_eq!(
-            file_of(&manifest, LEDGER)
-                .delta
-                .as_ref()
-                .and_then(ObjectRef::copy),
+            file_of(&manifest, LEDGER).deltas.last().and_then(ObjectRef::copy),
             id(3, 1)
         );
 
@@ -182,7 +179,7 @@ fn a_stale_holders_late_copy_that_reuses_names_and_digests_is_never_restored() {
         let late_b = copies_b.write_copy(&b, &root_b).unwrap();
         assert_eq!((late_b.epoch, late_b.seq), (2, 2), "{backend}");
         let name = |m: &ManifestV2| {
-            let delta = file_of(m, LEDGER).delta.clone().unwrap().object;
+            let delta = file_of(m, LEDGER).deltas.last().unwrap().object.clone();
             delta.rsplit('/').next().unwrap().to_owned()
         };
         assert_eq!(name(&manifest_at(&world, 2, 2)), name(&manifest_at(&world, 2, 1)));
@@ -250,8 +247,9 @@ fn a_corrupted_piece_is_skipped_with_checksum_and_the_next_older_copy_restored()
         }
         let newest = manifest_at(&world, 1, 3);
         let own = file_of(&newest, LEDGER)
-            .delta
-            .clone()
+            .deltas
+            .last()
+            .cloned()
             .expect("a one-row change is a delta");
         assert_eq!(own.copy(), id(1, 3));
         corrupt(&world, &full_key(&own));
@@ -464,7 +462,7 @@ fn gc_keeps_what_the_holders_next_copy_builds_on() {
         drop(db);
         copies.write_copy(&a, &root).unwrap();
         let third = manifest_at(&world, 1, 3);
-        assert!(file_of(&third, LEDGER).delta.is_none(), "{backend}");
+        assert!(file_of(&third, LEDGER).deltas.is_empty(), "{backend}");
         corrupt(&world, &full_key(&file_of(&third, LEDGER).base));
 
         let b = world.next_holder("replica-b");
@@ -554,5 +552,68 @@ fn an_image_that_fails_its_check_is_not_published() {
             "{backend}: no manifest names the image"
         );
         assert_eq!(world.restored_by_next_holder("b"), None, "{backend}");
+    }
+}
+
+/// Rows changed all over a ledger, one copy each: a copy stores one delta of about what changed
+/// since the last copy (now and then merged with the deltas before it), not every block changed
+/// since the base; the chain stays short, the newest copy restores from it, and it fetches no
+/// more than 1.5 times the file.
+#[test]
+fn a_long_tenure_stores_about_what_changed_and_restores_from_a_short_chain() {
+    for (backend, world) in worlds() {
+        let a = world.holder("replica-a");
+        let (root, copies) = (world.root("a"), world.copies());
+        padded_root(&root, 1024);
+        let first = copies.write_copy(&a, &root).unwrap();
+        // Opened for each change and closed before the copy, which refuses a file this process
+        // holds open.
+        let db = || rusqlite::Connection::open(root.join(LEDGER)).unwrap();
+        let rows: i64 = db()
+            .query_row("SELECT max(rowid) FROM pad", [], |r| r.get(0))
+            .unwrap();
+        let base = manifest_at(&world, 1, first.seq);
+        let base_blocks = delta::block_digests(&fs::read(root.join(LEDGER)).unwrap());
+        assert_eq!(file_of(&base, LEDGER).deltas.len(), 0);
+        let (mut stored, mut since_base) = (0, 0);
+        for step in 1..=40i64 {
+            // A row far from the last one: its page has not changed since the base.
+            let row = (step * 37) % rows + 1;
+            db().execute("UPDATE pad SET b = randomblob(4000) WHERE rowid = ?1", [row])
+                .unwrap();
+            add_entry(&root, &step.to_string());
+            let written = copies.write_copy(&a, &root).unwrap();
+            assert_eq!(written.pieces_uploaded, 1, "{backend}: {written:?}");
+            stored += written.bytes_uploaded;
+            let now = delta::block_digests(&fs::read(root.join(LEDGER)).unwrap());
+            since_base += delta::changed_blocks(&base_blocks, &now).len() as u64 * delta::BLOCK as u64;
+            let manifest = manifest_at(&world, 1, written.seq);
+            let ledger = file_of(&manifest, LEDGER);
+            assert!(
+                ledger.deltas.len() <= delta::MAX_CHAIN,
+                "{backend}: {:?}",
+                ledger.deltas
+            );
+            let fetched: u64 = ledger.objects().map(|o| o.size).sum();
+            assert!(
+                fetched * 2 <= ledger.size * 3,
+                "{backend}: {fetched} for {}",
+                ledger.size
+            );
+        }
+        assert!(
+            stored * 2 < since_base,
+            "{backend}: stored {stored} bytes where deltas against the base would have stored {since_base}"
+        );
+        let b = world.next_holder("replica-b");
+        let (root_b, copies_b) = (world.root("b"), world.copies());
+        assert_eq!(copies_b.restore(&b, &root_b, None).unwrap().restored, id(1, 41));
+        let expected: Vec<String> = (1..=40).map(|n| n.to_string()).collect();
+        assert_eq!(entries_of(&root_b), expected, "{backend}");
+        // The restored chain is the next copy's lineage: it goes on from it.
+        add_entry(&root_b, "b");
+        let next = copies_b.write_copy(&b, &root_b).unwrap();
+        assert_eq!(next.pieces_uploaded, 1, "{backend}: {next:?}");
+        assert!(next.bytes_uploaded < next.bytes / 4, "{backend}: {next:?}");
     }
 }
