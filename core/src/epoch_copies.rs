@@ -32,10 +32,17 @@
 //! own, not the host's better-sqlite3 or Python `sqlite3`) opened the host's ledger, its
 //! close would drop the host's locks, and, finding no other connection it knows of, it
 //! would checkpoint and delete the WAL the host still writes to (SQLite's "how to corrupt"
-//! §2.2.1). Such files go to the host's [`HostSnapshot`], which reads them through the host's
-//! own library; without one the copy is refused (OPEN_IN_PROCESS), and so is a restore into
-//! a root whose files the host still has open. Every restored SQLite file passes `integrity_check`
-//! before the restore is installed, atomically, in place of the tenant root.
+//! §2.2.1). Such a database in WAL mode is read without SQLite, from the host's descriptor
+//! and the WAL's frames (module `wal`): after the tenure's first copy, from the frames appended
+//! since the last one, so a copy after a small change reads a few pages. Where the WAL cannot
+//! tell (rollback journal mode, an empty WAL), the file goes to the host's [`HostSnapshot`],
+//! which reads it through the host's own library; without one the copy is refused
+//! (OPEN_IN_PROCESS), and so is a restore into a root whose files the host still has open.
+//!
+//! A copy stores what changed since the lineage's last copy (module `delta`); every new base of a
+//! database passes `quick_check` before its manifest is published. A restore checks every
+//! piece's digest and each file's (and `integrity_check` when asked), then installs the copy,
+//! atomically, in place of the tenant root.
 
 #[cfg(test)]
 mod tests;
@@ -57,6 +64,7 @@ mod delta;
 mod layout;
 mod restore;
 mod snapshot;
+mod wal;
 
 use layout::{
     copy_prefix, epoch_prefix, layable, parse_padded, tenant_prefix, AnyManifest, FileV2, Layout, ManifestV2,
@@ -177,7 +185,8 @@ pub struct GcReport {
 /// the host's own SQLite. A copy stores the blocks that differ from its lineage's last copy,
 /// and `VACUUM INTO` (accepted) lays every table out anew, so its images differ almost
 /// everywhere and each copy stores most of the database again. Called for every such file in
-/// a tenant root, one at a time, while a copy is taken; an error fails the copy.
+/// a tenant root that its WAL does not tell (module `wal`), one at a time, while a copy is
+/// taken; an error fails the copy.
 pub type HostSnapshot = Arc<dyn Fn(&Path, &Path) -> Result<()> + Send + Sync>;
 
 /// A host's check of restored state (gotry verifies its ledger's fold): given the folder the
@@ -207,6 +216,52 @@ struct Known {
     base_blocks: Arc<Vec<[u8; 32]>>,
     /// The blocks each delta of `file.deltas` writes, in order.
     chain: Vec<Arc<Vec<usize>>>,
+    /// Where the file's WAL stood when it was read, for a database the host holds: the next
+    /// copy reads the frames since.
+    wal: Option<wal::WalMark>,
+}
+
+/// What a copy stores of a file.
+enum Step {
+    /// Nothing: the lineage's last copy holds it as it is.
+    Same,
+    /// The last delta of this chain (the others are the lineage's).
+    Delta(Vec<Arc<Vec<usize>>>),
+    /// A new base.
+    Base,
+}
+
+/// What a copy stores of a file whose state in the lineage's last copy is `known`, now that
+/// it is `len` bytes whose blocks hash to `blocks`: the delta at the end of its chain (see
+/// [`delta`] for how the chain stays short) while the chain's blocks stay under half the file,
+/// else one delta against the base while that does, else a new base.
+fn next_step(known: Option<&Known>, blocks: &[[u8; 32]], len: u64, digest: &str, sqlite: bool) -> Step {
+    let Some(known) = known else {
+        return Step::Base;
+    };
+    if known.file.digest == digest && known.file.sqlite == sqlite {
+        return Step::Same;
+    }
+    let half = usize::try_from(len / 2).unwrap_or(usize::MAX);
+    let mut chain = delta::chain_after(
+        &known.chain,
+        delta::changed_blocks(&known.blocks, blocks),
+        blocks.len(),
+    );
+    if chain
+        .iter()
+        .map(|c| c.len())
+        .sum::<usize>()
+        .saturating_mul(delta::BLOCK)
+        > half
+    {
+        chain = vec![Arc::new(delta::changed_blocks(&known.base_blocks, blocks))];
+    }
+    if chain[0].len().saturating_mul(delta::BLOCK) <= half {
+        Step::Delta(chain)
+    } else {
+        Step::Base
+    }
 }
 
 /// One file of a copy being written, and what storing it cost.
@@ -317,7 +372,7 @@ impl EpochCopies {
         // which also keeps it out of the time the router holds the tenant's calls back.
         let (found, snapshot) = std::thread::scope(|scope| {
             let found = scope.spawn(|| self.store.list(&prefix));
-            let snapshot = Snapshot::take(root, self.snapshot.as_ref());
+            let snapshot = Snapshot::take(root, self.snapshot.as_ref(), tenure.lineage.as_deref());
             (found.join().expect("listing does not panic"), snapshot)
         });
         let seq = self.claim_next_seq(lease, &mut tenure, &prefix, &found?)?;
@@ -327,9 +382,8 @@ impl EpochCopies {
         snapshot_taken();
         let lineage = tenure.lineage.clone().unwrap_or_default();
         let placed = in_parallel(&snapshot.files, |index, file| {
-            let content = file.content()?;
             self.place(
-                &content,
+                file.content()?,
                 file,
                 lineage.get(&file.path),
                 |name| format!("{}{name}", &copy_prefix[epochs.len()..]),
@@ -378,49 +432,56 @@ impl EpochCopies {
         })
     }
 
-    /// Stores one file of a copy as what changed since `known`, its state in the lineage's
-    /// last copy: nothing when it is the same, else one delta at the end of its chain (see
-    /// [`delta`] for how the chain stays short) while the chain's blocks stay under half the
-    /// file, else one delta against the base while that does, else a new base, which a
-    /// database passes only with `quick_check` (an image that fails it is never published).
+    /// Stores one file of a copy as [`next_step`] says: nothing, a delta, or a new base, which
+    /// a database passes only with `quick_check` (an image that fails it is never published).
     fn place(
         &self,
-        content: &[u8],
+        content: snapshot::Content<'_>,
         file: &snapshot::SnapshotFile,
         known: Option<&Known>,
         name: impl Fn(&str) -> String,
         store: impl Fn(&str, &[u8]) -> Result<()>,
         index: usize,
     ) -> Result<Placed> {
-        let blocks = delta::block_digests(content);
-        let size = content.len() as u64;
-        let digest = delta::digest_of(&blocks, size);
-        if let Some(known) = known.filter(|k| k.file.digest == digest && k.file.sqlite == file.sqlite) {
-            return Ok(Placed {
-                known: known.clone(),
-                uploaded: (0, 0),
-                reused: tally(known.file.objects()),
-            });
-        }
-        if let Some(known) = known {
-            let half = content.len() / 2;
-            let mut chain = delta::chain_after(
-                &known.chain,
-                delta::changed_blocks(&known.blocks, &blocks),
-                blocks.len(),
-            );
-            if chain
-                .iter()
-                .map(|c| c.len())
-                .sum::<usize>()
-                .saturating_mul(delta::BLOCK)
-                > half
-            {
-                chain = vec![Arc::new(delta::changed_blocks(&known.base_blocks, &blocks))];
+        let (whole, changed, wal) = match content {
+            snapshot::Content::Whole(bytes, wal) => (Some(bytes), None, wal),
+            snapshot::Content::Changed(changed) => (None, Some(changed), Some(&changed.mark)),
+        };
+        let (blocks, size, digest, step) = match (&whole, changed) {
+            (Some(bytes), _) => {
+                let blocks = delta::block_digests(bytes);
+                let size = bytes.len() as u64;
+                let digest = delta::digest_of(&blocks, size);
+                let step = next_step(known, &blocks, size, &digest, file.sqlite);
+                (blocks, size, digest, step)
             }
-            if chain[0].len().saturating_mul(delta::BLOCK) <= half {
+            (None, Some(changed)) => {
+                let step = match (&changed.chain, known) {
+                    (Some(chain), Some(_)) => Step::Delta(chain.clone()),
+                    (None, Some(_)) => Step::Same,
+                    (_, None) => Step::Base,
+                };
+                (changed.blocks.clone(), changed.len, changed.digest.clone(), step)
+            }
+            (None, None) => unreachable!("content is whole or changed"),
+        };
+        let wal = wal.cloned();
+        match (step, known) {
+            (Step::Same, Some(known)) => {
+                return Ok(Placed {
+                    known: Known { wal, ..known.clone() },
+                    uploaded: (0, 0),
+                    reused: tally(known.file.objects()),
+                });
+            }
+            (Step::Delta(chain), Some(known)) => {
                 let kept = &known.file.deltas[..chain.len() - 1];
-                let bytes = delta::encode(content, chain.last().expect("a chain after a change"));
+                let stored = chain.last().expect("a chain after a change");
+                let bytes = match (&whole, changed) {
+                    (Some(content), _) => delta::encode(content, stored),
+                    (None, Some(changed)) => delta::encode_with(size, stored, |i| &changed.content[&i]),
+                    (None, None) => unreachable!("content is whole or changed"),
+                };
                 let object = name(&format!("files/{index:06}.delta"));
                 store(&object, &bytes)?;
                 let added = ObjectRef {
@@ -444,10 +505,15 @@ impl EpochCopies {
                         blocks: Arc::new(blocks),
                         base_blocks: known.base_blocks.clone(),
                         chain,
+                        wal,
                     },
                 });
             }
+            _ => {}
         }
+        let Some(content) = whole else {
+            unreachable!("a file whose WAL told what changed is read whole when it needs a new base")
+        };
         // The check runs while the base is stored: the manifest, which alone publishes it, is
         // written only if it passes (a base that fails stays an unreferenced object of this
         // copy's own folder, which gc deletes with the incomplete copy).
@@ -456,7 +522,7 @@ impl EpochCopies {
             let checked = file.sqlite.then(|| {
                 scope.spawn(|| Restored::read_in_place(content.to_vec(), true).passes("quick_check"))
             });
-            let stored = store(&object, content);
+            let stored = store(&object, &content);
             (checked.is_none_or(|c| c.join().unwrap_or(false)), stored)
         });
         if !checked {
@@ -486,6 +552,7 @@ impl EpochCopies {
                 blocks: blocks.clone(),
                 base_blocks: blocks,
                 chain: Vec::new(),
+                wal,
             },
         })
     }
@@ -1068,6 +1135,7 @@ impl EpochCopies {
             blocks,
             base_blocks,
             chain,
+            wal: None,
         }))
     }
 }

@@ -114,16 +114,23 @@ pub(super) fn changed_blocks(base: &[[u8; 32]], now: &[[u8; 32]]) -> Vec<usize> 
 /// `magic, file length (u64 LE), block count (u64 LE), the block indexes (u64 LE each), the
 /// blocks' bytes one after the other` (the last block of the file may be short).
 pub(super) fn encode(content: &[u8], changed: &[usize]) -> Vec<u8> {
+    encode_with(content.len() as u64, changed, |index| {
+        let start = index * BLOCK;
+        &content[start..(start + BLOCK).min(content.len())]
+    })
+}
+
+/// [`encode`] for a file of `len` bytes whose changed blocks come from `block`.
+pub(super) fn encode_with<'a>(len: u64, changed: &[usize], block: impl Fn(usize) -> &'a [u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(24 + changed.len() * (8 + BLOCK));
     out.extend_from_slice(DELTA_MAGIC);
-    out.extend_from_slice(&(content.len() as u64).to_le_bytes());
+    out.extend_from_slice(&len.to_le_bytes());
     out.extend_from_slice(&(changed.len() as u64).to_le_bytes());
     for &index in changed {
         out.extend_from_slice(&(index as u64).to_le_bytes());
     }
     for &index in changed {
-        let start = index * BLOCK;
-        out.extend_from_slice(&content[start..(start + BLOCK).min(content.len())]);
+        out.extend_from_slice(block(index));
     }
     out
 }

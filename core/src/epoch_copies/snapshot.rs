@@ -1,14 +1,17 @@
 //! Taking a consistent image of a tenant root. SQLite files are read through one read
 //! transaction of this library's SQLite, other files as they are. A file that another handle of
 //! this process has open is never opened here (the module doc says why): the descriptors in
-//! `/proc/self/fd` tell which, and such a file goes to the host's [`HostSnapshot`]. The same
-//! check refuses a restore into a root whose files the host still has open.
+//! `/proc/self/fd` tell which, and such a file is read from its WAL (see [`super::wal`]) or,
+//! where that does not apply, goes to the host's [`HostSnapshot`]. The same check refuses a
+//! restore into a root whose files the host still has open.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashMap};
 use std::fs::{self, File};
 use std::io::ErrorKind;
+use std::os::unix::io::RawFd;
 use std::path::PathBuf;
 
+use super::wal::{HostFile, WalMark};
 use super::*;
 use crate::lease_store::sqlite::sqlite_code_name;
 use crate::paths::assert_path;
@@ -42,6 +45,22 @@ enum Source {
     /// A database's pages as one read transaction saw them (`sqlite3_serialize`), in memory:
     /// no scratch file to write and read back.
     Image(Image),
+    /// A held database read whole from its file and WAL, and where its WAL then stood.
+    Live(Vec<u8>, WalMark),
+    /// A held database whose WAL told what changed since the lineage's last copy: the new
+    /// state's block digests, what the copy stores of it, and the blocks that takes.
+    Changed(Changed),
+}
+
+pub(super) struct Changed {
+    pub(super) len: u64,
+    pub(super) blocks: Vec<[u8; 32]>,
+    pub(super) digest: String,
+    /// The file's chain after this copy, whose last delta it stores (`None`: the file is as the
+    /// lineage's last copy holds it).
+    pub(super) chain: Option<Vec<Arc<Vec<usize>>>>,
+    pub(super) content: BTreeMap<usize, Vec<u8>>,
+    pub(super) mark: WalMark,
 }
 
 /// SQLite's buffer of a serialized database.
@@ -51,20 +70,38 @@ struct Image(rusqlite::serialize::OwnedData);
 // it after `sqlite3_serialize`); it is only read while shared, and freed once, on drop.
 unsafe impl Sync for Image {}
 
+/// What a copy has of one file: its bytes, or what changed of it.
+pub(super) enum Content<'a> {
+    Whole(std::borrow::Cow<'a, [u8]>, Option<&'a WalMark>),
+    Changed(&'a Changed),
+}
+
 impl SnapshotFile {
-    pub(super) fn content(&self) -> Result<std::borrow::Cow<'_, [u8]>> {
-        match &self.source {
-            Source::File(path) => fs::read(path)
-                .map(std::borrow::Cow::Owned)
-                .map_err(|e| Error::io(format!("{} cannot be read", self.path), &e)),
-            Source::Image(image) => Ok(std::borrow::Cow::Borrowed(&image.0)),
-            Source::Bytes(bytes) => Ok(std::borrow::Cow::Borrowed(bytes)),
-        }
+    pub(super) fn content(&self) -> Result<Content<'_>> {
+        use std::borrow::Cow;
+        Ok(match &self.source {
+            Source::File(path) => Content::Whole(
+                fs::read(path)
+                    .map(Cow::Owned)
+                    .map_err(|e| Error::io(format!("{} cannot be read", self.path), &e))?,
+                None,
+            ),
+            Source::Image(image) => Content::Whole(Cow::Borrowed(&image.0), None),
+            Source::Bytes(bytes) => Content::Whole(Cow::Borrowed(bytes), None),
+            Source::Live(bytes, mark) => Content::Whole(Cow::Borrowed(bytes), Some(mark)),
+            Source::Changed(changed) => Content::Changed(changed),
+        })
     }
 }
 
 impl Snapshot {
-    pub(super) fn take(root: &Path, host: Option<&HostSnapshot>) -> Result<Snapshot> {
+    /// `lineage`: the files of the last copy, whose WAL marks let a held database be read from
+    /// the frames since.
+    pub(super) fn take(
+        root: &Path,
+        host: Option<&HostSnapshot>,
+        lineage: Option<&Lineage>,
+    ) -> Result<Snapshot> {
         assert_path("a tenant root", root)?;
         let mut paths = Vec::new();
         collect_files(root, "", &mut paths)?;
@@ -82,12 +119,12 @@ impl Snapshot {
                 .find_map(|suffix| path.strip_suffix(suffix))
                 .filter(|db| present.contains(db));
             if let Some(db) = sidecar_of {
-                if held.contains(db) || is_sqlite(&root.join(db)) {
+                if held.contains_key(db) || is_sqlite(&root.join(db)) {
                     continue;
                 }
             }
             let source = root.join(path);
-            if held.contains(path.as_str()) {
+            if let Some(held) = held.get(path.as_str()) {
                 let Some(host) = host else {
                     return Err(open_in_process_error(
                         &source,
@@ -96,6 +133,15 @@ impl Snapshot {
                          through the library that has it open",
                     ));
                 };
+                let known = lineage.and_then(|l| l.get(path));
+                if let Some(source) = read_held(held, &root.join(format!("{path}-wal")), known)? {
+                    files.push(SnapshotFile {
+                        path: path.clone(),
+                        sqlite: true,
+                        source,
+                    });
+                    continue;
+                }
                 let scratch = match &mut scratch {
                     Some(scratch) => scratch,
                     None => scratch.insert(Scratch::beside(root)?),
@@ -136,20 +182,22 @@ fn file_id(meta: &fs::Metadata) -> (u64, u64) {
     (meta.dev(), meta.ino())
 }
 
-/// The files among `paths` (relative to `root`) that a descriptor of this process has open.
-/// A file gone since the listing is nobody's: a writer in rollback mode deletes its journal
-/// at every commit, and a copy taken meanwhile must not fail on it.
-fn held_elsewhere<'a>(root: &Path, paths: &'a [String]) -> Result<HashSet<&'a str>> {
+/// The files among `paths` (relative to `root`) that a descriptor of this process has open,
+/// each with one such descriptor. A file gone since the listing is nobody's: a writer in
+/// rollback mode deletes its journal at every commit, and a copy taken meanwhile must not fail
+/// on it.
+fn held_elsewhere<'a>(root: &Path, paths: &'a [String]) -> Result<HashMap<&'a str, HostFile>> {
     if paths.is_empty() {
-        return Ok(HashSet::new());
+        return Ok(HashMap::new());
     }
     let open = open_in_process()?;
-    let mut held = HashSet::new();
+    let mut held = HashMap::new();
     for path in paths {
         let source = root.join(path);
         match fs::symlink_metadata(&source) {
-            Ok(meta) if open.contains(&file_id(&meta)) => {
-                held.insert(path.as_str());
+            Ok(meta) if open.contains_key(&file_id(&meta)) => {
+                let id = file_id(&meta);
+                held.insert(path.as_str(), HostFile::new(open[&id], id));
             }
             Ok(_) => {}
             Err(e) if e.kind() == ErrorKind::NotFound => {}
@@ -159,9 +207,10 @@ fn held_elsewhere<'a>(root: &Path, paths: &'a [String]) -> Result<HashSet<&'a st
     Ok(held)
 }
 
-/// Every file this process has open, by identity. Unreadable `/proc` is an error, not an
-/// empty set: guessing "nothing is open" is how a host's WAL gets deleted.
-fn open_in_process() -> Result<HashSet<(u64, u64)>> {
+/// Every file this process has open, by identity, with one descriptor of it. Unreadable
+/// `/proc` is an error, not an empty set: guessing "nothing is open" is how a host's WAL gets
+/// deleted.
+fn open_in_process() -> Result<HashMap<(u64, u64), RawFd>> {
     let fds = Path::new("/proc/self/fd");
     let entries = fs::read_dir(fds).map_err(|e| {
         Error::io(
@@ -172,11 +221,14 @@ fn open_in_process() -> Result<HashSet<(u64, u64)>> {
             &e,
         )
     })?;
-    let mut open = HashSet::new();
+    let mut open = HashMap::new();
     for entry in entries.flatten() {
+        let Some(fd) = entry.file_name().to_str().and_then(|n| n.parse::<RawFd>().ok()) else {
+            continue;
+        };
         // A descriptor closed since the listing has nothing to tell.
         if let Ok(meta) = fs::metadata(entry.path()) {
-            open.insert(file_id(&meta));
+            open.insert(file_id(&meta), fd);
         }
     }
     Ok(open)
@@ -202,7 +254,7 @@ pub(super) fn assert_root_not_open(root: &Path) -> Result<()> {
     }
     let mut paths = Vec::new();
     super::restore::regular_files(root, "", &mut paths)?;
-    match held_elsewhere(root, &paths)?.into_iter().min() {
+    match held_elsewhere(root, &paths)?.into_keys().min() {
         Some(path) => Err(open_in_process_error(
             &root.join(path),
             "replaced by a restore",
@@ -244,6 +296,112 @@ pub(super) fn collect_files(dir: &Path, relative: &str, out: &mut Vec<String>) -
         }
     }
     Ok(())
+}
+
+/// A database the host holds, read without its library where its WAL allows (see
+/// [`super::wal`]): from the frames since the lineage's last copy when that copy left a mark
+/// and the changed blocks make a delta, else whole from the file and the WAL. `None` where
+/// neither applies (rollback journal mode, an empty WAL, a page size under a block, a writer
+/// that kept committing), and the host's snapshot function reads it.
+fn read_held(host: &HostFile, wal_path: &Path, known: Option<&Known>) -> Result<Option<Source>> {
+    if let Some((known, mark)) = known
+        .filter(|k| k.file.sqlite)
+        .and_then(|k| Some((k, k.wal.as_ref()?)))
+    {
+        if let Some(tail) = super::wal::read_tail(wal_path, mark)? {
+            if tail.nothing_new() {
+                return Ok(Some(Source::Changed(Changed {
+                    len: known.file.size,
+                    blocks: known.blocks.to_vec(),
+                    digest: known.file.digest.clone(),
+                    chain: None,
+                    content: BTreeMap::new(),
+                    mark: tail.mark,
+                })));
+            }
+            if let Some(changed) = changed_since(host, wal_path, known, tail)? {
+                return Ok(Some(Source::Changed(changed)));
+            }
+        }
+    }
+    Ok(super::wal::read_whole(host, wal_path)?.map(|(image, mark)| Source::Live(image, mark)))
+}
+
+/// The new state of a held database from its WAL's tail: `None` when it takes a new base (read
+/// whole then) or the WAL moved on while the blocks were read.
+fn changed_since(
+    host: &HostFile,
+    wal_path: &Path,
+    known: &Known,
+    tail: super::wal::Tail,
+) -> Result<Option<Changed>> {
+    let per_page = tail.page_size / delta::BLOCK;
+    let count = usize::try_from(tail.len).unwrap_or(usize::MAX) / delta::BLOCK;
+    let old = known.blocks.len();
+    let mut blocks = known.blocks.to_vec();
+    blocks.resize(count, [0; 32]);
+    let mut content = BTreeMap::new();
+    let mut take = |index: usize, bytes: &[u8], content: &mut BTreeMap<usize, Vec<u8>>| {
+        blocks[index] = Sha256::digest(bytes).into();
+        content.insert(index, bytes.to_vec());
+    };
+    let page_blocks = |pgno: u32| (pgno as usize - 1) * per_page..pgno as usize * per_page;
+    for (&pgno, page) in &tail.pages {
+        for (index, bytes) in page_blocks(pgno).zip(page.chunks(delta::BLOCK)) {
+            take(index, bytes, &mut content);
+        }
+    }
+    // Pages the database grew by without a frame read as SQLite reads them.
+    for index in old..count {
+        if !content.contains_key(&index) {
+            let pgno = (index / per_page + 1) as u32;
+            let page = tail.page(host, wal_path, pgno)?;
+            for (index, bytes) in page_blocks(pgno).zip(page.chunks(delta::BLOCK)) {
+                if index >= old {
+                    take(index, bytes, &mut content);
+                }
+            }
+        }
+    }
+    let digest = delta::digest_of(&blocks, tail.len);
+    let chain = match next_step(Some(known), &blocks, tail.len, &digest, true) {
+        Step::Base => return Ok(None),
+        Step::Same => None,
+        Step::Delta(chain) => Some(chain),
+    };
+    let Some(stored) = chain.as_ref().and_then(|c| c.last()) else {
+        return Ok(Some(Changed {
+            len: tail.len,
+            blocks,
+            digest,
+            chain,
+            content: BTreeMap::new(),
+            mark: tail.mark,
+        }));
+    };
+    let mut needed = BTreeMap::new();
+    for &index in stored.iter() {
+        let bytes = match content.remove(&index) {
+            Some(bytes) => bytes,
+            None => {
+                let pgno = (index / per_page + 1) as u32;
+                let at = (index % per_page) * delta::BLOCK;
+                tail.page(host, wal_path, pgno)?[at..at + delta::BLOCK].to_vec()
+            }
+        };
+        needed.insert(index, bytes);
+    }
+    if !tail.still_holds(host, wal_path)? {
+        return Ok(None);
+    }
+    Ok(Some(Changed {
+        len: tail.len,
+        blocks,
+        digest,
+        chain,
+        content: needed,
+        mark: tail.mark,
+    }))
 }
 
 fn is_sqlite(path: &Path) -> bool {

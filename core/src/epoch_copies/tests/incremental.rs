@@ -617,3 +617,84 @@ fn a_long_tenure_stores_about_what_changed_and_restores_from_a_short_chain() {
         assert!(next.bytes_uploaded < next.bytes / 4, "{backend}: {next:?}");
     }
 }
+
+/// A ledger the host holds open in WAL mode is copied from its frames: after the first copy,
+/// each copy reads the frames since the last one, and the host's snapshot function is asked
+/// only when the WAL cannot tell (emptied by a checkpoint that truncated it). Passive
+/// checkpoints, the host's automatic ones and restarts of the WAL in between; the restored
+/// ledger is, byte for byte, the one the host's connection sees.
+#[test]
+fn a_held_wal_ledger_is_copied_from_its_frames() {
+    for (backend, world) in worlds() {
+        let a = world.holder("replica-a");
+        let root = world.root("a");
+        padded_root(&root, 2048);
+        let mut host = rusqlite::Connection::open(root.join(LEDGER)).unwrap();
+        // Small enough that the host's own checkpoints (and WAL restarts) come up.
+        host.execute_batch("PRAGMA wal_autocheckpoint = 16").unwrap();
+        let asked = Arc::new(AtomicUsize::new(0));
+        let counted = asked.clone();
+        let through_host = same_library_snapshot();
+        let snapshot: HostSnapshot = Arc::new(move |source: &Path, image: &Path| {
+            counted.fetch_add(1, Ordering::SeqCst);
+            through_host(source, image)
+        });
+        let copies = world.copies().with_host_snapshot(Some(snapshot));
+        let insert = |text: &str| {
+            host.execute("INSERT INTO entries (text) VALUES (?1)", [text])
+                .unwrap();
+        };
+        insert("0");
+        let first = copies.write_copy(&a, &root).unwrap();
+        assert_eq!(asked.load(Ordering::SeqCst), 0, "{backend}: the WAL had frames");
+        for n in 1..=60 {
+            insert(&n.to_string());
+            match n {
+                20 => host.execute_batch("PRAGMA wal_checkpoint(PASSIVE)").unwrap(),
+                40 => host.execute_batch("PRAGMA wal_checkpoint(RESTART)").unwrap(),
+                _ => {}
+            }
+            let written = copies.write_copy(&a, &root).unwrap();
+            assert_eq!(written.pieces_uploaded, 1, "{backend} {n}: {written:?}");
+            assert!(
+                written.bytes_uploaded * 16 < first.bytes_uploaded,
+                "{backend} {n}: {written:?}"
+            );
+        }
+        assert_eq!(
+            asked.load(Ordering::SeqCst),
+            0,
+            "{backend}: every copy came from the WAL"
+        );
+        host.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)").unwrap();
+        copies.write_copy(&a, &root).unwrap();
+        assert_eq!(
+            asked.load(Ordering::SeqCst),
+            1,
+            "{backend}: an empty WAL tells nothing"
+        );
+        insert("last");
+        copies.write_copy(&a, &root).unwrap();
+        let live = host.serialize(rusqlite::MAIN_DB).unwrap().to_vec();
+
+        let b = world.next_holder("replica-b");
+        let root_b = world.root("b");
+        let report = world
+            .copies()
+            .with_integrity_check(true)
+            .restore(&b, &root_b, None)
+            .unwrap();
+        assert_eq!(report.restored, id(1, 63), "{backend}");
+        assert!(
+            fs::read(root_b.join(LEDGER)).unwrap() == live,
+            "{backend}: not the host's ledger"
+        );
+        let expected: Vec<String> = ["0"]
+            .into_iter()
+            .map(str::to_owned)
+            .chain((1..=60).map(|n| n.to_string()))
+            .chain(["last".to_owned()])
+            .collect();
+        assert_eq!(entries_of(&root_b), expected, "{backend}");
+    }
+}

@@ -1,0 +1,374 @@
+//! A database the host holds open in WAL mode, read without SQLite: what changed since the last
+//! copy comes from the WAL frames appended since, so a copy after a one-row change reads a few
+//! pages, not the ledger (Litestream reads the same frames, holding checkpoints back with a
+//! read transaction of its own; a connection of this library's SQLite is what the module doc
+//! forbids, so here a checkpoint that restarts the WAL ends the shortcut instead, and the next
+//! copy reads the whole database).
+//!
+//! Nothing here opens the database file: closing any descriptor of it would drop the host's
+//! POSIX locks. Its pages are read through the host's own descriptor (found in
+//! `/proc/self/fd`), with `pread`, which neither opens nor closes anything; the descriptor is
+//! checked to still name the file after the read. The WAL file carries no locks (SQLite locks
+//! the database and the `-shm` file), so it is opened and closed as any file.
+//!
+//! A state is consistent when it is the database file overlaid with every frame up to one
+//! commit frame of the current WAL generation (salts and checksums as SQLite's recovery checks
+//! them): a checkpoint writes only frames of that generation into the file, so pages without a
+//! frame are as they were. After reading, the WAL is scanned again: a commit that came in
+//! meanwhile (an outside writer, whose checkpoint could have moved its pages into the file
+//! under the read) or a new generation sends the copy back to the whole read, or to the host's
+//! snapshot function.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+use std::io::ErrorKind;
+use std::mem::ManuallyDrop;
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::os::unix::io::{FromRawFd, RawFd};
+
+use super::*;
+
+const HEADER: usize = 32;
+const FRAME_HEADER: usize = 24;
+const MAGIC: u32 = 0x377f_0682;
+const VERSION: u32 = 3_007_000;
+
+/// Where the copies of a file stand in its WAL: the last commit frame they hold, and every
+/// page of the generation written up to it, by its latest frame.
+#[derive(Debug, Clone)]
+pub(super) struct WalMark {
+    salts: [u32; 2],
+    frames: u64,
+    checksum: [u32; 2],
+    page_size: usize,
+    latest: Arc<HashMap<u32, u64>>,
+}
+
+/// The host's descriptor of a file it holds open, borrowed: read, never closed.
+pub(super) struct HostFile {
+    fd: RawFd,
+    id: (u64, u64),
+}
+
+impl HostFile {
+    pub(super) fn new(fd: RawFd, id: (u64, u64)) -> HostFile {
+        HostFile { fd, id }
+    }
+
+    fn borrowed(&self) -> ManuallyDrop<File> {
+        // SAFETY: the `File` is never dropped, so the host's descriptor is never closed here;
+        // reads and `fstat` on it cannot harm the host. Should the host close it meanwhile and
+        // the number be reused, `still_same` sees another file and the read is not used.
+        ManuallyDrop::new(unsafe { File::from_raw_fd(self.fd) })
+    }
+
+    fn still_same(&self) -> bool {
+        self.borrowed()
+            .metadata()
+            .is_ok_and(|m| (m.dev(), m.ino()) == self.id)
+    }
+
+    /// Bytes at `offset`, zeros past the end of the file (as SQLite reads them).
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        read_fully(&self.borrowed(), buf, offset)
+    }
+}
+
+fn read_fully(file: &File, mut buf: &mut [u8], mut offset: u64) -> std::io::Result<()> {
+    while !buf.is_empty() {
+        match file.read_at(buf, offset) {
+            Ok(0) => {
+                buf.fill(0);
+                return Ok(());
+            }
+            Ok(n) => {
+                buf = &mut buf[n..];
+                offset += n as u64;
+            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+struct Header {
+    big_endian: bool,
+    page_size: usize,
+    salts: [u32; 2],
+    checksum: [u32; 2],
+}
+
+fn be(bytes: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes(bytes[at..at + 4].try_into().expect("four bytes"))
+}
+
+/// SQLite's WAL checksum: pairs of 32-bit words in the byte order the WAL's magic names.
+fn checksum(big_endian: bool, bytes: &[u8], mut s: [u32; 2]) -> [u32; 2] {
+    for pair in bytes.chunks_exact(8) {
+        let word = |b: &[u8]| {
+            let b: [u8; 4] = b.try_into().expect("four bytes");
+            if big_endian {
+                u32::from_be_bytes(b)
+            } else {
+                u32::from_le_bytes(b)
+            }
+        };
+        s[0] = s[0].wrapping_add(word(&pair[..4])).wrapping_add(s[1]);
+        s[1] = s[1].wrapping_add(word(&pair[4..])).wrapping_add(s[0]);
+    }
+    s
+}
+
+fn read_header(wal: &File) -> std::io::Result<Option<Header>> {
+    let mut bytes = [0u8; HEADER];
+    read_fully(wal, &mut bytes, 0)?;
+    let magic = be(&bytes, 0);
+    if magic & !1 != MAGIC || be(&bytes, 4) != VERSION {
+        return Ok(None);
+    }
+    let big_endian = magic & 1 == 1;
+    let page_size = match be(&bytes, 8) {
+        1 => 65536,
+        n => n as usize,
+    };
+    let sum = [be(&bytes, 24), be(&bytes, 28)];
+    if !(512..=65536).contains(&page_size)
+        || !page_size.is_power_of_two()
+        || checksum(big_endian, &bytes[..24], [0, 0]) != sum
+    {
+        return Ok(None);
+    }
+    Ok(Some(Header {
+        big_endian,
+        page_size,
+        salts: [be(&bytes, 16), be(&bytes, 20)],
+        checksum: sum,
+    }))
+}
+
+/// The frames of one generation from frame `from` (its running checksum `sum`) up to the last
+/// valid commit frame.
+struct Scan {
+    frames: u64,
+    checksum: [u32; 2],
+    /// The database's size in pages at that commit (`None`: no commit after `from`).
+    pages: Option<u32>,
+    latest: HashMap<u32, u64>,
+}
+
+fn scan(wal: &File, header: &Header, from: u64, sum: [u32; 2]) -> std::io::Result<Scan> {
+    let frame = FRAME_HEADER + header.page_size;
+    let start = HEADER as u64 + from * frame as u64;
+    let len = wal.metadata()?.len();
+    let mut tail = vec![0u8; usize::try_from(len.saturating_sub(start)).unwrap_or(0)];
+    read_fully(wal, &mut tail, start)?;
+    let mut result = Scan {
+        frames: from,
+        checksum: sum,
+        pages: None,
+        latest: HashMap::new(),
+    };
+    let (mut running, mut pending) = (sum, Vec::new());
+    for (n, bytes) in tail.chunks_exact(frame).enumerate() {
+        let (head, page) = bytes.split_at(FRAME_HEADER);
+        let pgno = be(head, 0);
+        running = checksum(header.big_endian, &head[..8], running);
+        running = checksum(header.big_endian, page, running);
+        if pgno == 0 || [be(head, 8), be(head, 12)] != header.salts || [be(head, 16), be(head, 20)] != running
+        {
+            break;
+        }
+        let index = from + n as u64;
+        pending.push((pgno, index));
+        let commit = be(head, 4);
+        if commit != 0 {
+            result.latest.extend(pending.drain(..));
+            result.frames = index + 1;
+            result.checksum = running;
+            result.pages = Some(commit);
+        }
+    }
+    Ok(result)
+}
+
+/// The whole database as of the WAL's last commit, and the mark the next copy reads on from;
+/// `None` where this reading does not apply (no WAL or an empty one, a page size that is not
+/// a multiple of a block, a writer that kept committing): the host's snapshot function then
+/// reads it.
+pub(super) fn read_whole(host: &HostFile, wal_path: &Path) -> Result<Option<(Vec<u8>, WalMark)>> {
+    let io = |e: std::io::Error| Error::io(format!("{} cannot be read", wal_path.display()), &e);
+    for _ in 0..3 {
+        let wal = match File::open(wal_path) {
+            Ok(wal) => wal,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(io(e)),
+        };
+        let Some(header) = read_header(&wal).map_err(io)? else {
+            return Ok(None);
+        };
+        if header.page_size % delta::BLOCK != 0 {
+            return Ok(None);
+        }
+        let found = scan(&wal, &header, 0, header.checksum).map_err(io)?;
+        let Some(pages) = found.pages else {
+            return Ok(None);
+        };
+        let page = header.page_size;
+        let mut image = vec![0u8; pages as usize * page];
+        host.read_at(&mut image, 0).map_err(io)?;
+        for (&pgno, &index) in &found.latest {
+            if pgno <= pages {
+                let at = (pgno as usize - 1) * page;
+                read_fully(&wal, &mut image[at..at + page], frame_offset(page, index)).map_err(io)?;
+            }
+        }
+        let mark = WalMark {
+            salts: header.salts,
+            frames: found.frames,
+            checksum: found.checksum,
+            page_size: page,
+            latest: Arc::new(found.latest),
+        };
+        if unchanged_since(wal_path, &mark).map_err(io)? && host.still_same() {
+            return Ok(Some((image, mark)));
+        }
+    }
+    Ok(None)
+}
+
+fn frame_offset(page_size: usize, index: u64) -> u64 {
+    HEADER as u64 + index * (FRAME_HEADER + page_size) as u64 + FRAME_HEADER as u64
+}
+
+/// Whether the WAL is still the generation of `mark`, with no commit after it.
+fn unchanged_since(wal_path: &Path, mark: &WalMark) -> std::io::Result<bool> {
+    let wal = File::open(wal_path)?;
+    let Some(header) = read_header(&wal)? else {
+        return Ok(false);
+    };
+    Ok(header.salts == mark.salts
+        && header.page_size == mark.page_size
+        && scan(&wal, &header, mark.frames, mark.checksum)?.pages.is_none())
+}
+
+/// What the frames since `mark` changed: the pages (whole) and the database's size in bytes.
+pub(super) struct Tail {
+    pub(super) len: u64,
+    pub(super) pages: BTreeMap<u32, Vec<u8>>,
+    pub(super) page_size: usize,
+    pub(super) mark: WalMark,
+}
+
+/// The commits since `mark`; `Ok(None)` when the WAL is another generation (or gone), so the
+/// frames since cannot be told: the whole database is read instead.
+pub(super) fn read_tail(wal_path: &Path, mark: &WalMark) -> Result<Option<Tail>> {
+    let io = |e: std::io::Error| Error::io(format!("{} cannot be read", wal_path.display()), &e);
+    let wal = match File::open(wal_path) {
+        Ok(wal) => wal,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io(e)),
+    };
+    let Some(header) = read_header(&wal).map_err(io)? else {
+        return Ok(None);
+    };
+    if header.salts != mark.salts || header.page_size != mark.page_size {
+        return Ok(None);
+    }
+    let found = scan(&wal, &header, mark.frames, mark.checksum).map_err(io)?;
+    let Some(pages) = found.pages else {
+        return Ok(Some(Tail {
+            len: 0,
+            pages: BTreeMap::new(),
+            page_size: mark.page_size,
+            mark: mark.clone(),
+        }));
+    };
+    let mut changed = BTreeMap::new();
+    for (&pgno, &index) in &found.latest {
+        if pgno <= pages {
+            let mut page = vec![0u8; mark.page_size];
+            read_fully(&wal, &mut page, frame_offset(mark.page_size, index)).map_err(io)?;
+            changed.insert(pgno, page);
+        }
+    }
+    let mut latest = (*mark.latest).clone();
+    latest.extend(found.latest);
+    Ok(Some(Tail {
+        len: pages as u64 * mark.page_size as u64,
+        pages: changed,
+        page_size: mark.page_size,
+        mark: WalMark {
+            salts: mark.salts,
+            frames: found.frames,
+            checksum: found.checksum,
+            page_size: mark.page_size,
+            latest: Arc::new(latest),
+        },
+    }))
+}
+
+impl Tail {
+    /// Whether a commit came in since the tail was read.
+    pub(super) fn nothing_new(&self) -> bool {
+        self.pages.is_empty() && self.len == 0
+    }
+
+    /// Page `pgno` as of the tail's commit: from the tail, else from the WAL's latest frame of
+    /// it, else from the database file.
+    pub(super) fn page(&self, host: &HostFile, wal_path: &Path, pgno: u32) -> Result<Vec<u8>> {
+        if let Some(page) = self.pages.get(&pgno) {
+            return Ok(page.clone());
+        }
+        let io = |e: std::io::Error| Error::io(format!("{} cannot be read", wal_path.display()), &e);
+        let mut page = vec![0u8; self.page_size];
+        match self.mark.latest.get(&pgno) {
+            Some(&index) => {
+                let wal = File::open(wal_path).map_err(io)?;
+                read_fully(&wal, &mut page, frame_offset(self.page_size, index)).map_err(io)?;
+            }
+            None => host
+                .read_at(&mut page, (pgno as u64 - 1) * self.page_size as u64)
+                .map_err(io)?,
+        }
+        Ok(page)
+    }
+
+    /// Whether what was read since the tail still stands: the same generation, no commit after
+    /// it, the host's descriptor still the file.
+    pub(super) fn still_holds(&self, host: &HostFile, wal_path: &Path) -> Result<bool> {
+        let io = |e: std::io::Error| Error::io(format!("{} cannot be read", wal_path.display()), &e);
+        Ok(unchanged_since(wal_path, &self.mark).map_err(io)? && host.still_same())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_checksum_is_sqlites() {
+        // The header of a WAL SQLite wrote (little-endian checksums, page size 4096), whose last
+        // eight bytes are its checksum of the first 24.
+        let db = tempfile::tempdir().unwrap();
+        let path = db.path().join("a.db");
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch("PRAGMA journal_mode = WAL; CREATE TABLE t (x); INSERT INTO t VALUES (1);")
+            .unwrap();
+        let wal = File::open(db.path().join("a.db-wal")).unwrap();
+        let header = read_header(&wal).unwrap().expect("SQLite's header verifies");
+        assert_eq!(header.page_size, 4096);
+        let found = scan(&wal, &header, 0, header.checksum).unwrap();
+        assert!(found.pages.is_some() && found.frames >= 1, "the commit verifies");
+        // One flipped bit in the page of the last frame ends the WAL before that commit.
+        let frames = found.frames;
+        let mut bytes = std::fs::read(db.path().join("a.db-wal")).unwrap();
+        let at = frame_offset(4096, frames - 1) as usize + 100;
+        bytes[at] ^= 1;
+        let torn = db.path().join("torn-wal");
+        std::fs::write(&torn, &bytes).unwrap();
+        let torn = File::open(torn).unwrap();
+        assert!(scan(&torn, &header, 0, header.checksum).unwrap().frames < frames);
+        drop(conn);
+    }
+}
