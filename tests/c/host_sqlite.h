@@ -30,9 +30,14 @@ static inline int host_exec(sqlite3 *db, const char *sql) {
     return rc;
 }
 
-/* Opens (creating it) <root>/gotry-state/gotry-state.db in WAL mode with automatic
- * checkpoints off, so what the host writes from now on stays in the -wal file. */
-static inline int host_open(HostLedger *ledger, const char *root) {
+/* How the host journals its ledger. In WAL mode (automatic checkpoints off, so what the host
+ * writes stays in the -wal file) a copy reads the ledger from its file and frames, and asks the
+ * host's snapshot function only when the WAL tells nothing; in rollback journal mode it always
+ * asks the host. */
+typedef enum { HOST_WAL, HOST_ROLLBACK } HostJournal;
+
+/* Opens (creating it) <root>/gotry-state/gotry-state.db, journaled as `journal` says. */
+static inline int host_open(HostLedger *ledger, const char *root, HostJournal journal) {
     char dir[2200];
     memset(ledger, 0, sizeof *ledger);
     if (strlen(root) > 2100) return -1;
@@ -42,10 +47,11 @@ static inline int host_open(HostLedger *ledger, const char *root) {
     if (sqlite3_open_v2(ledger->path, &ledger->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) != SQLITE_OK)
         return -1;
     sqlite3_busy_timeout(ledger->db, 5000);
-    return host_exec(ledger->db, "PRAGMA journal_mode = WAL; PRAGMA wal_autocheckpoint = 0; "
-                                 "CREATE TABLE IF NOT EXISTS entries (text TEXT NOT NULL)") == SQLITE_OK
-               ? 0
-               : -1;
+    const char *setup = journal == HOST_WAL ? "PRAGMA journal_mode = WAL; PRAGMA wal_autocheckpoint = 0; "
+                                              "CREATE TABLE IF NOT EXISTS entries (text TEXT NOT NULL)"
+                                            : "PRAGMA journal_mode = DELETE; "
+                                              "CREATE TABLE IF NOT EXISTS entries (text TEXT NOT NULL)";
+    return host_exec(ledger->db, setup) == SQLITE_OK ? 0 : -1;
 }
 
 static inline int host_insert(sqlite3 *db, const char *text) {

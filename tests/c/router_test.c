@@ -5,11 +5,13 @@
  * and one durable store folder; each has its own state root. The host keeps every served
  * tenant's ledger open through the system's SQLite (-lsqlite3) from the open until the
  * tenant leaves, and gives the router its snapshot function, so every copy of a ledger it
- * holds is read through the host's own library (see snapshot_test.c for why).
+ * holds is read through the host's own library (see snapshot_test.c for why): its ledger is in
+ * rollback journal mode here, so that every copy asks the host's snapshot function (in WAL mode a
+ * copy reads the file and its frames itself, which snapshot_test.c shows).
  *
  * Covered: the options and their defaults; capacity (REPLICA_AT_CAPACITY with its limit,
  * before the tenant's root is touched); LEASE_HELD from a second router, with the record to
- * forward to; a handoff that carries the acknowledged rows (WAL-only ones included) to the
+ * forward to; a handoff that carries the acknowledged rows to the
  * next replica; DRAINING while a handoff waits for a call; DRAIN_TIMEOUT (key, in flight,
  * timeout) that leaves the tenant serving; a lost lease (the store's clock jumps past the
  * TTL): the `lost` event on the renewal thread, FENCED for new calls and for the call still
@@ -536,7 +538,7 @@ static void handoff_carries_data(World *world) {
     GotryTenantHandle *handle = OPEN(a, &tenant);
     GotryTenantView view = view_of(handle);
     HostLedger ledger;
-    CHECK(host_open(&ledger, view.root) == 0);
+    CHECK(host_open(&ledger, view.root, HOST_ROLLBACK) == 0);
     snapshots_hold(&host, &ledger);
     WRITE(a, &tenant, &ledger, "one");
     WRITE(a, &tenant, &ledger, "two");
@@ -755,7 +757,7 @@ static void copies_and_status(World *world) {
     GotryRouter *a = start_router(world, "replica-a", 4, GOTRY_DURABILITY_ASYNC, &events, &host);
     GotryTenantHandle *handle = OPEN(a, &tenant);
     HostLedger ledger;
-    CHECK(host_open(&ledger, view_of(handle).root) == 0);
+    CHECK(host_open(&ledger, view_of(handle).root, HOST_ROLLBACK) == 0);
     snapshots_hold(&host, &ledger);
     TenantSeen seen = tenant_status(a, &tenant);
     CHECK(seen.tenants == 1 && seen.state == GOTRY_TENANT_STATE_SERVING && seen.epoch == 1 && seen.in_flight == 0 &&
@@ -791,7 +793,7 @@ static void copies_and_status(World *world) {
     /* Strict: the call's finish waits for its copy, on the finishing thread, and fails with it. */
     GotryRouter *s = start_router(world, "replica-s", 4, GOTRY_DURABILITY_STRICT, &events, &host);
     handle = OPEN(s, &strict_tenant);
-    CHECK(host_open(&ledger, view_of(handle).root) == 0);
+    CHECK(host_open(&ledger, view_of(handle).root, HOST_ROLLBACK) == 0);
     snapshots_hold(&host, &ledger);
     int on_main = host.on_main_thread;
     WRITE(s, &strict_tenant, &ledger, "x");
@@ -920,7 +922,7 @@ static void free_with_a_call_held(World *world) {
     GotryRouter *s = start_router(world, "replica-f", 4, GOTRY_DURABILITY_STRICT, &events, &host);
     GotryTenantHandle *handle = OPEN(s, &tenant);
     HostLedger ledger;
-    CHECK(host_open(&ledger, view_of(handle).root) == 0);
+    CHECK(host_open(&ledger, view_of(handle).root, HOST_ROLLBACK) == 0);
     snapshots_hold(&host, &ledger);
     GotryRouterCall *running = BEGIN(s, &tenant);
     CHECK(host_insert(ledger.db, "after-free") == 0);
@@ -968,7 +970,7 @@ static void verify_and_clock(World *world) {
     GotryRouter *a = start_router(world, "replica-a", 4, GOTRY_DURABILITY_STRICT, NULL, &host);
     GotryTenantHandle *handle = OPEN(a, &tenant);
     HostLedger ledger;
-    CHECK(host_open(&ledger, view_of(handle).root) == 0);
+    CHECK(host_open(&ledger, view_of(handle).root, HOST_ROLLBACK) == 0);
     snapshots_hold(&host, &ledger);
     WRITE(a, &tenant, &ledger, "kept");
     STATUS(gotry_router_handoff(a, tenant.key, strlen(tenant.key), 5000, &err), GOTRY_STATUS_OK);

@@ -11,11 +11,13 @@
  *   (a) a copy without a snapshot function fails with GOTRY_STATUS_OPEN_IN_PROCESS (code
  *       GOTRY_TENANT_OPEN_IN_PROCESS); the -wal file is still there, unchanged, and the host's connection
  *       goes on working; nothing was stored;
- *   (b) with the host's snapshot function (the backup API of the host's own connection, then
- *       VACUUM INTO) the copy succeeds, and a restore into another root has the WAL-only rows;
- *       a refusing function gives GOTRY_STATUS_HOST_CALLBACK_FAILED with its value and
- *       message; a restore into the root the host holds is refused (OPEN_IN_PROCESS) and
- *       leaves the host's ledger alone.
+ *   (b) with the host's snapshot function the copy succeeds, and a restore into another root
+ *       has the WAL-only rows. A held ledger whose WAL has frames is read without SQLite (the
+ *       file through the host's descriptor, and the frames); the host's function is asked
+ *       where the WAL tells nothing (emptied by a checkpoint), through the backup API of its
+ *       own connection, then VACUUM INTO. A refusing function gives
+ *       GOTRY_STATUS_HOST_CALLBACK_FAILED with its value and message; a restore into the root
+ *       the host holds is refused (OPEN_IN_PROCESS) and leaves the host's ledger alone.
  *
  * Linked against the .so, the host's sqlite3_* calls reach the system's SQLite (the .so
  * exports none of its own). Linked against the .a, they reach the library's bundled SQLite
@@ -116,7 +118,7 @@ int main(int argc, char **argv) {
      * checkpoints and two rows that exist only in the -wal file. */
     HostLedger ledger;
     char wal[2400];
-    CHECK(host_open(&ledger, root_a) == 0);
+    CHECK(host_open(&ledger, root_a, HOST_WAL) == 0);
     CHECK(host_exec(ledger.db, "PRAGMA journal_mode = DELETE") == SQLITE_OK);
     CHECK(host_insert(ledger.db, "one") == 0 && host_insert(ledger.db, "two") == 0);
     CHECK(host_exec(ledger.db, "PRAGMA journal_mode = WAL; PRAGMA wal_autocheckpoint = 0") == SQLITE_OK);
@@ -153,7 +155,10 @@ int main(int argc, char **argv) {
     CHECK(file_size(wal) > wal_size);
     CHECK(copies_listed(plain, &tenant) == 0);
 
-    /* (b) The host's snapshot function: first refusing, then the backup API. */
+    /* (b) The host's snapshot function, asked while the WAL tells nothing (a checkpoint emptied
+     * it): first refusing, then the backup API. */
+    CHECK(host_exec(ledger.db, "PRAGMA wal_checkpoint(TRUNCATE)") == SQLITE_OK);
+    CHECK(file_size(wal) == 0);
     HostSnapshots host;
     snapshots_init(&host);
     snapshots_hold(&host, &ledger);
@@ -193,19 +198,29 @@ int main(int argc, char **argv) {
     CHECK(written.epoch == 1 && written.files == 2 && written.bytes > 0);
     CHECK(host.calls == 3 && host.bad_args == 0 && host.on_main_thread == 3);
     CHECK(exists(wal));
+    /* A row in the WAL: the copy reads the file and the frames, the host is not asked, and it
+     * stores a delta of a few blocks. */
     CHECK(host_insert(ledger.db, "six") == 0);
-    /* Then VACUUM INTO, on the same connection. */
+    CHECK(file_size(wal) > 0);
+    GotryWrittenCopy from_wal;
+    memset(&from_wal, 0, sizeof from_wal);
+    STATUS(gotry_epoch_copies_write_copy(copies, a, root_a, strlen(root_a), &from_wal, &err), GOTRY_STATUS_OK);
+    CHECK(from_wal.seq > written.seq && from_wal.files == 2 && from_wal.pieces_uploaded == 1);
+    CHECK(from_wal.bytes_uploaded < 4 * 4096 + 256);
+    CHECK(host.calls == 3);
+    /* Then VACUUM INTO, on the same connection, the WAL emptied again. */
+    CHECK(host_exec(ledger.db, "PRAGMA wal_checkpoint(TRUNCATE)") == SQLITE_OK);
     host.method = SNAPSHOT_VACUUM_INTO;
     GotryWrittenCopy second;
     memset(&second, 0, sizeof second);
     STATUS(gotry_epoch_copies_write_copy(copies, a, root_a, strlen(root_a), &second, &err), GOTRY_STATUS_OK);
-    CHECK(second.epoch == 1 && second.seq > written.seq && second.files == 2);
+    CHECK(second.epoch == 1 && second.seq > from_wal.seq && second.files == 2);
     CHECK(host.calls == 4 && host.bad_args == 0);
     CHECK(exists(wal));
     CHECK(host_insert(ledger.db, "seven") == 0);
     host_rows(ledger.db, rows, sizeof rows);
     CHECK(strcmp(rows, "one,two,three,four,five,six,seven") == 0);
-    CHECK(copies_listed(copies, &tenant) == 2);
+    CHECK(copies_listed(copies, &tenant) == 3);
 
     /* The next tenure: A's lease runs out on the store's clock, B takes epoch 2. */
     STATUS(gotry_manual_clock_advance(wall, TTL_MS + 500, &now, &err), GOTRY_STATUS_OK);
