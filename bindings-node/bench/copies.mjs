@@ -1,0 +1,95 @@
+// What a strict-durability write costs through the router, the way gotry's host runs it: the
+// tenant's ledger kept open in better-sqlite3 (WAL mode) for the tenure and handed to the
+// router's copies through `betterSqlite3Snapshot`, one small row written per call, every
+// acknowledgement waiting for its copy. Against the same insert into a ledger of the same
+// size without the router, in the same process, rounds alternating; with the bytes the copies
+// stored per write (everything: pieces and manifests, read from the store's folder).
+// Printed, not asserted. `node bench/copies.mjs` (BENCH_SIZES_MB=0.25,4,32, BENCH_CALLS=40).
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { createRequire } from 'node:module';
+
+import { DirectoryDurableStore, SqliteLeaseStore, TenantRouter, betterSqlite3Snapshot, leaseKeyFor } from '@gotry/tenant-state';
+
+const Database = createRequire(import.meta.url)('better-sqlite3');
+const SIZES_MB = (process.env.BENCH_SIZES_MB ?? '0.25,4,32').split(',').map(Number);
+const CALLS = Number(process.env.BENCH_CALLS ?? 40);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+const ROW = 1024;
+
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gotry-bench-copies-'));
+process.on('exit', () => fs.rmSync(dir, { recursive: true, force: true }));
+
+const median = values => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
+
+function treeBytes(folder) {
+    let total = 0;
+    for (const entry of fs.readdirSync(folder, { withFileTypes: true, recursive: true })) {
+        if (entry.isFile()) total += fs.statSync(path.join(entry.parentPath, entry.name)).size;
+    }
+    return total;
+}
+
+/** A ledger of about `mb` megabytes at `file`, open in WAL mode, as the host keeps it. */
+function ledger(file, mb) {
+    fs.mkdirSync(path.dirname(file), { recursive: true });
+    const db = new Database(file);
+    db.pragma('journal_mode = WAL');
+    db.exec('CREATE TABLE IF NOT EXISTS entries (n INTEGER PRIMARY KEY, body BLOB NOT NULL)');
+    const insert = db.prepare('INSERT INTO entries (body) VALUES (?)');
+    const rows = Math.ceil((mb * 1024 * 1024) / (ROW + 40));
+    db.transaction(() => {
+        for (let i = 0; i < rows; i += 1) insert.run(Buffer.alloc(ROW, i % 251));
+    })();
+    return db;
+}
+
+const write = db => db.prepare('INSERT INTO entries (body) VALUES (?)').run(Buffer.from('one small row'));
+
+console.log(`strict-durability router call vs the same insert, ${CALLS} calls a round, median of ${ROUNDS} rounds`);
+for (const mb of SIZES_MB) {
+    const here = path.join(dir, String(mb));
+    const durable = path.join(here, 'durable');
+    const leaseStore = new SqliteLeaseStore({ path: path.join(here, 'leases.db') });
+    const router = await TenantRouter.start({
+        leaseStore,
+        durableStore: new DirectoryDurableStore({ path: durable }),
+        stateRoot: path.join(here, 'state'),
+        replicaId: 'bench',
+        ttlMs: 60_000,
+        marginMs: 5_000,
+        copyPolicy: { durability: 'strict' },
+        snapshot: betterSqlite3Snapshot(Database),
+    });
+    const tenant = `t-${'0'.repeat(32)}`;
+    const key = leaseKeyFor('acme', tenant);
+    const handle = await router.open('acme', tenant);
+    const routed = ledger(path.join(handle.root, 'ledger.db'), mb);
+    const raw = ledger(path.join(here, 'raw', 'ledger.db'), mb);
+    // The first copy stores the whole ledger; what follows is what one row costs.
+    await router.run(key, () => write(routed));
+
+    const perCallMs = async call => {
+        const start = process.hrtime.bigint();
+        for (let i = 0; i < CALLS; i += 1) await call();
+        return Number(process.hrtime.bigint() - start) / 1e6 / CALLS;
+    };
+    const rawMs = [];
+    const routedMs = [];
+    const storedBefore = treeBytes(durable);
+    for (let round = 0; round < ROUNDS; round += 1) {
+        rawMs.push(await perCallMs(async () => write(raw)));
+        routedMs.push(await perCallMs(() => router.run(key, () => write(routed))));
+    }
+    const storedPerWrite = (treeBytes(durable) - storedBefore) / (CALLS * ROUNDS);
+    const [r, s] = [median(rawMs), median(routedMs)];
+    console.log(
+        `  ${String(mb).padStart(5)} MB ledger: router call ${s.toFixed(2)} ms, insert alone ${r.toFixed(3)} ms ` +
+            `(${(s / r).toFixed(0)} times), ${(storedPerWrite / 1024).toFixed(1)} KB stored per write`,
+    );
+    await router.close(1_000);
+    routed.close();
+    raw.close();
+    leaseStore.close();
+}
