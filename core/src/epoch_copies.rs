@@ -369,9 +369,16 @@ impl EpochCopies {
         let mut tenure = lock(&tenure);
         let prefix = epoch_prefix(lease.key(), lease.epoch())?;
         // The listing (a round trip to the store) is waited for while the snapshot is taken,
-        // which also keeps it out of the time the router holds the tenant's calls back.
+        // which also keeps it out of the time the router holds the tenant's calls back. Past
+        // the tenure's first copy, only what sorts after its last one is listed: a stranger's
+        // copy ahead of it (which a restore would prefer) is still seen, and a tenure of many
+        // copies does not list them all at each one.
+        let known_up_to = tenure.seqs.last().map(|last| format!("{prefix}{last:020}0"));
         let (found, snapshot) = std::thread::scope(|scope| {
-            let found = scope.spawn(|| self.store.list(&prefix));
+            let found = scope.spawn(|| match &known_up_to {
+                Some(after) => self.store.list_after(&prefix, after),
+                None => self.store.list(&prefix),
+            });
             let snapshot = Snapshot::take(root, self.snapshot.as_ref(), tenure.lineage.as_deref());
             (found.join().expect("listing does not panic"), snapshot)
         });

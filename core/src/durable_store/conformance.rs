@@ -12,6 +12,7 @@ pub(crate) fn run_all(make: MakeStore<'_>) {
     create_only_never_replaces(&*make());
     get_and_delete(&*make());
     list_is_by_prefix_and_ordered(&*make());
+    list_after_skips_what_sorts_before(&*make());
     racing_creates_have_one_winner(make());
     keys_are_checked(&*make());
     large_objects_round_trip(&*make());
@@ -59,6 +60,46 @@ fn list_is_by_prefix_and_ordered(store: &dyn DurableStore) {
     assert_eq!(keys("p").len(), 4);
     assert_eq!(keys("").len(), 5);
     assert!(keys("nothing/").is_empty());
+}
+
+/// The tenure's view: copies numbered in padded folders, the marker after them.
+fn list_after_skips_what_sorts_before(store: &dyn DurableStore) {
+    for key in [
+        "e/01/files/a",
+        "e/01/m.json",
+        "e/02/files/a",
+        "e/02/m.json",
+        "e/03/files/a",
+        "e/tenure.json",
+        "f/01",
+    ] {
+        store.put_new(key, b"x").unwrap();
+    }
+    let keys = |prefix: &str, after: &str| -> Vec<String> {
+        store
+            .list_after(prefix, after)
+            .unwrap()
+            .into_iter()
+            .map(|o| o.key)
+            .collect()
+    };
+    // "e/020" sorts after every key of folder 02 and before those of 03.
+    assert_eq!(keys("e/", "e/020"), ["e/03/files/a", "e/tenure.json"]);
+    assert_eq!(
+        keys("e/", "e/02/files/a"),
+        ["e/02/m.json", "e/03/files/a", "e/tenure.json"]
+    );
+    assert_eq!(keys("e/", "e/tenure.json"), Vec::<String>::new());
+    assert_eq!(keys("e/", "").len(), 6);
+    assert_eq!(
+        keys("e/", ""),
+        store
+            .list("e/")
+            .unwrap()
+            .into_iter()
+            .map(|o| o.key)
+            .collect::<Vec<_>>()
+    );
 }
 
 fn racing_creates_have_one_winner(store: Arc<dyn DurableStore>) {

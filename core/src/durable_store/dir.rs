@@ -264,12 +264,16 @@ impl DurableStore for DirectoryDurableStore {
     }
 
     fn list(&self, prefix: &str) -> Result<Vec<ObjectInfo>> {
+        self.list_after(prefix, "")
+    }
+
+    fn list_after(&self, prefix: &str, after: &str) -> Result<Vec<ObjectInfo>> {
         assert_prefix(prefix)?;
         // Walk only the deepest folder the prefix names in full; the rest is a name filter.
         let folder = prefix.rsplit_once('/').map_or("", |(folder, _)| folder);
         let mut found = Vec::new();
-        walk(&self.root.join(folder), folder, &mut |key, size| {
-            if key.starts_with(prefix) {
+        walk(&self.root.join(folder), folder, after, &mut |key, size| {
+            if key.starts_with(prefix) && key.as_str() > after {
                 found.push(ObjectInfo { key, size });
             }
         })?;
@@ -368,7 +372,9 @@ fn same_file(path: &Path, file: &File) -> bool {
 }
 
 /// Calls `found(key, size)` for every object below `dir`, whose key is `key_prefix`.
-fn walk(dir: &Path, key_prefix: &str, found: &mut dyn FnMut(String, u64)) -> Result<()> {
+/// Every object under `dir`, skipping (without a look inside) the entries whose keys, and the
+/// keys of everything below them, all sort before `after`.
+fn walk(dir: &Path, key_prefix: &str, after: &str, found: &mut dyn FnMut(String, u64)) -> Result<()> {
     let entries = match fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
@@ -388,11 +394,15 @@ fn walk(dir: &Path, key_prefix: &str, found: &mut dyn FnMut(String, u64)) -> Res
             // Not an object of ours: the staging folder, or a stranger's file.
             continue;
         }
+        let below = format!("{key}/");
+        if below.as_str() < after && !after.starts_with(&below) {
+            continue;
+        }
         let meta = entry
             .metadata()
             .map_err(|e| Error::durable_io(format!("{key} cannot be read"), &e))?;
         if meta.is_dir() {
-            walk(&entry.path(), &key, found)?;
+            walk(&entry.path(), &key, after, found)?;
         } else if meta.is_file() {
             found(key, meta.len());
         }

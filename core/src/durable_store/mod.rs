@@ -48,6 +48,16 @@ pub trait DurableStore: Send + Sync + std::fmt::Debug {
     fn get(&self, key: &str) -> Result<Option<Vec<u8>>>;
     /// Every object whose key starts with `prefix`, ordered by key.
     fn list(&self, prefix: &str) -> Result<Vec<ObjectInfo>>;
+    /// The objects of [`DurableStore::list`] whose keys sort after `after`: a copy checks its
+    /// tenure's prefix past the copies it knows of without listing those again, so a tenure of
+    /// many copies does not pay for all of them at each one. Stores that can skip what sorts
+    /// before `after` (S3's start-after, a folder walk that does not descend) do; this
+    /// default filters a whole listing.
+    fn list_after(&self, prefix: &str, after: &str) -> Result<Vec<ObjectInfo>> {
+        let mut listed = self.list(prefix)?;
+        listed.retain(|object| object.key.as_str() > after);
+        Ok(listed)
+    }
     /// Removes `key`; removing an object that is not there is not an error.
     fn delete(&self, key: &str) -> Result<()>;
     /// Where the store is, for messages and status: the URL without any credential.

@@ -286,7 +286,9 @@ impl S3DurableStore {
         })
     }
 
-    fn list_raw(&self, raw_prefix: String) -> Result<Vec<ObjectMeta>, Failure> {
+    /// Every object whose name starts with `raw_prefix` (and sorts after `offset`, which S3's
+    /// start-after skips on the server).
+    fn list_raw(&self, raw_prefix: String, offset: Option<String>) -> Result<Vec<ObjectMeta>, Failure> {
         let store = self.requests.clone();
         run(async move {
             let mut objects = Vec::new();
@@ -294,6 +296,7 @@ impl S3DurableStore {
             loop {
                 let options = PaginatedListOptions {
                     page_token,
+                    offset: offset.clone(),
                     ..PaginatedListOptions::default()
                 };
                 // Unlike `ObjectStore::list`, this takes the prefix as a string, not as a
@@ -355,21 +358,27 @@ impl DurableStore for S3DurableStore {
     }
 
     fn list(&self, prefix: &str) -> Result<Vec<ObjectInfo>> {
+        self.list_after(prefix, "")
+    }
+
+    fn list_after(&self, prefix: &str, after: &str) -> Result<Vec<ObjectInfo>> {
         let prefix = assert_prefix(prefix)?;
         let own = if self.place.prefix.is_empty() {
             String::new()
         } else {
             format!("{}/", self.place.prefix)
         };
+        let offset = (!after.is_empty()).then(|| format!("{own}{after}"));
         let objects = self
-            .list_raw(format!("{own}{prefix}"))
+            .list_raw(format!("{own}{prefix}"), offset)
             .map_err(|f| self.fail(&format!("listing {prefix:?} in"), f))?;
         let mut listed: Vec<ObjectInfo> = objects
             .into_iter()
             .filter_map(|object| {
                 let key = object.location.as_ref().strip_prefix(own.as_str())?;
-                // Names with a segment starting with '.' are this backend's own (the probe).
-                (!key.split('/').any(|segment| segment.starts_with('.'))).then(|| ObjectInfo {
+                // Names with a segment starting with '.' are this backend's own (the probe). A
+                // server that ignores start-after is filtered here.
+                (key > after && !key.split('/').any(|segment| segment.starts_with('.'))).then(|| ObjectInfo {
                     key: key.to_owned(),
                     size: object.size,
                 })

@@ -158,11 +158,12 @@ struct Scan {
 }
 
 fn scan(wal: &File, header: &Header, from: u64, sum: [u32; 2]) -> std::io::Result<Scan> {
+    /// Frames read at a time: a WAL's valid frames often end long before the file does (a
+    /// restarted WAL keeps the older generation's frames behind its own), and reading stops
+    /// at the first frame that is not of this generation.
+    const FRAMES_AT_ONCE: u64 = 64;
     let frame = FRAME_HEADER + header.page_size;
-    let start = HEADER as u64 + from * frame as u64;
     let len = wal.metadata()?.len();
-    let mut tail = vec![0u8; usize::try_from(len.saturating_sub(start)).unwrap_or(0)];
-    read_fully(wal, &mut tail, start)?;
     let mut result = Scan {
         frames: from,
         checksum: sum,
@@ -170,23 +171,37 @@ fn scan(wal: &File, header: &Header, from: u64, sum: [u32; 2]) -> std::io::Resul
         latest: HashMap::new(),
     };
     let (mut running, mut pending) = (sum, Vec::new());
-    for (n, bytes) in tail.chunks_exact(frame).enumerate() {
-        let (head, page) = bytes.split_at(FRAME_HEADER);
-        let pgno = be(head, 0);
-        running = checksum(header.big_endian, &head[..8], running);
-        running = checksum(header.big_endian, page, running);
-        if pgno == 0 || [be(head, 8), be(head, 12)] != header.salts || [be(head, 16), be(head, 20)] != running
-        {
+    let mut next = from;
+    let mut chunk = Vec::new();
+    'chunks: loop {
+        let start = HEADER as u64 + next * frame as u64;
+        let whole = len.saturating_sub(start) / frame as u64;
+        let count = whole.min(FRAMES_AT_ONCE);
+        if count == 0 {
             break;
         }
-        let index = from + n as u64;
-        pending.push((pgno, index));
-        let commit = be(head, 4);
-        if commit != 0 {
-            result.latest.extend(pending.drain(..));
-            result.frames = index + 1;
-            result.checksum = running;
-            result.pages = Some(commit);
+        chunk.resize(count as usize * frame, 0);
+        read_fully(wal, &mut chunk, start)?;
+        for bytes in chunk.chunks_exact(frame) {
+            let (head, page) = bytes.split_at(FRAME_HEADER);
+            let pgno = be(head, 0);
+            running = checksum(header.big_endian, &head[..8], running);
+            running = checksum(header.big_endian, page, running);
+            if pgno == 0
+                || [be(head, 8), be(head, 12)] != header.salts
+                || [be(head, 16), be(head, 20)] != running
+            {
+                break 'chunks;
+            }
+            pending.push((pgno, next));
+            next += 1;
+            let commit = be(head, 4);
+            if commit != 0 {
+                result.latest.extend(pending.drain(..));
+                result.frames = next;
+                result.checksum = running;
+                result.pages = Some(commit);
+            }
         }
     }
     Ok(result)
