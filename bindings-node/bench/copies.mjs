@@ -4,19 +4,24 @@
 // acknowledgement waiting for its copy. Against the same insert into a ledger of the same
 // size without the router, in the same process, rounds alternating; with the bytes the copies
 // stored per write (everything: pieces and manifests, read from the store's folder).
-// Printed, not asserted. `node bench/copies.mjs` (BENCH_SIZES_MB=0.25,4,32, BENCH_CALLS=40).
+// Printed, not asserted. `node bench/copies.mjs` (BENCH_SIZES_MB=0.25,4,32, BENCH_CALLS=40);
+// with BENCH_DURABLE_URL (an s3:// URL, such as one on moto) the copies go there instead of a
+// folder, and the bytes stored are not read back.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { createRequire } from 'node:module';
 
-import { DirectoryDurableStore, SqliteLeaseStore, TenantRouter, betterSqlite3Snapshot, leaseKeyFor } from '@gotry/tenant-state';
+import {
+    DirectoryDurableStore, SqliteLeaseStore, TenantRouter, betterSqlite3Snapshot, leaseKeyFor, openDurableStore,
+} from '@gotry/tenant-state';
 
 const Database = createRequire(import.meta.url)('better-sqlite3');
 const SIZES_MB = (process.env.BENCH_SIZES_MB ?? '0.25,4,32').split(',').map(Number);
 const CALLS = Number(process.env.BENCH_CALLS ?? 40);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const ROW = 1024;
+const DURABLE_URL = process.env.BENCH_DURABLE_URL;
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gotry-bench-copies-'));
 process.on('exit', () => fs.rmSync(dir, { recursive: true, force: true }));
@@ -54,7 +59,7 @@ for (const mb of SIZES_MB) {
     const leaseStore = new SqliteLeaseStore({ path: path.join(here, 'leases.db') });
     const router = await TenantRouter.start({
         leaseStore,
-        durableStore: new DirectoryDurableStore({ path: durable }),
+        durableStore: DURABLE_URL ? await openDurableStore(DURABLE_URL) : new DirectoryDurableStore({ path: durable }),
         stateRoot: path.join(here, 'state'),
         replicaId: 'bench',
         ttlMs: 60_000,
@@ -62,7 +67,8 @@ for (const mb of SIZES_MB) {
         copyPolicy: { durability: 'strict' },
         snapshot: betterSqlite3Snapshot(Database),
     });
-    const tenant = `t-${'0'.repeat(32)}`;
+    // A tenant of its own per size and run, so copies in a shared bucket never meet.
+    const tenant = `t-${process.hrtime.bigint().toString(16).padStart(32, '0').slice(-32)}`;
     const key = leaseKeyFor('acme', tenant);
     const handle = await router.open('acme', tenant);
     const routed = ledger(path.join(handle.root, 'ledger.db'), mb);
@@ -77,16 +83,17 @@ for (const mb of SIZES_MB) {
     };
     const rawMs = [];
     const routedMs = [];
-    const storedBefore = treeBytes(durable);
+    const stored = () => (DURABLE_URL ? 0 : treeBytes(durable));
+    const storedBefore = stored();
     for (let round = 0; round < ROUNDS; round += 1) {
         rawMs.push(await perCallMs(async () => write(raw)));
         routedMs.push(await perCallMs(() => router.run(key, () => write(routed))));
     }
-    const storedPerWrite = (treeBytes(durable) - storedBefore) / (CALLS * ROUNDS);
+    const storedPerWrite = (stored() - storedBefore) / (CALLS * ROUNDS);
     const [r, s] = [median(rawMs), median(routedMs)];
     console.log(
         `  ${String(mb).padStart(5)} MB ledger: router call ${s.toFixed(2)} ms, insert alone ${r.toFixed(3)} ms ` +
-            `(${(s / r).toFixed(0)} times), ${(storedPerWrite / 1024).toFixed(1)} KB stored per write`,
+            `(${(s / r).toFixed(0)} times)` + (DURABLE_URL ? ' on S3' : `, ${(storedPerWrite / 1024).toFixed(1)} KB stored per write`),
     );
     await router.close(1_000);
     routed.close();

@@ -71,15 +71,35 @@ fn list(key: &OsStr, durable: &DurableArg) -> Result<Report, Failure> {
     let key = text_arg("key", key)?;
     let opened = open(durable)?;
     let listing = opened.listing(key)?;
+    // What each complete copy references of earlier ones (a read of its manifest): with what
+    // it stored itself, what restoring it fetches.
+    let reused = listing
+        .iter()
+        .map(|copy| match copy.complete {
+            true => opened
+                .copies
+                .reused(
+                    key,
+                    CopyId {
+                        epoch: copy.epoch,
+                        seq: copy.seq,
+                    },
+                )
+                .map_err(|e| opened.target.failure(e)),
+            false => Ok(None),
+        })
+        .collect::<Result<Vec<_>, Failure>>()?;
     let json = json!({
         "key": key,
         "durable": opened.location,
-        "copies": listing.iter().map(|copy| json!({
+        "copies": listing.iter().zip(&reused).map(|(copy, reused)| json!({
             "epoch": copy.epoch,
             "seq": copy.seq,
             "complete": copy.complete,
             "objects": copy.objects,
             "bytes": copy.bytes,
+            "objects_reused": reused.map(|r| r.0),
+            "bytes_reused": reused.map(|r| r.1),
         })).collect::<Vec<_>>(),
     });
     let place = format!("{} in {}", printable(key), printable(&opened.location));
@@ -88,17 +108,22 @@ fn list(key: &OsStr, durable: &DurableArg) -> Result<Report, Failure> {
     }
     let rows: Vec<Vec<String>> = listing
         .iter()
-        .map(|copy| {
+        .zip(&reused)
+        .map(|(copy, reused)| {
             vec![
                 copy.epoch.to_string(),
                 copy.seq.to_string(),
                 if copy.complete { "yes" } else { "no" }.to_owned(),
                 copy.objects.to_string(),
                 copy.bytes.to_string(),
+                reused.map_or_else(|| "-".to_owned(), |r| r.1.to_string()),
             ]
         })
         .collect();
-    let mut text = render::table(&["EPOCH", "SEQ", "COMPLETE", "OBJECTS", "BYTES"], &rows);
+    let mut text = render::table(
+        &["EPOCH", "SEQ", "COMPLETE", "OBJECTS", "BYTES", "REUSED BYTES"],
+        &rows,
+    );
     let complete = listing.iter().filter(|copy| copy.complete).count();
     text.push_str(&format!(
         "\n{} of {place}, {complete} complete\n",

@@ -720,6 +720,24 @@ impl EpochCopies {
             .collect())
     }
 
+    /// What copy `copy` of `key` references of earlier copies of its lineage instead of storing
+    /// it again: objects and bytes; `None` when its manifest is missing or unreadable. One
+    /// read of the manifest (the listing tells what the copy stored itself).
+    pub fn reused(&self, key: &str, copy: CopyId) -> Result<Option<(usize, u64)>> {
+        let Some(Some(manifest)) = self.read_manifest(key, copy)? else {
+            return Ok(None);
+        };
+        Ok(Some(match manifest {
+            AnyManifest::V1(_) => (0, 0),
+            AnyManifest::V2(m) => tally(
+                m.files
+                    .iter()
+                    .flat_map(FileV2::objects)
+                    .filter(|o| o.copy() != Some(copy)),
+            ),
+        }))
+    }
+
     /// Deletes every copy (and tenure marker) of epochs up to the forgotten floor, which it
     /// reads from the lease store: LEASE_LOST unless the store still names this holder.
     pub fn forget_copies(&self, lease: &TenantLease) -> Result<Vec<CopyId>> {

@@ -131,10 +131,19 @@ fn list_in_json_names_each_copy() {
         // The ledger and the manifest.
         assert_eq!(copy["objects"], 2, "{copy}");
         assert!(copy["bytes"].as_u64().unwrap() > 0, "{copy}");
+        // Each of the two holds its ledger whole (a base), referencing nothing earlier.
+        assert_eq!(
+            (&copy["objects_reused"], &copy["bytes_reused"]),
+            (&json!(0), &json!(0)),
+            "{copy}"
+        );
     }
     let text = fixture.run(&["list", KEY]);
     let text = text.ok();
-    assert!(text.starts_with("EPOCH  SEQ  COMPLETE  OBJECTS  BYTES"), "{text}");
+    assert!(
+        text.starts_with("EPOCH  SEQ  COMPLETE  OBJECTS  BYTES  REUSED BYTES"),
+        "{text}"
+    );
     assert!(
         text.contains("2 copies of acme/t-0123456789abcdef0123456789abcdef in "),
         "{text}"

@@ -514,6 +514,17 @@ fn a_one_row_change_of_a_multi_mb_ledger_uploads_a_few_blocks() {
             "{backend}: {second:?}"
         );
         assert_eq!(second.bytes_uploaded, copy_bytes(&world, 1, 2), "{backend}");
+        // What the listing's reader is told the copy references, as its report said.
+        assert_eq!(
+            copies.reused(&key(), CopyId { epoch: 1, seq: 2 }).unwrap(),
+            Some((second.pieces_reused, second.bytes_reused)),
+            "{backend}"
+        );
+        assert_eq!(
+            copies.reused(&key(), CopyId { epoch: 1, seq: 1 }).unwrap(),
+            Some((0, 0))
+        );
+        assert_eq!(copies.reused(&key(), CopyId { epoch: 1, seq: 9 }).unwrap(), None);
 
         let b = world.next_holder("replica-b");
         let root_b = world.root("b");
