@@ -349,7 +349,21 @@ impl EpochCopies {
 
     /// [`EpochCopies::write_copy`], telling `snapshot_taken` once nothing of `root` is open
     /// here any more (before the upload): the router holds the tenant's calls back until then.
+    /// Counted in the metrics here, whoever asked for the copy.
     pub(crate) fn write_copy_with(
+        &self,
+        lease: &TenantLease,
+        root: &Path,
+        snapshot_taken: &dyn Fn(),
+    ) -> Result<WrittenCopy> {
+        let started = std::time::Instant::now();
+        let answer = self.write_copy_uncounted(lease, root, snapshot_taken);
+        let bytes = answer.as_ref().map_or(0, |written| written.bytes_uploaded);
+        crate::metrics::copy(&answer, bytes, started.elapsed());
+        answer
+    }
+
+    fn write_copy_uncounted(
         &self,
         lease: &TenantLease,
         root: &Path,
@@ -630,6 +644,17 @@ impl EpochCopies {
     /// (with every skipped copy) when copies exist but none verifies; an empty start, with
     /// `root` emptied, when there is none.
     pub fn restore(
+        &self,
+        lease: &TenantLease,
+        root: &Path,
+        verify: Option<FoldCheck<'_>>,
+    ) -> Result<RestoreReport> {
+        let answer = self.restore_uncounted(lease, root, verify);
+        crate::metrics::restore(&answer);
+        answer
+    }
+
+    fn restore_uncounted(
         &self,
         lease: &TenantLease,
         root: &Path,

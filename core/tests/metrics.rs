@@ -8,9 +8,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use gotry_tenant_state::{
-    metrics, open_durable_store, CopyPolicy, DirectoryDurableStore, Durability, DurableStore, Error,
-    KeeperOptions, LeaseKeeper, LeaseStore, ManualClock, RouterOptions, SqliteLeaseStore, TenantHandle,
-    TenantRouter, TenantState,
+    metrics, open_durable_store, CopyPolicy, DirectoryDurableStore, Durability, DurableStore, EpochCopies,
+    Error, KeeperOptions, LeaseKeeper, LeaseOptions, LeaseStore, ManualClock, RouterOptions,
+    SqliteLeaseStore, TenantHandle, TenantLease, TenantRouter, TenantState,
 };
 
 const TTL: i64 = 1_000;
@@ -419,4 +419,46 @@ fn which_promtool() -> Result<std::path::PathBuf, ()> {
         .map(|dir| dir.join("promtool"))
         .find(|path| path.is_file())
         .ok_or(())
+}
+
+/// A host that uses the copies without a router is counted alike: the counting is where a copy
+/// is written and a restore made, not in the router.
+#[test]
+fn copies_and_restores_made_without_a_router_are_counted() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let leases: Arc<dyn LeaseStore> = Arc::new(SqliteLeaseStore::open(dir.path().join("leases.db")).unwrap());
+    let copies = EpochCopies::new(Arc::new(
+        DirectoryDurableStore::open(dir.path().join("durable")).unwrap(),
+    ));
+    let lease = TenantLease::acquire(LeaseOptions {
+        key: key("t-33333333333333333333333333333333"),
+        replica_id: "replica-a".to_owned(),
+        store: leases,
+        ttl_ms: 60_000,
+        margin_ms: 1_000,
+        clock: Arc::new(ManualClock::new(0)),
+    })
+    .unwrap();
+    let root = dir.path().join("root");
+    let series = [
+        "gotry_tenant_restores_total{outcome=\"empty\"}",
+        "gotry_tenant_copies_total{outcome=\"written\"}",
+        "gotry_tenant_copies_total{outcome=\"failed\"}",
+        "gotry_tenant_copy_bytes_total",
+    ];
+    let before = metrics::encode();
+    copies.restore(&lease, &root, None).unwrap();
+    std::fs::write(root.join("notes.txt"), b"twelve bytes").unwrap();
+    let written = copies.write_copy(&lease, &root).unwrap();
+    // A root that is a file cannot be copied.
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, b"x").unwrap();
+    assert!(copies.write_copy(&lease, &file).is_err());
+    let after = metrics::encode();
+    assert_eq!(
+        deltas(&before, &after, &series),
+        vec![1.0, 1.0, 1.0, written.bytes_uploaded as f64],
+        "{after}"
+    );
 }

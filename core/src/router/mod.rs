@@ -539,9 +539,7 @@ impl TenantRouter {
                 .verify
                 .as_deref()
                 .map(|v| v as &dyn Fn(&Path) -> Result<bool>);
-            let restored = shared.copies.restore(&lease, &root, verify);
-            crate::metrics::restore(&restored);
-            match restored {
+            match shared.copies.restore(&lease, &root, verify) {
                 Ok(report) => Ok(Arc::new(TenantHandle {
                     key: key.clone(),
                     root,
@@ -958,12 +956,6 @@ impl Shared {
                 .write_copy_with(&handle.lease, &handle.root, &|| self.let_calls_in(&handle.key))
         });
         drop(marks);
-        match &outcome {
-            // A long call delays the copy: no copy was attempted.
-            Err(Error::TenantBusy { .. }) => {}
-            Ok(written) => crate::metrics::copy(&outcome, written.bytes_uploaded, started.elapsed()),
-            Err(_) => crate::metrics::copy(&outcome, 0, started.elapsed()),
-        }
         let mut tenants = lock(&self.tenants);
         if let Some(t) = tenants.get_mut(&handle.key) {
             match &outcome {
