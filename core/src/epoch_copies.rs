@@ -82,57 +82,7 @@ pub const FORMAT_VERSION: u32 = 3;
 const MARKER_FORMAT: u32 = 1;
 const SQLITE_HEADER: &[u8; 16] = b"SQLite format 3\0";
 
-/// A copy's place in the order restores follow: epoch first, then sequence.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub struct CopyId {
-    pub epoch: i64,
-    pub seq: u64,
-}
-
-/// Why a restore passed over a copy.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum SkipReason {
-    /// The manifest is missing a field, does not parse, or contradicts its own place.
-    Manifest,
-    /// The manifest names another tenant.
-    Tenant,
-    /// A file is missing or its size or SHA-256 differs from the manifest.
-    Checksum,
-    /// A SQLite file fails `PRAGMA integrity_check`.
-    Integrity,
-    /// The host's own check of the restored state refused it.
-    Fold,
-    /// Written into an older epoch after a later tenure had begun: a stale holder's copy.
-    Superseded,
-}
-
-impl SkipReason {
-    /// The stable string hosts see as `reason`.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            SkipReason::Manifest => "manifest",
-            SkipReason::Tenant => "tenant",
-            SkipReason::Checksum => "checksum",
-            SkipReason::Integrity => "integrity",
-            SkipReason::Fold => "fold",
-            SkipReason::Superseded => "superseded",
-        }
-    }
-}
-
-impl std::fmt::Display for SkipReason {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// A copy a restore passed over, and why.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct SkippedCopy {
-    pub epoch: i64,
-    pub seq: u64,
-    pub reason: SkipReason,
-}
+pub use crate::records::{CopyId, SkipReason, SkippedCopy};
 
 /// What a restore did: the copy it installed (`None`: an empty start) and every copy it
 /// passed over on the way, newest first.

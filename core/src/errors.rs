@@ -7,8 +7,7 @@
 
 use std::fmt;
 
-use crate::epoch_copies::SkippedCopy;
-use crate::lease_store::LeaseRecord;
+use crate::records::{LeaseRecord, SkippedCopy};
 
 /// The stable codes: the reference implementation's twelve in its order, then this layer's own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -15,6 +15,8 @@ pub mod keeper;
 pub mod lease_store;
 pub mod metrics;
 pub mod paths;
+pub(crate) mod plumbing;
+pub mod records;
 pub mod router;
 pub mod secrets;
 pub mod tenant_lease;

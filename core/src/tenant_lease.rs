@@ -103,7 +103,7 @@ impl TenantLease {
             .acquire(&options.key, &options.replica_id, options.ttl_ms)?;
         let lease = TenantLease {
             epoch: grant.record.epoch,
-            tenure_id: crate::durable_store::dir::random_u64(),
+            tenure_id: crate::plumbing::random_u64(),
             forgotten_at_epoch: grant.record.forgotten_at_epoch,
             marked_forgotten: std::sync::atomic::AtomicBool::new(false),
             state: Mutex::new(HolderState {

@@ -20,7 +20,6 @@
 use std::collections::HashSet;
 use std::fs::{self, File, OpenOptions};
 use std::io::{ErrorKind, Write};
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
@@ -30,6 +29,7 @@ use std::sync::Mutex;
 use super::{assert_object_key, assert_prefix, DurableStore, ObjectInfo, PutOutcome};
 use crate::errors::{Error, Result};
 use crate::paths::{assert_root, shown};
+use crate::plumbing::{hold_lock, random_u64, remove_if_abandoned};
 
 const STAGING: &str = ".staging";
 
@@ -310,70 +310,9 @@ impl DurableStore for DirectoryDurableStore {
     }
 }
 
-/// Takes `file`'s exclusive lock, waiting for a sweep that holds it, and tells whether
-/// `path` still names the file: `false` when a sweep removed it first.
-pub(crate) fn hold_lock(path: &Path, file: &File) -> std::io::Result<bool> {
-    flock(file, libc::LOCK_EX)?;
-    Ok(same_file(path, file))
-}
-
-/// Removes `path` (with `remove`) when its owner is gone: when its lock can be taken at
-/// once. Tells whether it did. A path that vanished meanwhile, or that is not a file or
-/// folder of its own (a symlink is never followed), is left alone.
-pub(crate) fn remove_if_abandoned(
-    path: &Path,
-    remove: impl FnOnce(&Path) -> std::io::Result<()>,
-) -> std::io::Result<bool> {
-    let file = match OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)
-    {
-        Ok(file) => file,
-        Err(e) if e.kind() == ErrorKind::NotFound || e.raw_os_error() == Some(libc::ELOOP) => {
-            return Ok(false)
-        }
-        Err(e) => return Err(e),
-    };
-    match flock(&file, libc::LOCK_EX | libc::LOCK_NB) {
-        Ok(()) => {}
-        Err(e) if e.raw_os_error() == Some(libc::EWOULDBLOCK) => return Ok(false),
-        Err(e) => return Err(e),
-    }
-    // Holding the lock, the name is removed before anyone can lock it again.
-    if !same_file(path, &file) {
-        return Ok(false);
-    }
-    match remove(path) {
-        Ok(()) => Ok(true),
-        Err(e) if e.kind() == ErrorKind::NotFound => Ok(false),
-        Err(e) => Err(e),
-    }
-}
-
-fn flock(file: &File, operation: libc::c_int) -> std::io::Result<()> {
-    loop {
-        // SAFETY: a plain system call on a descriptor `file` owns for the whole call.
-        if unsafe { libc::flock(file.as_raw_fd(), operation) } == 0 {
-            return Ok(());
-        }
-        let error = std::io::Error::last_os_error();
-        if error.kind() != ErrorKind::Interrupted {
-            return Err(error);
-        }
-    }
-}
-
-fn same_file(path: &Path, file: &File) -> bool {
-    match (fs::symlink_metadata(path), file.metadata()) {
-        (Ok(named), Ok(held)) => (named.dev(), named.ino()) == (held.dev(), held.ino()),
-        _ => false,
-    }
-}
-
-/// Calls `found(key, size)` for every object below `dir`, whose key is `key_prefix`.
-/// Every object under `dir`, skipping (without a look inside) the entries whose keys, and the
-/// keys of everything below them, all sort before `after`.
+/// Calls `found(key, size)` for every object below `dir`, whose key is `key_prefix`, skipping
+/// (without a look inside) the entries whose keys, and the keys of everything below them, all
+/// sort before `after`.
 fn walk(dir: &Path, key_prefix: &str, after: &str, found: &mut dyn FnMut(String, u64)) -> Result<()> {
     let entries = match fs::read_dir(dir) {
         Ok(entries) => entries,
@@ -430,51 +369,15 @@ fn create_parents_durably(dir: &Path) -> Result<()> {
     }
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // Every critical section inserts or reads one value.
-    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
-    #[cfg(test)]
-    synced::record(dir);
-    File::open(dir)
-        .and_then(|d| d.sync_all())
+/// Flushes a folder of the store: a failure is the durable store's.
+fn sync_dir(dir: &Path) -> Result<()> {
+    crate::plumbing::sync_dir(dir)
         .map_err(|e| Error::durable_io(format!("{} cannot be flushed", shown(dir)), &e))
 }
 
-/// The folders this thread flushed, for the tests that prove a folder is durable before an
-/// object under it is acknowledged.
-#[cfg(test)]
-pub(crate) mod synced {
-    use std::cell::RefCell;
-    use std::path::{Path, PathBuf};
-
-    thread_local!(static SYNCED: RefCell<Vec<PathBuf>> = const { RefCell::new(Vec::new()) });
-
-    pub(crate) fn record(dir: &Path) {
-        SYNCED.with(|s| s.borrow_mut().push(dir.to_path_buf()));
-    }
-
-    /// What was flushed since the last call.
-    pub(crate) fn take() -> Vec<PathBuf> {
-        SYNCED.with(|s| std::mem::take(&mut *s.borrow_mut()))
-    }
-}
-
-/// Uniqueness for staging names across processes that share a folder (the pid alone repeats
-/// across containers on one volume).
-pub(crate) fn random_u64() -> u64 {
-    let mut bytes = [0u8; 8];
-    match File::open("/dev/urandom").and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes)) {
-        Ok(()) => u64::from_ne_bytes(bytes),
-        Err(_) => {
-            let now = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap_or_default();
-            now.as_nanos() as u64 ^ (u64::from(std::process::id()) << 32)
-        }
-    }
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // Every critical section inserts or reads one value.
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 #[cfg(test)]
@@ -514,9 +417,9 @@ mod tests {
         let root = dir.path().join("store");
         let store = DirectoryDurableStore::open(&root).unwrap();
         fs::create_dir_all(root.join("a/b")).unwrap();
-        synced::take();
+        crate::plumbing::synced::take();
         store.put_new("a/b/c/obj", b"x").unwrap();
-        let flushed = synced::take();
+        let flushed = crate::plumbing::synced::take();
         for parent in [&root, &root.join("a"), &root.join("a/b"), &root.join("a/b/c")] {
             assert!(
                 flushed.contains(parent),
@@ -525,12 +428,12 @@ mod tests {
             );
         }
         store.put_new("a/b/c/next", b"y").unwrap();
-        assert_eq!(synced::take(), [root.join("a/b/c")]);
+        assert_eq!(crate::plumbing::synced::take(), [root.join("a/b/c")]);
         // Another process's store (a fresh one here) does not trust a folder it did not flush.
         let other = DirectoryDurableStore::open(&root).unwrap();
-        synced::take();
+        crate::plumbing::synced::take();
         other.put_new("a/b/c/third", b"z").unwrap();
-        assert!(synced::take().contains(&root.join("a")));
+        assert!(crate::plumbing::synced::take().contains(&root.join("a")));
     }
 
     #[test]

@@ -65,9 +65,9 @@ use object_store::{
     StaticCredentialProvider,
 };
 
-use super::dir::random_u64;
 use super::{assert_object_key, assert_prefix, DurableStore, ObjectInfo, PutOutcome};
 use crate::errors::{Error, Result};
+use crate::plumbing::random_u64;
 
 const DEFAULT_TIMEOUT_MS: u64 = 4_000;
 const TIMEOUT_MS_RANGE: std::ops::RangeInclusive<u64> = 100..=600_000;
@@ -680,27 +680,8 @@ fn endpoint_is_http(endpoint: &str) -> Result<bool> {
 }
 
 fn percent_decode(text: &str) -> Result<String> {
-    let malformed = || Error::invalid_argument("an s3:// URL has a malformed %-escape");
-    let mut decoded = Vec::with_capacity(text.len());
-    let mut rest = text.as_bytes();
-    while let Some((&byte, tail)) = rest.split_first() {
-        if byte == b'%' {
-            let hex = tail
-                .get(..2)
-                .filter(|hex| hex.iter().all(u8::is_ascii_hexdigit))
-                .ok_or_else(malformed)?;
-            let value = std::str::from_utf8(hex)
-                .ok()
-                .and_then(|hex| u8::from_str_radix(hex, 16).ok())
-                .ok_or_else(malformed)?;
-            decoded.push(value);
-            rest = &tail[2..];
-        } else {
-            decoded.push(byte);
-            rest = tail;
-        }
-    }
-    String::from_utf8(decoded).map_err(|_| malformed())
+    crate::plumbing::percent_decode(text)
+        .ok_or_else(|| Error::invalid_argument("an s3:// URL has a malformed %-escape"))
 }
 
 #[cfg(test)]

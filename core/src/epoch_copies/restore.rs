@@ -12,8 +12,8 @@ use std::path::{Component, PathBuf};
 
 use super::snapshot::collect_files;
 use super::*;
-use crate::durable_store::dir::{hold_lock, random_u64, remove_if_abandoned, sync_dir};
 use crate::paths::shown;
+use crate::plumbing::{hold_lock, random_u64, remove_if_abandoned};
 
 /// A verified copy waiting in its scratch folder (none for an empty start).
 pub(super) struct Staged {
@@ -44,7 +44,7 @@ impl Staged {
             Err(e) => return Err(Error::io(format!("{} cannot be read", shown(root)), &e)),
         }
         // The scratch folder now holds the old root; dropping it removes that.
-        sync_dir(parent).map_err(as_local)?;
+        sync_dir(parent)?;
         drop(scratch);
         Ok(self.report)
     }
@@ -270,7 +270,7 @@ fn sync_tree(dir: &Path) -> Result<()> {
             sync_tree(&entry.path())?;
         }
     }
-    sync_dir(dir).map_err(as_local)
+    sync_dir(dir)
 }
 
 pub(super) fn tree_size(dir: &Path) -> Result<(usize, u64)> {
@@ -314,18 +314,10 @@ pub(super) fn regular_files(dir: &Path, relative: &str, out: &mut Vec<String>) -
     Ok(())
 }
 
-/// `sync_dir` speaks for the durable store; on the tenant's own disk it is a storage error.
-fn as_local(error: Error) -> Error {
-    match error {
-        Error::DurableStoreUnavailable {
-            message,
-            backend_code,
-        } => Error::Storage {
-            code: backend_code,
-            message,
-        },
-        other => other,
-    }
+/// Flushes a folder of the tenant's own disk: a failure is a storage error.
+fn sync_dir(dir: &Path) -> Result<()> {
+    crate::plumbing::sync_dir(dir)
+        .map_err(|e| Error::io(format!("{} cannot be flushed", crate::paths::shown(dir)), &e))
 }
 
 /// The folder that holds `path`; `.` for a bare relative name.

@@ -13,13 +13,13 @@ use std::path::PathBuf;
 
 use super::wal::{HostFile, WalMark};
 use super::*;
-use crate::lease_store::sqlite::sqlite_code_name;
 use crate::paths::assert_path;
+use crate::plumbing::sqlite_code_name;
 
 /// How long a snapshot waits for a rollback-mode writer's lock before it gives up with
 /// SQLITE_BUSY, the core's and a host's snapshot function alike: the SQLite lease store's
 /// default, so a copy is as patient as a lease operation.
-pub const SNAPSHOT_LOCK_WAIT: std::time::Duration = crate::lease_store::sqlite::DEFAULT_BUSY_TIMEOUT;
+pub const SNAPSHOT_LOCK_WAIT: std::time::Duration = crate::plumbing::DEFAULT_BUSY_TIMEOUT;
 
 /// A consistent set of files to copy: SQLite databases backed up into a scratch folder,
 /// other files read in place.

@@ -10,9 +10,10 @@ use std::sync::Arc;
 use super::snapshot::sqlite_failure;
 use super::*;
 use crate::clock::ManualClock;
-use crate::durable_store::dir::{random_u64, DirectoryDurableStore};
+use crate::durable_store::dir::DirectoryDurableStore;
 use crate::lease_store::sqlite::SqliteLeaseStore;
 use crate::lease_store::LeaseStore;
+use crate::plumbing::random_u64;
 use crate::tenant_lease::LeaseOptions;
 
 const ORG: &str = "acme";

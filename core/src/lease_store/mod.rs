@@ -48,23 +48,7 @@ pub(crate) const PRUNE_MIN_BATCH: usize = 64;
 /// language accepts exactly the strings the reference accepts).
 pub const MAX_TEXT_UTF16_UNITS: usize = 200;
 
-/// The state of one tenant's lease.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct LeaseRecord {
-    pub key: String,
-    pub owner: String,
-    pub epoch: i64,
-    pub lease_until_ms: i64,
-    pub forgotten_at_epoch: i64,
-}
-
-impl LeaseRecord {
-    /// Whether the lease has run out at `now_ms` on the store's clock: the instant
-    /// `lease_until_ms` itself already belongs to the next owner.
-    pub fn is_expired_at(&self, now_ms: i64) -> bool {
-        self.lease_until_ms <= now_ms
-    }
-}
+pub use crate::records::LeaseRecord;
 
 /// A granted acquire or renew: the record after it, and the TTL it was granted for.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

@@ -25,8 +25,7 @@ use crate::clock::{SystemWallClock, WallClock};
 use crate::errors::{Error, Result};
 use crate::paths::assert_path;
 
-/// How long an operation waits for another process's write lock, as in the reference.
-pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_millis(5_000);
+pub use crate::plumbing::DEFAULT_BUSY_TIMEOUT;
 
 /// The reference's schema, verbatim in structure. The triggers hold the invariants that a
 /// buggy writer (ours, the reference, or a hand-typed `sqlite3` session) must not break.
@@ -670,86 +669,7 @@ fn storage_error(error: rusqlite::Error) -> Error {
     }
 }
 
-/// SQLite's name for a result code: the extended name where it has one that matters to a
-/// caller, the primary name otherwise (as better-sqlite3 reports `error.code`).
-pub fn sqlite_code_name(extended: i32) -> &'static str {
-    use rusqlite::ffi;
-    /// SQLite's own constants, by the names its documentation gives them.
-    macro_rules! names {
-        ($code:expr, $($name:ident),* $(,)?) => {
-            match $code {
-                $(ffi::$name => Some(stringify!($name)),)*
-                _ => None,
-            }
-        };
-    }
-    let extended_name = names!(
-        extended,
-        SQLITE_BUSY_RECOVERY,
-        SQLITE_BUSY_SNAPSHOT,
-        SQLITE_BUSY_TIMEOUT,
-        SQLITE_IOERR_READ,
-        SQLITE_IOERR_SHORT_READ,
-        SQLITE_IOERR_WRITE,
-        SQLITE_IOERR_FSYNC,
-        SQLITE_IOERR_DIR_FSYNC,
-        SQLITE_IOERR_TRUNCATE,
-        SQLITE_IOERR_DELETE,
-        SQLITE_IOERR_LOCK,
-        SQLITE_IOERR_NOMEM,
-        SQLITE_IOERR_ACCESS,
-        SQLITE_IOERR_SHMOPEN,
-        SQLITE_IOERR_SHMMAP,
-        SQLITE_CORRUPT_VTAB,
-        SQLITE_CORRUPT_SEQUENCE,
-        SQLITE_CORRUPT_INDEX,
-        SQLITE_READONLY_RECOVERY,
-        SQLITE_READONLY_CANTLOCK,
-        SQLITE_READONLY_ROLLBACK,
-        SQLITE_READONLY_DBMOVED,
-        SQLITE_CANTOPEN_NOTEMPDIR,
-        SQLITE_CANTOPEN_ISDIR,
-        SQLITE_CANTOPEN_FULLPATH,
-        SQLITE_CONSTRAINT_CHECK,
-        SQLITE_CONSTRAINT_FOREIGNKEY,
-        SQLITE_CONSTRAINT_FUNCTION,
-        SQLITE_CONSTRAINT_NOTNULL,
-        SQLITE_CONSTRAINT_PRIMARYKEY,
-        SQLITE_CONSTRAINT_TRIGGER,
-        SQLITE_CONSTRAINT_UNIQUE,
-    );
-    extended_name
-        .or(names!(
-            extended & 0xff,
-            SQLITE_ERROR,
-            SQLITE_INTERNAL,
-            SQLITE_PERM,
-            SQLITE_ABORT,
-            SQLITE_BUSY,
-            SQLITE_LOCKED,
-            SQLITE_NOMEM,
-            SQLITE_READONLY,
-            SQLITE_INTERRUPT,
-            SQLITE_IOERR,
-            SQLITE_CORRUPT,
-            SQLITE_NOTFOUND,
-            SQLITE_FULL,
-            SQLITE_CANTOPEN,
-            SQLITE_PROTOCOL,
-            SQLITE_EMPTY,
-            SQLITE_SCHEMA,
-            SQLITE_TOOBIG,
-            SQLITE_CONSTRAINT,
-            SQLITE_MISMATCH,
-            SQLITE_MISUSE,
-            SQLITE_NOLFS,
-            SQLITE_AUTH,
-            SQLITE_FORMAT,
-            SQLITE_RANGE,
-            SQLITE_NOTADB,
-        ))
-        .unwrap_or("SQLITE_UNKNOWN")
-}
+pub use crate::plumbing::sqlite_code_name;
 
 impl LeaseStore for SqliteLeaseStore {
     super::lease_store_writes!(crate::metrics::Store::Sqlite);

@@ -293,26 +293,11 @@ pub(super) fn split_host_port(host_port: &str) -> Result<(String, u16)> {
     Ok((host.to_owned(), port))
 }
 
-/// Strict percent-decoding: a `%` not followed by two hex digits, or bytes that are not
-/// UTF-8, are refused rather than passed on mangled. `what` names the part in the error,
-/// which never quotes the part itself.
+/// [`crate::plumbing::percent_decode`], its refusal naming the part.
 pub(super) fn percent_decode(text: &str, what: &str) -> Result<String> {
-    let malformed =
-        || Error::invalid_argument(format!("the {what} in the mysql:// URL is badly percent-encoded"));
-    let mut bytes = Vec::with_capacity(text.len());
-    let mut rest = text.as_bytes();
-    while let Some((&byte, tail)) = rest.split_first() {
-        if byte == b'%' {
-            let hex = tail.get(..2).ok_or_else(malformed)?;
-            let hex = std::str::from_utf8(hex).map_err(|_| malformed())?;
-            bytes.push(u8::from_str_radix(hex, 16).map_err(|_| malformed())?);
-            rest = &tail[2..];
-        } else {
-            bytes.push(byte);
-            rest = tail;
-        }
-    }
-    String::from_utf8(bytes).map_err(|_| malformed())
+    crate::plumbing::percent_decode(text).ok_or_else(|| {
+        Error::invalid_argument(format!("the {what} in the mysql:// URL is badly percent-encoded"))
+    })
 }
 
 pub(super) fn endpoint(host: &str, port: u16, database: &str) -> String {
