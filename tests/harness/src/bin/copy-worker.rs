@@ -14,7 +14,10 @@
 //! `{"event":"ready","pid":P,"epoch":E,"restored":[e,s]|null,"rows":N}` once the tenure began,
 //! then `{"event":"copy","epoch":E,"seq":S,"rows":N,"files":F,"bytes":B,"ms":T}` after each
 //! copy `write_copy` acknowledged, where `rows` is the number of committed ledger rows in
-//! that copy's image. Any failure ends the worker with status 1 and a line on stderr.
+//! that copy's image: the ledger's writer waits while a copy is written, so the rows committed
+//! before it are the copy's (the copy reads the ledger from its WAL, or through the snapshot
+//! function below, which counts the image's rows too, and the two must agree). Any failure
+//! ends the worker with status 1 and a line on stderr.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -156,10 +159,14 @@ fn run(args: &Args) -> Result<(), String> {
         "rows": next - 1,
     }))?;
 
-    // The ledger's writer: small transactions, a short pause between them, until killed.
+    // The ledger's writer: small transactions, a short pause between them, until killed. It
+    // holds `committed` (the rows committed so far) while it writes.
+    let committed = Arc::new(Mutex::new(next - 1));
     let mut writer_rng = Rng::new(rng.next_u64());
+    let writing = committed.clone();
     std::thread::spawn(move || loop {
         let count = 1 + writer_rng.below(3) as usize;
+        let mut rows = writing.lock().unwrap();
         match cc::append_rows(&mut db, next, count, &mut writer_rng) {
             Ok(after) => next = after,
             Err(e) => {
@@ -167,6 +174,8 @@ fn run(args: &Args) -> Result<(), String> {
                 std::process::exit(1);
             }
         }
+        *rows = next - 1;
+        drop(rows);
         std::thread::sleep(Duration::from_micros(500 + writer_rng.below(1_500)));
     });
 
@@ -182,14 +191,19 @@ fn run(args: &Args) -> Result<(), String> {
 
         *image_rows.lock().unwrap() = None;
         let started = Instant::now();
+        let paused = committed.lock().unwrap();
         let copy = copies
             .write_copy(&lease, &args.root)
             .map_err(fail("writing a copy"))?;
-        let rows = image_rows
-            .lock()
-            .unwrap()
-            .take()
-            .ok_or("a copy was written without the ledger's snapshot")?;
+        let rows = *paused;
+        drop(paused);
+        if let Some(imaged) = image_rows.lock().unwrap().take() {
+            if i64::try_from(imaged).ok() != Some(rows) {
+                return Err(format!(
+                    "the snapshot's image holds {imaged} rows, the ledger {rows}"
+                ));
+            }
+        }
         say(serde_json::json!({
             "event": "copy",
             "epoch": copy.epoch,
