@@ -147,6 +147,22 @@ fn read_header(wal: &File) -> std::io::Result<Option<Header>> {
     }))
 }
 
+/// The WAL at `path` and its header; `None` when there is none, or it is not a WAL (emptied
+/// by a checkpoint that truncated it, or torn).
+fn open_wal(path: &Path) -> std::io::Result<Option<(File, Header)>> {
+    let wal = match File::open(path) {
+        Ok(wal) => wal,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    Ok(read_header(&wal)?.map(|header| (wal, header)))
+}
+
+/// A failure to read the WAL at `path`, as the copy reports it.
+fn unreadable(path: &Path) -> impl Fn(std::io::Error) -> Error + '_ {
+    move |e| Error::io(format!("{} cannot be read", path.display()), &e)
+}
+
 /// The frames of one generation from frame `from` (its running checksum `sum`) up to the last
 /// valid commit frame.
 struct Scan {
@@ -212,30 +228,25 @@ fn scan(wal: &File, header: &Header, from: u64, sum: [u32; 2]) -> std::io::Resul
 /// a multiple of a block, a writer that kept committing): the host's snapshot function then
 /// reads it.
 pub(super) fn read_whole(host: &HostFile, wal_path: &Path) -> Result<Option<(Vec<u8>, WalMark)>> {
-    let io = |e: std::io::Error| Error::io(format!("{} cannot be read", wal_path.display()), &e);
+    let io = unreadable(wal_path);
     for _ in 0..3 {
-        let wal = match File::open(wal_path) {
-            Ok(wal) => wal,
-            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(io(e)),
-        };
-        let Some(header) = read_header(&wal).map_err(io)? else {
+        let Some((wal, header)) = open_wal(wal_path).map_err(&io)? else {
             return Ok(None);
         };
         if header.page_size % delta::BLOCK != 0 {
             return Ok(None);
         }
-        let found = scan(&wal, &header, 0, header.checksum).map_err(io)?;
+        let found = scan(&wal, &header, 0, header.checksum).map_err(&io)?;
         let Some(pages) = found.pages else {
             return Ok(None);
         };
         let page = header.page_size;
         let mut image = vec![0u8; pages as usize * page];
-        host.read_at(&mut image, 0).map_err(io)?;
+        host.read_at(&mut image, 0).map_err(&io)?;
         for (&pgno, &index) in &found.latest {
             if pgno <= pages {
                 let at = (pgno as usize - 1) * page;
-                read_fully(&wal, &mut image[at..at + page], frame_offset(page, index)).map_err(io)?;
+                read_fully(&wal, &mut image[at..at + page], frame_offset(page, index)).map_err(&io)?;
             }
         }
         let mark = WalMark {
@@ -245,7 +256,7 @@ pub(super) fn read_whole(host: &HostFile, wal_path: &Path) -> Result<Option<(Vec
             page_size: page,
             latest: Arc::new(found.latest),
         };
-        if unchanged_since(wal_path, &mark).map_err(io)? && host.still_same() {
+        if unchanged_since(wal_path, &mark).map_err(&io)? && host.still_same() {
             return Ok(Some((image, mark)));
         }
     }
@@ -258,8 +269,7 @@ fn frame_offset(page_size: usize, index: u64) -> u64 {
 
 /// Whether the WAL is still the generation of `mark`, with no commit after it.
 fn unchanged_since(wal_path: &Path, mark: &WalMark) -> std::io::Result<bool> {
-    let wal = File::open(wal_path)?;
-    let Some(header) = read_header(&wal)? else {
+    let Some((wal, header)) = open_wal(wal_path)? else {
         return Ok(false);
     };
     Ok(header.salts == mark.salts
@@ -278,19 +288,14 @@ pub(super) struct Tail {
 /// The commits since `mark`; `Ok(None)` when the WAL is another generation (or gone), so the
 /// frames since cannot be told: the whole database is read instead.
 pub(super) fn read_tail(wal_path: &Path, mark: &WalMark) -> Result<Option<Tail>> {
-    let io = |e: std::io::Error| Error::io(format!("{} cannot be read", wal_path.display()), &e);
-    let wal = match File::open(wal_path) {
-        Ok(wal) => wal,
-        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(io(e)),
-    };
-    let Some(header) = read_header(&wal).map_err(io)? else {
+    let io = unreadable(wal_path);
+    let Some((wal, header)) = open_wal(wal_path).map_err(&io)? else {
         return Ok(None);
     };
     if header.salts != mark.salts || header.page_size != mark.page_size {
         return Ok(None);
     }
-    let found = scan(&wal, &header, mark.frames, mark.checksum).map_err(io)?;
+    let found = scan(&wal, &header, mark.frames, mark.checksum).map_err(&io)?;
     let Some(pages) = found.pages else {
         return Ok(Some(Tail {
             len: 0,
@@ -303,7 +308,7 @@ pub(super) fn read_tail(wal_path: &Path, mark: &WalMark) -> Result<Option<Tail>>
     for (&pgno, &index) in &found.latest {
         if pgno <= pages {
             let mut page = vec![0u8; mark.page_size];
-            read_fully(&wal, &mut page, frame_offset(mark.page_size, index)).map_err(io)?;
+            read_fully(&wal, &mut page, frame_offset(mark.page_size, index)).map_err(&io)?;
             changed.insert(pgno, page);
         }
     }
@@ -335,16 +340,16 @@ impl Tail {
         if let Some(page) = self.pages.get(&pgno) {
             return Ok(page.clone());
         }
-        let io = |e: std::io::Error| Error::io(format!("{} cannot be read", wal_path.display()), &e);
+        let io = unreadable(wal_path);
         let mut page = vec![0u8; self.page_size];
         match self.mark.latest.get(&pgno) {
             Some(&index) => {
-                let wal = File::open(wal_path).map_err(io)?;
-                read_fully(&wal, &mut page, frame_offset(self.page_size, index)).map_err(io)?;
+                let wal = File::open(wal_path).map_err(&io)?;
+                read_fully(&wal, &mut page, frame_offset(self.page_size, index)).map_err(&io)?;
             }
             None => host
                 .read_at(&mut page, (pgno as u64 - 1) * self.page_size as u64)
-                .map_err(io)?,
+                .map_err(&io)?,
         }
         Ok(page)
     }
@@ -352,8 +357,7 @@ impl Tail {
     /// Whether what was read since the tail still stands: the same generation, no commit after
     /// it, the host's descriptor still the file.
     pub(super) fn still_holds(&self, host: &HostFile, wal_path: &Path) -> Result<bool> {
-        let io = |e: std::io::Error| Error::io(format!("{} cannot be read", wal_path.display()), &e);
-        Ok(unchanged_since(wal_path, &self.mark).map_err(io)? && host.still_same())
+        Ok(unchanged_since(wal_path, &self.mark).map_err(unreadable(wal_path))? && host.still_same())
     }
 }
 

@@ -65,6 +65,18 @@ fn stored_by(manifest: &ManifestV2) -> BTreeSet<CopyId> {
         .collect()
 }
 
+/// replica-b takes the next epoch and restores into its root, with the full integrity check.
+fn next_holder_restores_checked(world: &World) -> (RestoreReport, PathBuf) {
+    let b = world.next_holder("replica-b");
+    let root_b = world.root("b");
+    let report = world
+        .copies()
+        .with_integrity_check(true)
+        .restore(&b, &root_b, None)
+        .unwrap();
+    (report, root_b)
+}
+
 fn file_of<'a>(manifest: &'a ManifestV2, path: &str) -> &'a FileV2 {
     manifest.files.iter().find(|f| f.path == path).unwrap()
 }
@@ -335,13 +347,7 @@ fn a_wal_checkpoint_by_the_host_between_two_copies_restores_the_committed_state(
         };
         drop(host);
 
-        let b = world.next_holder("replica-b");
-        let root_b = world.root("b");
-        let report = world
-            .copies()
-            .with_integrity_check(true)
-            .restore(&b, &root_b, None)
-            .unwrap();
+        let (report, root_b) = next_holder_restores_checked(&world);
         assert_eq!(report.restored, id(1, 3), "{backend}");
         assert_eq!(entries_of(&root_b), committed, "{backend}");
         assert_eq!(committed, ["h1", "h2", "h3"]);
@@ -688,13 +694,7 @@ fn a_held_wal_ledger_is_copied_from_its_frames() {
         copies.write_copy(&a, &root).unwrap();
         let live = host.serialize(rusqlite::MAIN_DB).unwrap().to_vec();
 
-        let b = world.next_holder("replica-b");
-        let root_b = world.root("b");
-        let report = world
-            .copies()
-            .with_integrity_check(true)
-            .restore(&b, &root_b, None)
-            .unwrap();
+        let (report, root_b) = next_holder_restores_checked(&world);
         assert_eq!(report.restored, id(1, 63), "{backend}");
         assert!(
             fs::read(root_b.join(LEDGER)).unwrap() == live,
