@@ -67,7 +67,7 @@ mod snapshot;
 mod wal;
 
 use layout::{
-    copy_prefix, epoch_prefix, layable, parse_padded, tenant_prefix, AnyManifest, FileV2, Layout, ManifestV2,
+    copy_prefix, epoch_prefix, parse_padded, tenant_prefix, AnyManifest, FileV2, Layout, ManifestV2,
     ObjectRef, TenureMarker, MANIFEST, TENURE,
 };
 use restore::{relative_path, tree_size, write_durably, Restored, Scratch, Staged};
@@ -380,6 +380,7 @@ impl EpochCopies {
             replica_id: lease.replica_id().to_owned(),
             written_at_ms: wall_ms(),
             files: placed.iter().map(|p| p.known.file.clone()).collect(),
+            folders: snapshot.folders.clone(),
         };
         let bytes = manifest.files.iter().map(|f| f.size).sum();
         let json = serde_json::to_vec(&manifest).expect("a manifest serializes");
@@ -969,7 +970,7 @@ impl EpochCopies {
             AnyManifest::V1(m) => (m.epoch, m.seq),
             AnyManifest::V2(m) => (m.epoch, m.seq),
         };
-        if epoch != id.epoch || seq != id.seq || !layable(&manifest.paths()) {
+        if epoch != id.epoch || seq != id.seq || !manifest.layable() {
             return Ok(Err(SkipReason::Manifest));
         }
         if manifest.key() != key {
@@ -995,6 +996,12 @@ impl EpochCopies {
                 }
                 let prefix = tenant_prefix(key)?;
                 let restored = in_parallel(&manifest.files, |_, file| self.fetch_v2(&prefix, file, into));
+                for folder in &manifest.folders {
+                    let path = into.join(relative_path(folder).expect("checked by layable"));
+                    std::fs::create_dir_all(&path).map_err(|e| {
+                        Error::io(format!("{} cannot be created", crate::paths::shown(&path)), &e)
+                    })?;
+                }
                 let mut lineage = Lineage::new();
                 let mut verdicts = Vec::new();
                 for file in restored {

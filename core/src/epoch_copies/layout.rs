@@ -47,6 +47,9 @@ pub(super) struct ManifestV2 {
     pub(super) replica_id: String,
     pub(super) written_at_ms: u64,
     pub(super) files: Vec<FileV2>,
+    /// Folders of the root that held nothing (format 3; a restore makes them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(super) folders: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -138,6 +141,24 @@ impl AnyManifest {
             AnyManifest::V1(m) => m.files.iter().map(|f| f.path.as_str()).collect(),
             AnyManifest::V2(m) => m.files.iter().map(|f| f.path.as_str()).collect(),
         }
+    }
+
+    /// Whether a restore can lay the copy out: its files (see [`layable`]) and its empty
+    /// folders, each a plain relative path that neither is a file nor lies under one.
+    pub(super) fn layable(&self) -> bool {
+        let files = self.paths();
+        let folders: &[String] = match self {
+            AnyManifest::V1(_) => &[],
+            AnyManifest::V2(m) => &m.folders,
+        };
+        let named: BTreeSet<&str> = files.iter().copied().collect();
+        layable(&files)
+            && folders.iter().all(|folder| {
+                layable(&[folder.as_str()])
+                    && std::iter::once(folder.as_str())
+                        .chain(folder.match_indices('/').map(|(i, _)| &folder[..i]))
+                        .all(|above| !named.contains(above))
+            })
     }
 
     /// Every object the copy needs, by full store key, with its size.

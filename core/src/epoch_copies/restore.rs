@@ -275,7 +275,7 @@ fn sync_tree(dir: &Path) -> Result<()> {
 
 pub(super) fn tree_size(dir: &Path) -> Result<(usize, u64)> {
     let mut files = Vec::new();
-    collect_files(dir, "", &mut files)?;
+    collect_files(dir, "", &mut files, &mut Vec::new())?;
     let mut bytes = 0;
     for file in &files {
         bytes += fs::metadata(dir.join(file))

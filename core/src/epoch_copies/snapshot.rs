@@ -25,6 +25,8 @@ pub const SNAPSHOT_LOCK_WAIT: std::time::Duration = crate::plumbing::DEFAULT_BUS
 /// other files read in place.
 pub(super) struct Snapshot {
     pub(super) files: Vec<SnapshotFile>,
+    /// The root's folders that hold nothing, by relative path.
+    pub(super) folders: Vec<String>,
     /// Where the host's images are, when it wrote any.
     _scratch: Option<Scratch>,
 }
@@ -104,7 +106,9 @@ impl Snapshot {
     ) -> Result<Snapshot> {
         assert_path("a tenant root", root)?;
         let mut paths = Vec::new();
-        collect_files(root, "", &mut paths)?;
+        let mut folders = Vec::new();
+        collect_files(root, "", &mut paths, &mut folders)?;
+        folders.sort();
         paths.sort();
         // Listed before this function opens anything of the root, and everything it opens
         // is closed again before the next file: every match is someone else's handle.
@@ -171,6 +175,7 @@ impl Snapshot {
         }
         Ok(Snapshot {
             files,
+            folders,
             _scratch: scratch,
         })
     }
@@ -264,7 +269,14 @@ pub(super) fn assert_root_not_open(root: &Path) -> Result<()> {
     }
 }
 
-pub(super) fn collect_files(dir: &Path, relative: &str, out: &mut Vec<String>) -> Result<()> {
+/// The files under `dir` (paths relative to it), and, in `empty`, the folders that hold
+/// nothing, which a copy keeps too (a host may count on a folder it made being there).
+pub(super) fn collect_files(
+    dir: &Path,
+    relative: &str,
+    out: &mut Vec<String>,
+    empty: &mut Vec<String>,
+) -> Result<()> {
     let entries = fs::read_dir(dir)
         .map_err(|e| Error::io(format!("{} cannot be listed", crate::paths::shown(dir)), &e))?;
     for entry in entries {
@@ -286,7 +298,11 @@ pub(super) fn collect_files(dir: &Path, relative: &str, out: &mut Vec<String>) -
             .file_type()
             .map_err(|e| Error::io(format!("{path} cannot be read"), &e))?;
         if kind.is_dir() {
-            collect_files(&entry.path(), &path, out)?;
+            let found = (out.len(), empty.len());
+            collect_files(&entry.path(), &path, out, empty)?;
+            if (out.len(), empty.len()) == found {
+                empty.push(path);
+            }
         } else if kind.is_file() {
             out.push(path);
         } else {

@@ -966,3 +966,62 @@ fn a_restore_refuses_a_root_that_is_a_file_and_takes_a_bare_relative_name() {
     assert_eq!(report.unwrap().restored, None);
     assert!(made);
 }
+
+/// Folders that hold nothing are part of the root a copy keeps: a restore makes them. A
+/// manifest naming a folder where it names a file, or under one, cannot be laid out: passed
+/// over as `manifest`, the copy before it restored.
+#[test]
+fn empty_folders_survive_a_copy_and_a_folder_that_is_a_file_is_a_manifest_fault() {
+    for (backend, world) in worlds() {
+        let a = world.holder("replica-a");
+        let root = world.root("a");
+        write_state(&root, &["one"]);
+        fs::create_dir_all(root.join("inbox/empty")).unwrap();
+        fs::create_dir_all(root.join("outbox")).unwrap();
+        let copies = world.copies();
+        copies.write_copy(&a, &root).unwrap();
+        assert_eq!(
+            manifest_of(&world, 1).folders,
+            ["inbox/empty", "outbox"],
+            "{backend}"
+        );
+        write_state(&root, &["one", "two"]);
+        copies.write_copy(&a, &root).unwrap();
+        let mut forged = manifest_of(&world, 2);
+        forged.folders = vec!["gotry-state/gotry-state.db/inside".to_owned()];
+        // Through the store's own interface, so on every backend.
+        let manifest_key = format!(
+            "{}{MANIFEST}",
+            copy_prefix(&key(), CopyId { epoch: 1, seq: 2 }).unwrap()
+        );
+        world.durable.delete(&manifest_key).unwrap();
+        world
+            .durable
+            .put_new(&manifest_key, &serde_json::to_vec(&forged).unwrap())
+            .unwrap();
+
+        let b = world.next_holder("replica-b");
+        let root_b = world.root("b");
+        let report = world.copies().restore(&b, &root_b, None).unwrap();
+        assert_eq!(report.restored, id(1, 1), "{backend}");
+        assert_eq!(
+            report.skipped,
+            [SkippedCopy {
+                epoch: 1,
+                seq: 2,
+                reason: SkipReason::Manifest
+            }],
+            "{backend}"
+        );
+        assert_eq!(read_state(&root_b), ["one"], "{backend}");
+        assert!(
+            root_b.join("inbox/empty").is_dir() && root_b.join("outbox").is_dir(),
+            "{backend}"
+        );
+        assert_eq!(
+            fs::read_dir(root_b.join("outbox")).unwrap().count(),
+            0,
+            "{backend}"
+        );
+    }
+}
