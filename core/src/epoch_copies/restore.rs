@@ -580,6 +580,18 @@ mod tests {
         assert_eq!(names(dir, ".root.gotry-"), BTreeSet::new());
     }
 
+    /// Whether another open file holds `path`'s lock (this probe's own lock, when it gets
+    /// one, goes with its descriptor).
+    fn locked_elsewhere(path: &Path) -> bool {
+        use std::os::fd::AsRawFd;
+        let Ok(file) = fs::File::open(path) else {
+            return false;
+        };
+        // SAFETY: a plain system call on a descriptor `file` owns for the whole call.
+        let taken = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0;
+        !taken && std::io::Error::last_os_error().raw_os_error() == Some(libc::EWOULDBLOCK)
+    }
+
     const COPY_TEST: &str =
         "epoch_copies::restore::tests::a_copy_killed_midway_leaves_no_staging_file_past_the_next_open";
 
@@ -590,10 +602,16 @@ mod tests {
         let dir = tmp.path();
         let staging = dir.join("store/.staging");
         let staging = staging.as_path();
+        // A writer's staging files once it holds their locks: between a file's creation and
+        // its lock a sweep may take it for a dead writer's (the writer then tries another
+        // name), so only a locked one is the live writer's to keep.
         let staged_by = |kid: &Kid| {
             let prefix = format!("{}-", kid.pid());
             move || {
-                let found = names(staging, &prefix);
+                let found: BTreeSet<String> = names(staging, &prefix)
+                    .into_iter()
+                    .filter(|name| locked_elsewhere(&staging.join(name)))
+                    .collect();
                 (!found.is_empty()).then_some(found)
             }
         };
