@@ -709,3 +709,78 @@ fn a_held_wal_ledger_is_copied_from_its_frames() {
         assert_eq!(entries_of(&root_b), expected, "{backend}");
     }
 }
+
+/// A writer that keeps committing (with its own connection, as another thread or process of
+/// the host would) while copies of the held ledger are read from its WAL, its automatic
+/// checkpoints restarting the WAL now and then: every copy restores to a committed state (rows
+/// 1..n with none missing, `integrity_check` ok), never behind the one before it.
+#[test]
+fn copies_read_from_a_wal_that_a_writer_keeps_committing_to_are_committed_states() {
+    let world = World::directory();
+    let a = world.holder("replica-a");
+    let root = world.root("a");
+    padded_root(&root, 256);
+    let ledger = root.join(LEDGER);
+    let host = rusqlite::Connection::open(&ledger).unwrap();
+    let asked = Arc::new(AtomicUsize::new(0));
+    let counted = asked.clone();
+    let through_host = same_library_snapshot();
+    let snapshot: HostSnapshot = Arc::new(move |source: &Path, image: &Path| {
+        counted.fetch_add(1, Ordering::SeqCst);
+        through_host(source, image)
+    });
+    let copies = world.copies().with_host_snapshot(Some(snapshot));
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (stop, ledger) = (stop.clone(), ledger.clone());
+        std::thread::spawn(move || {
+            let db = rusqlite::Connection::open(&ledger).unwrap();
+            db.busy_timeout(std::time::Duration::from_secs(5)).unwrap();
+            db.execute_batch("PRAGMA wal_autocheckpoint = 8").unwrap();
+            let mut n = 0u64;
+            while !stop.load(Ordering::SeqCst) {
+                n += 1;
+                db.execute("INSERT INTO entries (text) VALUES (?1)", [n.to_string()])
+                    .unwrap();
+                // Now and then a pause, so that some copies read the WAL between commits and
+                // others meet a commit that came in meanwhile.
+                if n % 4 == 0 {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+            }
+            n
+        })
+    };
+    let mut last = 0usize;
+    for round in 0..30 {
+        copies.write_copy(&a, &root).unwrap();
+        let into = world.dir.path().join(format!("look-{round}"));
+        world
+            .copies()
+            .with_integrity_check(true)
+            .restore_latest(&key(), 0, None, &into, None)
+            .unwrap();
+        let entries = entries_of(&into);
+        let expected: Vec<String> = (1..=entries.len()).map(|n| n.to_string()).collect();
+        assert_eq!(entries, expected, "round {round}: not a committed state");
+        assert!(
+            entries.len() >= last,
+            "round {round}: {} rows after {last}",
+            entries.len()
+        );
+        last = entries.len();
+    }
+    stop.store(true, Ordering::SeqCst);
+    let written = writer.join().unwrap();
+    copies.write_copy(&a, &root).unwrap();
+    drop(host);
+    let into = world.dir.path().join("look-last");
+    world
+        .copies()
+        .restore_latest(&key(), 0, None, &into, None)
+        .unwrap();
+    assert_eq!(entries_of(&into).len() as u64, written);
+    assert!(written > last as u64, "the writer went on during the copies");
+    // Most copies came from the WAL; where a commit kept coming in, from the host's function.
+    assert!(asked.load(Ordering::SeqCst) < 31, "no copy was read from the WAL");
+}
