@@ -744,7 +744,7 @@ fn copies_read_from_a_wal_that_a_writer_keeps_committing_to_are_committed_states
                     .unwrap();
                 // Now and then a pause, so that some copies read the WAL between commits and
                 // others meet a commit that came in meanwhile.
-                if n % 4 == 0 {
+                if n.is_multiple_of(4) {
                     std::thread::sleep(std::time::Duration::from_millis(1));
                 }
             }
