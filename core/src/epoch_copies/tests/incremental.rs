@@ -77,6 +77,18 @@ fn next_holder_restores_checked(world: &World) -> (RestoreReport, PathBuf) {
     (report, root_b)
 }
 
+/// The same-library snapshot function, and how many times a copy asked it.
+fn counted_host_snapshot() -> (HostSnapshot, Arc<AtomicUsize>) {
+    let asked = Arc::new(AtomicUsize::new(0));
+    let counted = asked.clone();
+    let through_host = same_library_snapshot();
+    let snapshot: HostSnapshot = Arc::new(move |source: &Path, image: &Path| {
+        counted.fetch_add(1, Ordering::SeqCst);
+        through_host(source, image)
+    });
+    (snapshot, asked)
+}
+
 fn file_of<'a>(manifest: &'a ManifestV2, path: &str) -> &'a FileV2 {
     manifest.files.iter().find(|f| f.path == path).unwrap()
 }
@@ -649,13 +661,7 @@ fn a_held_wal_ledger_is_copied_from_its_frames() {
         let mut host = rusqlite::Connection::open(root.join(LEDGER)).unwrap();
         // Small enough that the host's own checkpoints (and WAL restarts) come up.
         host.execute_batch("PRAGMA wal_autocheckpoint = 16").unwrap();
-        let asked = Arc::new(AtomicUsize::new(0));
-        let counted = asked.clone();
-        let through_host = same_library_snapshot();
-        let snapshot: HostSnapshot = Arc::new(move |source: &Path, image: &Path| {
-            counted.fetch_add(1, Ordering::SeqCst);
-            through_host(source, image)
-        });
+        let (snapshot, asked) = counted_host_snapshot();
         let copies = world.copies().with_host_snapshot(Some(snapshot));
         let insert = |text: &str| {
             host.execute("INSERT INTO entries (text) VALUES (?1)", [text])
@@ -722,13 +728,7 @@ fn copies_read_from_a_wal_that_a_writer_keeps_committing_to_are_committed_states
     padded_root(&root, 256);
     let ledger = root.join(LEDGER);
     let host = rusqlite::Connection::open(&ledger).unwrap();
-    let asked = Arc::new(AtomicUsize::new(0));
-    let counted = asked.clone();
-    let through_host = same_library_snapshot();
-    let snapshot: HostSnapshot = Arc::new(move |source: &Path, image: &Path| {
-        counted.fetch_add(1, Ordering::SeqCst);
-        through_host(source, image)
-    });
+    let (snapshot, asked) = counted_host_snapshot();
     let copies = world.copies().with_host_snapshot(Some(snapshot));
     let stop = Arc::new(AtomicBool::new(false));
     let writer = {
