@@ -90,16 +90,7 @@ impl DirectoryDurableStore {
     }
 
     fn assert_writable(&self, key: &str) -> Result<()> {
-        if self.read_only {
-            return Err(Error::durable(
-                "EROFS",
-                format!(
-                    "{key} cannot be changed: {} was opened for reading",
-                    shown(&self.root)
-                ),
-            ));
-        }
-        Ok(())
+        super::assert_writable(self.read_only, key, || shown(&self.root))
     }
 
     /// Removes the staging files of writers that are gone: those whose lock is free.

@@ -88,6 +88,22 @@ pub fn assert_object_key(key: &str) -> Result<&str> {
     }
 }
 
+/// Refuses a change to `key` in a store opened for reading (the CLI's read-only commands) as
+/// a read-only mount would, EROFS; `location` names the store in the message.
+pub(crate) fn assert_writable<L: std::fmt::Display>(
+    read_only: bool,
+    key: &str,
+    location: impl FnOnce() -> L,
+) -> Result<()> {
+    if read_only {
+        return Err(Error::durable(
+            "EROFS",
+            format!("{key} cannot be changed: {} was opened for reading", location()),
+        ));
+    }
+    Ok(())
+}
+
 /// A list prefix is a key, or a key followed by `/`, or empty for everything. `/` alone is
 /// refused: it names no folder of the store, and answering `[]` would read as "no objects".
 pub(crate) fn assert_prefix(prefix: &str) -> Result<&str> {

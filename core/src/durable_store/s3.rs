@@ -319,16 +319,7 @@ impl S3DurableStore {
     }
 
     fn assert_writable(&self, key: &str) -> Result<()> {
-        if self.read_only {
-            return Err(Error::durable(
-                "EROFS",
-                format!(
-                    "{key} cannot be changed: {} was opened for reading",
-                    self.location()
-                ),
-            ));
-        }
-        Ok(())
+        super::assert_writable(self.read_only, key, || self.location())
     }
 }
 
