@@ -415,27 +415,24 @@ impl EpochCopies {
         store: impl Fn(&str, &[u8]) -> Result<()>,
         index: usize,
     ) -> Result<Placed> {
-        let (whole, changed, wal) = match content {
-            snapshot::Content::Whole(bytes, wal) => (Some(bytes), None, wal),
-            snapshot::Content::Changed(changed) => (None, Some(changed), Some(&changed.mark)),
-        };
-        let (blocks, size, digest, step) = match (&whole, changed) {
-            (Some(bytes), _) => {
-                let blocks = delta::block_digests(bytes);
+        use snapshot::Content;
+        let (blocks, size, digest, step, wal) = match &content {
+            Content::Whole(bytes, wal) => {
+                let blocks = Arc::new(delta::block_digests(bytes));
                 let size = bytes.len() as u64;
                 let digest = delta::digest_of(&blocks, size);
                 let step = next_step(known, &blocks, size, &digest, file.sqlite);
-                (blocks, size, digest, step)
+                (blocks, size, digest, step, *wal)
             }
-            (None, Some(changed)) => {
+            Content::Changed(changed) => {
                 let step = match (&changed.chain, known) {
                     (Some(chain), Some(_)) => Step::Delta(chain.clone()),
                     (None, Some(_)) => Step::Same,
                     (_, None) => Step::Base,
                 };
-                (changed.blocks.clone(), changed.len, changed.digest.clone(), step)
+                let (blocks, digest) = (changed.blocks.clone(), changed.digest.clone());
+                (blocks, changed.len, digest, step, Some(&changed.mark))
             }
-            (None, None) => unreachable!("content is whole or changed"),
         };
         let wal = wal.cloned();
         match (step, known) {
@@ -449,10 +446,9 @@ impl EpochCopies {
             (Step::Delta(chain), Some(known)) => {
                 let kept = &known.file.deltas[..chain.len() - 1];
                 let stored = chain.last().expect("a chain after a change");
-                let bytes = match (&whole, changed) {
-                    (Some(content), _) => delta::encode(content, stored),
-                    (None, Some(changed)) => delta::encode_with(size, stored, |i| &changed.content[&i]),
-                    (None, None) => unreachable!("content is whole or changed"),
+                let bytes = match &content {
+                    Content::Whole(bytes, _) => delta::encode(bytes, stored),
+                    Content::Changed(changed) => delta::encode_with(size, stored, |i| &changed.content[&i]),
                 };
                 let object = name(&format!("files/{index:06}.delta"));
                 store(&object, &bytes)?;
@@ -474,7 +470,7 @@ impl EpochCopies {
                             delta: None,
                             deltas: kept.iter().cloned().chain([added]).collect(),
                         },
-                        blocks: Arc::new(blocks),
+                        blocks,
                         base_blocks: known.base_blocks.clone(),
                         chain,
                         wal,
@@ -483,7 +479,7 @@ impl EpochCopies {
             }
             _ => {}
         }
-        let Some(content) = whole else {
+        let Content::Whole(content, _) = &content else {
             unreachable!("a file whose WAL told what changed is read whole when it needs a new base")
         };
         // The check runs while the base is stored: the manifest, which alone publishes it, is
@@ -494,7 +490,7 @@ impl EpochCopies {
             let checked = file.sqlite.then(|| {
                 scope.spawn(|| Restored::read_in_place(content.to_vec(), true).passes("quick_check"))
             });
-            let stored = store(&object, &content);
+            let stored = store(&object, content);
             (checked.is_none_or(|c| c.join().unwrap_or(false)), stored)
         });
         if !checked {
@@ -507,7 +503,6 @@ impl EpochCopies {
             });
         }
         stored?;
-        let blocks = Arc::new(blocks);
         Ok(Placed {
             uploaded: (1, size),
             reused: (0, 0),

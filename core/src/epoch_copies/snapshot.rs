@@ -11,7 +11,7 @@ use std::io::ErrorKind;
 use std::os::unix::io::RawFd;
 use std::path::PathBuf;
 
-use super::wal::{HostFile, WalMark};
+use super::wal::{HostFile, Since, WalMark};
 use super::*;
 use crate::paths::assert_path;
 use crate::plumbing::sqlite_code_name;
@@ -56,7 +56,7 @@ enum Source {
 
 pub(super) struct Changed {
     pub(super) len: u64,
-    pub(super) blocks: Vec<[u8; 32]>,
+    pub(super) blocks: Arc<Vec<[u8; 32]>>,
     pub(super) digest: String,
     /// The file's chain after this copy, whose last delta it stores (`None`: the file is as the
     /// lineage's last copy holds it).
@@ -324,20 +324,23 @@ fn read_held(host: &HostFile, wal_path: &Path, known: Option<&Known>) -> Result<
         .filter(|k| k.file.sqlite)
         .and_then(|k| Some((k, k.wal.as_ref()?)))
     {
-        if let Some(tail) = super::wal::read_tail(wal_path, mark)? {
-            if tail.nothing_new() {
+        match super::wal::read_tail(wal_path, mark)? {
+            Since::Nothing => {
                 return Ok(Some(Source::Changed(Changed {
                     len: known.file.size,
-                    blocks: known.blocks.to_vec(),
+                    blocks: known.blocks.clone(),
                     digest: known.file.digest.clone(),
                     chain: None,
                     content: BTreeMap::new(),
-                    mark: tail.mark,
-                })));
+                    mark: mark.clone(),
+                })))
             }
-            if let Some(changed) = changed_since(host, wal_path, known, tail)? {
-                return Ok(Some(Source::Changed(changed)));
+            Since::Commits(tail) => {
+                if let Some(changed) = changed_since(host, wal_path, known, tail)? {
+                    return Ok(Some(Source::Changed(changed)));
+                }
             }
+            Since::Unknown => {}
         }
     }
     Ok(super::wal::read_whole(host, wal_path)?.map(|(image, mark)| Source::Live(image, mark)))
@@ -388,7 +391,7 @@ fn changed_since(
     let Some(stored) = chain.as_ref().and_then(|c| c.last()) else {
         return Ok(Some(Changed {
             len: tail.len,
-            blocks,
+            blocks: Arc::new(blocks),
             digest,
             chain,
             content: BTreeMap::new(),
@@ -396,13 +399,21 @@ fn changed_since(
         }));
     };
     let mut needed = BTreeMap::new();
+    // A page holds `per_page` blocks: read once, whichever of them the delta takes.
+    let mut read: HashMap<u32, Vec<u8>> = HashMap::new();
     for &index in stored.iter() {
         let bytes = match content.remove(&index) {
             Some(bytes) => bytes,
             None => {
                 let pgno = (index / per_page + 1) as u32;
+                let page = match read.entry(pgno) {
+                    std::collections::hash_map::Entry::Occupied(page) => page.into_mut(),
+                    std::collections::hash_map::Entry::Vacant(slot) => {
+                        slot.insert(tail.page(host, wal_path, pgno)?)
+                    }
+                };
                 let at = (index % per_page) * delta::BLOCK;
-                tail.page(host, wal_path, pgno)?[at..at + delta::BLOCK].to_vec()
+                page[at..at + delta::BLOCK].to_vec()
             }
         };
         needed.insert(index, bytes);
@@ -412,7 +423,7 @@ fn changed_since(
     }
     Ok(Some(Changed {
         len: tail.len,
-        blocks,
+        blocks: Arc::new(blocks),
         digest,
         chain,
         content: needed,

@@ -285,24 +285,28 @@ pub(super) struct Tail {
     pub(super) mark: WalMark,
 }
 
-/// The commits since `mark`; `Ok(None)` when the WAL is another generation (or gone), so the
-/// frames since cannot be told: the whole database is read instead.
-pub(super) fn read_tail(wal_path: &Path, mark: &WalMark) -> Result<Option<Tail>> {
+/// What the WAL tells of the commits since a mark.
+pub(super) enum Since {
+    /// The WAL is another generation (or gone): the frames since cannot be told, and the whole
+    /// database is read instead.
+    Unknown,
+    /// No commit since.
+    Nothing,
+    Commits(Tail),
+}
+
+/// The commits since `mark`.
+pub(super) fn read_tail(wal_path: &Path, mark: &WalMark) -> Result<Since> {
     let io = unreadable(wal_path);
     let Some((wal, header)) = open_wal(wal_path).map_err(&io)? else {
-        return Ok(None);
+        return Ok(Since::Unknown);
     };
     if header.salts != mark.salts || header.page_size != mark.page_size {
-        return Ok(None);
+        return Ok(Since::Unknown);
     }
     let found = scan(&wal, &header, mark.frames, mark.checksum).map_err(&io)?;
     let Some(pages) = found.pages else {
-        return Ok(Some(Tail {
-            len: 0,
-            pages: BTreeMap::new(),
-            page_size: mark.page_size,
-            mark: mark.clone(),
-        }));
+        return Ok(Since::Nothing);
     };
     let mut changed = BTreeMap::new();
     for (&pgno, &index) in &found.latest {
@@ -314,7 +318,7 @@ pub(super) fn read_tail(wal_path: &Path, mark: &WalMark) -> Result<Option<Tail>>
     }
     let mut latest = (*mark.latest).clone();
     latest.extend(found.latest);
-    Ok(Some(Tail {
+    Ok(Since::Commits(Tail {
         len: pages as u64 * mark.page_size as u64,
         pages: changed,
         page_size: mark.page_size,
@@ -329,11 +333,6 @@ pub(super) fn read_tail(wal_path: &Path, mark: &WalMark) -> Result<Option<Tail>>
 }
 
 impl Tail {
-    /// Whether a commit came in since the tail was read.
-    pub(super) fn nothing_new(&self) -> bool {
-        self.pages.is_empty() && self.len == 0
-    }
-
     /// Page `pgno` as of the tail's commit: from the tail, else from the WAL's latest frame of
     /// it, else from the database file.
     pub(super) fn page(&self, host: &HostFile, wal_path: &Path, pgno: u32) -> Result<Vec<u8>> {

@@ -784,3 +784,48 @@ fn copies_read_from_a_wal_that_a_writer_keeps_committing_to_are_committed_states
     // Most copies came from the WAL; where a commit kept coming in, from the host's function.
     assert!(asked.load(Ordering::SeqCst) < 31, "no copy was read from the WAL");
 }
+
+/// A held ledger whose pages are 8 KiB, two blocks each: copied from its WAL's frames alike,
+/// the restored file byte for byte the host's.
+#[test]
+fn a_held_ledger_of_pages_larger_than_a_block_is_copied_from_its_frames() {
+    let world = World::directory();
+    let a = world.holder("replica-a");
+    let root = world.root("a");
+    let ledger = root.join(LEDGER);
+    fs::create_dir_all(ledger.parent().unwrap()).unwrap();
+    let mut host = rusqlite::Connection::open(&ledger).unwrap();
+    host.execute_batch(
+        "PRAGMA page_size = 8192; PRAGMA journal_mode = WAL; PRAGMA wal_autocheckpoint = 0;
+         CREATE TABLE entries (text TEXT NOT NULL); CREATE TABLE pad (b BLOB);",
+    )
+    .unwrap();
+    for _ in 0..64 {
+        host.execute("INSERT INTO pad VALUES (randomblob(6000))", [])
+            .unwrap();
+    }
+    let (snapshot, asked) = counted_host_snapshot();
+    let copies = world.copies().with_host_snapshot(Some(snapshot));
+    let first = copies.write_copy(&a, &root).unwrap();
+    for n in 1..=10 {
+        host.execute("INSERT INTO entries (text) VALUES (?1)", [n.to_string()])
+            .unwrap();
+        host.execute("UPDATE pad SET b = randomblob(6000) WHERE rowid = ?1", [n * 5])
+            .unwrap();
+        let written = copies.write_copy(&a, &root).unwrap();
+        // One delta: the pages changed since the last copy, or now and then a merge of them.
+        assert_eq!(written.pieces_uploaded, 1, "{n}: {written:?}");
+        assert!(
+            written.bytes_uploaded * 4 < first.bytes_uploaded,
+            "{n}: {written:?}"
+        );
+    }
+    assert_eq!(asked.load(Ordering::SeqCst), 0, "every copy came from the WAL");
+    let live = host.serialize(rusqlite::MAIN_DB).unwrap().to_vec();
+    let (report, root_b) = next_holder_restores_checked(&world);
+    assert_eq!(report.restored, id(1, 11));
+    assert!(
+        fs::read(root_b.join(LEDGER)).unwrap() == live,
+        "not the host's ledger"
+    );
+}
