@@ -27,6 +27,9 @@ eval "$(./scripts/mariadb-tls.sh --watch $$ || echo 'exit 1')"
 section "PostgreSQL server"
 ./scripts/postgres.sh
 
+section "a second PostgreSQL server that takes only TLS (the PostgreSQL store's TLS tests; stops when this script ends)"
+eval "$(./scripts/postgres-tls.sh --watch $$ || echo 'exit 1')"
+
 section "S3-compatible server (moto, from PyPI) for the durable store"
 GOTRY_MOTO_SERVER="$(./scripts/s3-server.sh)"
 export GOTRY_MOTO_SERVER

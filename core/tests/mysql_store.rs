@@ -27,7 +27,7 @@ use gotry_tenant_state::{
     MysqlLeaseStore, MysqlOptions, SystemMonotonicClock, SystemWallClock, TenantLease, WallClock,
 };
 use gotry_test_support::conformance;
-use gotry_test_support::mysql::{self as server, ScratchTables};
+use gotry_test_support::mysql::{self as server, encode, ScratchTables};
 use mysql::prelude::Queryable;
 
 /// A server for one test: its URL, and the tables the test made (dropped at the end).
@@ -1721,18 +1721,6 @@ impl TlsServer {
         );
         error.to_string()
     }
-}
-
-/// Percent-encodes everything but unreserved characters and `/`.
-fn encode(text: &str) -> String {
-    text.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' | b'/' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 /// A whole tenure over `store`: acquire, renew, release, and the log of it.

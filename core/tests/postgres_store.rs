@@ -5,6 +5,12 @@
 //!
 //! `GOTRY_SKIP_POSTGRES=1` marks these tests ignored; otherwise a missing server fails them
 //! (`scripts/postgres.sh` starts the local one).
+//!
+//! The TLS tests (`tls_*`) run against a second server that only takes TLS connections,
+//! named by `GOTRY_POSTGRES_TLS_URL`, `GOTRY_POSTGRES_TLS_CA` (the CA of its certificate,
+//! which names `localhost` and `127.0.0.1`) and `GOTRY_POSTGRES_TLS_OTHER_CA` (an unrelated
+//! CA): `eval "$(scripts/postgres-tls.sh)"` starts one and sets them, as `scripts/test.sh`
+//! does. Without them those tests fail, unless `GOTRY_SKIP_POSTGRES=1` marks them ignored.
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
@@ -12,12 +18,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use gotry_tenant_state::lease_store::postgres::UNSAFE_DURABILITY;
+use gotry_tenant_state::lease_store::postgres::{
+    SslMode, TLS_CERTIFICATE, TLS_REQUIRED_BY_SERVER, UNSAFE_DURABILITY,
+};
 use gotry_tenant_state::{
-    open_lease_store, Error, LeaseStore, ManualClock, PostgresLeaseStore, PostgresOptions,
+    open_lease_store, Error, LeaseOp, LeaseStore, ManualClock, PostgresLeaseStore, PostgresOptions,
 };
 use gotry_test_support::conformance;
-use gotry_test_support::postgres::{self as server, ScratchTables};
+use gotry_test_support::postgres::{self as server, encode, ScratchTables};
 
 fn open(scratch: &mut ScratchTables, url: &str, prefix: &str, timeout_ms: u64) -> PostgresLeaseStore {
     let mut options = PostgresOptions::from_url(url).expect("url");
@@ -296,7 +304,13 @@ struct Proxy {
 
 impl Proxy {
     fn start(upstream: String) -> Proxy {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        Proxy::start_at("127.0.0.1", upstream)
+    }
+
+    /// Listening on `address`: the server reached at an address its certificate does not
+    /// name.
+    fn start_at(address: &str, upstream: String) -> Proxy {
+        let listener = TcpListener::bind((address, 0)).unwrap();
         let port = listener.local_addr().unwrap().port();
         let silent = Arc::new(AtomicBool::new(false));
         let cut_after_commit = Arc::new(AtomicBool::new(false));
@@ -467,8 +481,8 @@ fn a_transaction_cut_mid_way_is_never_reported_and_its_locks_go_with_it() {
 // ---------------------------------------------------------------------------------------
 // TLS against the local server when it offers TLS (Debian's cluster does, with its
 // self-signed "snakeoil" certificate): encrypted without a check, and a checked mode that
-// refuses a certificate no trusted CA issued. A second server with a CA of its own is not
-// started here yet.
+// refuses a certificate no trusted CA issued. The server of scripts/postgres-tls.sh, with
+// a CA of its own, is the subject of the `tls_*` tests at the end.
 
 #[test]
 #[cfg_attr(
@@ -584,4 +598,323 @@ fn a_commit_whose_answer_is_lost_is_never_reported_as_success() {
     let record = direct.read("k").unwrap().expect("the acquire committed");
     assert_eq!((record.owner.as_str(), record.epoch), ("holder", 1));
     assert_eq!(direct.history(Some("k")).unwrap().len(), 1);
+}
+
+// ---------------------------------------------------------------------------------------
+// TLS, against the second server (only `hostssl` in its pg_hba.conf) of
+// scripts/postgres-tls.sh. That server is thrown away with the run: the tables the tests
+// make there are left to go with it.
+
+const TLS_URL_VAR: &str = "GOTRY_POSTGRES_TLS_URL";
+const TLS_CA_VAR: &str = "GOTRY_POSTGRES_TLS_CA";
+const TLS_OTHER_CA_VAR: &str = "GOTRY_POSTGRES_TLS_OTHER_CA";
+
+/// The TLS server of one test.
+struct TlsServer {
+    /// Its URL's parts: user, password, host, port, database.
+    options: PostgresOptions,
+    ca: String,
+    other_ca: String,
+}
+
+impl TlsServer {
+    /// The server, or a failure that says what to do when it is not set up.
+    fn new() -> TlsServer {
+        let var = |name: &str| match std::env::var(name) {
+            Ok(value) if !value.is_empty() => value,
+            _ => panic!(
+                "this test needs a PostgreSQL server that takes only TLS connections, and {name} is \
+                 not set: start one with eval \"$(scripts/postgres-tls.sh)\" (scripts/test.sh does), \
+                 which sets {TLS_URL_VAR}, {TLS_CA_VAR} and {TLS_OTHER_CA_VAR}; or build the tests \
+                 with {}=1 to mark the tests that need a PostgreSQL server ignored",
+                server::SKIP_VAR
+            ),
+        };
+        let options =
+            PostgresOptions::from_url(&var(TLS_URL_VAR)).unwrap_or_else(|e| panic!("{TLS_URL_VAR}: {e}"));
+        TlsServer {
+            ca: var(TLS_CA_VAR),
+            other_ca: var(TLS_OTHER_CA_VAR),
+            options,
+        }
+    }
+
+    /// The server's URL with `host` and `port` instead of its own, fresh tables, and `query`.
+    fn url_at(&self, host: &str, port: u16, query: &str) -> String {
+        let o = &self.options;
+        let user = o.user.as_deref().map(encode).unwrap_or_default();
+        let password = o
+            .password
+            .as_deref()
+            .map(|p| format!(":{}", encode(p)))
+            .unwrap_or_default();
+        let at = if user.is_empty() && password.is_empty() {
+            ""
+        } else {
+            "@"
+        };
+        let prefix = server::fresh_prefix();
+        let query = if query.is_empty() {
+            String::new()
+        } else {
+            format!("&{query}")
+        };
+        format!(
+            "postgres://{user}{password}{at}{}/{}?prefix={prefix}{query}",
+            host_port(host, port),
+            encode(&o.database)
+        )
+    }
+
+    fn url(&self, query: &str) -> String {
+        self.url_at(&self.options.host, self.options.port, query)
+    }
+
+    /// Where a proxy reaches the server.
+    fn address(&self) -> String {
+        host_port(&self.options.host, self.options.port)
+    }
+
+    fn ca_query(mode: &str, ca: &str) -> String {
+        format!("sslmode={mode}&sslrootcert={}", encode(ca))
+    }
+
+    fn open(&self, url: &str) -> PostgresLeaseStore {
+        let store =
+            PostgresLeaseStore::open_url(url).unwrap_or_else(|e| panic!("{}: {e}", server::shown(url)));
+        self.assert_no_secret(&format!("{store:?}"));
+        store
+    }
+
+    /// Neither the password nor the user name is in `shown`; a failure says so without
+    /// quoting the password itself.
+    fn assert_no_secret(&self, shown: &str) {
+        if let Some(password) = self.options.password.as_deref().filter(|p| !p.is_empty()) {
+            assert!(
+                !shown.contains(password),
+                "the password is in: {}",
+                shown.replace(password, "<password>")
+            );
+        }
+        if let Some(user) = self.options.user.as_deref().filter(|u| !u.is_empty()) {
+            assert!(
+                !shown.contains(&format!("\"{user}\"")),
+                "the user name is in: {shown}"
+            );
+        }
+    }
+
+    /// Opening `url` fails with LEASE_STORE_UNAVAILABLE under `code`, naming `mode` and no
+    /// secret. Returns the message.
+    fn assert_refused(&self, url: &str, code: &str, mode: &str) -> String {
+        let started = Instant::now();
+        let error = open_lease_store(url).map(|_| ()).expect_err(&server::shown(url));
+        let shown = format!("{error} | {error:?}");
+        self.assert_no_secret(&shown);
+        assert!(matches!(error, Error::LeaseStoreUnavailable { .. }), "{shown}");
+        assert_eq!(
+            error.code_str(),
+            "GOTRY_TENANT_LEASE_STORE_UNAVAILABLE",
+            "{shown}"
+        );
+        assert!(error.to_string().starts_with(&format!("{code}: ")), "{shown}");
+        assert!(shown.contains(&format!("sslmode={mode}")), "{shown}");
+        println!(
+            "{} -> {error} (after {:?})",
+            server::shown(url),
+            started.elapsed()
+        );
+        error.to_string()
+    }
+}
+
+/// `host:port`, an IPv6 address in brackets.
+fn host_port(host: &str, port: u16) -> String {
+    if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
+}
+
+/// A whole tenure over `store`: acquire, renew, release, and the log of it.
+fn tenure(store: &dyn LeaseStore) {
+    let grant = store.acquire("tls-k", "o", 60_000).unwrap();
+    assert_eq!(grant.record.epoch, 1);
+    let renewed = store.renew("tls-k", "o", 1, 60_000).unwrap();
+    assert_eq!(renewed.record.epoch, 1);
+    let released = store.release("tls-k", "o", 1).unwrap();
+    assert_eq!(released.epoch, 1);
+    assert_eq!(store.acquire("tls-k", "p", 60_000).unwrap().record.epoch, 2);
+    let ops: Vec<LeaseOp> = store
+        .history(Some("tls-k"))
+        .unwrap()
+        .iter()
+        .map(|e| e.op)
+        .collect();
+    assert_eq!(
+        ops,
+        [
+            LeaseOp::Acquire,
+            LeaseOp::Renew,
+            LeaseOp::Release,
+            LeaseOp::Acquire
+        ]
+    );
+}
+
+#[test]
+#[cfg_attr(
+    gotry_skip_postgres,
+    ignore = "GOTRY_SKIP_POSTGRES=1: needs a PostgreSQL server"
+)]
+fn tls_verify_full_with_the_servers_ca_works_end_to_end() {
+    let tls = TlsServer::new();
+    tls.assert_no_secret(&format!("{:?}", tls.options));
+    let store = tls.open(&tls.url(&TlsServer::ca_query("verify-full", &tls.ca)));
+    let shown = format!("{store:?}");
+    assert!(shown.contains("VerifyFull"), "{shown}");
+    tenure(&store);
+    // Calls from several threads at once, on as many connections as they need, each of
+    // them a handshake of its own.
+    std::thread::scope(|scope| {
+        for i in 0..4 {
+            let store = &store;
+            scope.spawn(move || {
+                let key = format!("tls-t{i}");
+                store.acquire(&key, "o", 60_000).unwrap();
+                store.renew(&key, "o", 1, 60_000).unwrap();
+            });
+        }
+    });
+    assert_eq!(store.list("tls-t").unwrap().len(), 4);
+    // With only sslrootcert, which means verify-full.
+    let ca_only = PostgresOptions::from_url(&tls.url(&format!("sslrootcert={}", encode(&tls.ca)))).unwrap();
+    assert_eq!(ca_only.effective_ssl_mode(), SslMode::VerifyFull);
+    tenure(&PostgresLeaseStore::open(ca_only).unwrap());
+}
+
+#[test]
+#[cfg_attr(
+    gotry_skip_postgres,
+    ignore = "GOTRY_SKIP_POSTGRES=1: needs a PostgreSQL server"
+)]
+fn tls_verify_full_takes_either_name_of_the_certificate_and_refuses_an_address_it_does_not_name() {
+    let tls = TlsServer::new();
+    let query = TlsServer::ca_query("verify-full", &tls.ca);
+    // Its IP address SAN and its DNS name SAN, each checked as the host of the URL.
+    for host in ["127.0.0.1", "localhost"] {
+        tenure(&tls.open(&tls.url_at(host, tls.options.port, &query)));
+    }
+    // The right certificate, from the right CA, reached at an address it does not name.
+    let other_address = Proxy::start_at("127.0.0.2", tls.address());
+    let message = tls.assert_refused(
+        &tls.url_at("127.0.0.2", other_address.port, &query),
+        TLS_CERTIFICATE,
+        "verify-full",
+    );
+    assert!(
+        message.contains("127.0.0.2") && message.contains("names the host of the URL"),
+        "{message}"
+    );
+}
+
+#[test]
+#[cfg_attr(
+    gotry_skip_postgres,
+    ignore = "GOTRY_SKIP_POSTGRES=1: needs a PostgreSQL server"
+)]
+fn tls_require_without_a_ca_encrypts_without_checking() {
+    let tls = TlsServer::new();
+    // The server takes nothing but TLS, so a working store is an encrypted one.
+    tenure(&tls.open(&tls.url("sslmode=require")));
+    // Unchecked: an address the certificate does not name passes too.
+    let other_address = Proxy::start_at("127.0.0.2", tls.address());
+    tenure(&tls.open(&tls.url_at("127.0.0.2", other_address.port, "sslmode=require")));
+    // With sslrootcert, require checks the chain and not the name.
+    tenure(&tls.open(&tls.url_at(
+        "127.0.0.2",
+        other_address.port,
+        &TlsServer::ca_query("require", &tls.ca),
+    )));
+    let message = tls.assert_refused(
+        &tls.url(&TlsServer::ca_query("require", &tls.other_ca)),
+        TLS_CERTIFICATE,
+        "require",
+    );
+    assert!(message.contains("check sslrootcert"), "{message}");
+}
+
+#[test]
+#[cfg_attr(
+    gotry_skip_postgres,
+    ignore = "GOTRY_SKIP_POSTGRES=1: needs a PostgreSQL server"
+)]
+fn tls_verify_full_with_another_ca_is_refused_naming_sslrootcert() {
+    let tls = TlsServer::new();
+    let message = tls.assert_refused(
+        &tls.url(&TlsServer::ca_query("verify-full", &tls.other_ca)),
+        TLS_CERTIFICATE,
+        "verify-full",
+    );
+    assert!(
+        message.contains("UnknownIssuer") && message.contains("check sslrootcert"),
+        "{message}"
+    );
+    // Without sslrootcert only the public web roots are trusted, and they did not sign it.
+    tls.assert_refused(&tls.url("sslmode=verify-full"), TLS_CERTIFICATE, "verify-full");
+}
+
+#[test]
+#[cfg_attr(
+    gotry_skip_postgres,
+    ignore = "GOTRY_SKIP_POSTGRES=1: needs a PostgreSQL server"
+)]
+fn tls_disable_is_refused_by_a_server_that_accepts_only_tls() {
+    let tls = TlsServer::new();
+    let message = tls.assert_refused(&tls.url("sslmode=disable"), TLS_REQUIRED_BY_SERVER, "disable");
+    assert!(
+        message.contains("accepts only TLS connections from here: use sslmode=require or verify-full"),
+        "{message}"
+    );
+    // Loopback without sslmode is disable, so the same.
+    let loopback_default = tls.url("");
+    assert_eq!(
+        PostgresOptions::from_url(&loopback_default)
+            .unwrap()
+            .effective_ssl_mode(),
+        SslMode::Disable
+    );
+    tls.assert_refused(&loopback_default, TLS_REQUIRED_BY_SERVER, "disable");
+}
+
+#[test]
+#[cfg_attr(
+    gotry_skip_postgres,
+    ignore = "GOTRY_SKIP_POSTGRES=1: needs a PostgreSQL server"
+)]
+fn tls_a_wrong_password_is_refused_and_shown_nowhere() {
+    let tls = TlsServer::new();
+    let wrong = "Wrong-pw-4711";
+    for query in [
+        TlsServer::ca_query("verify-full", &tls.ca),
+        "sslmode=require".to_owned(),
+    ] {
+        let mut options = PostgresOptions::from_url(&tls.url(&query)).unwrap();
+        options.password = Some(wrong.into());
+        let error = PostgresLeaseStore::open(options)
+            .map(|_| ())
+            .expect_err("a wrong password");
+        let shown = format!("{error} | {error:?}");
+        assert!(
+            !shown.contains(wrong),
+            "the password is in: {}",
+            shown.replace(wrong, "<password>")
+        );
+        tls.assert_no_secret(&shown);
+        assert!(
+            matches!(&error, Error::Storage { code, .. } if code == "POSTGRES_INVALID_PASSWORD"),
+            "{query}: {shown}"
+        );
+    }
 }

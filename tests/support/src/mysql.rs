@@ -55,6 +55,19 @@ pub fn fresh_prefix() -> String {
     )
 }
 
+/// Percent-encodes everything but unreserved characters and `/`: a user, password or file
+/// path as a URL takes it.
+pub fn encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' | b'/' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
 /// `url` with one more query option.
 pub fn with_option(url: &str, name: &str, value: &str) -> String {
     let separator = if url.contains('?') { '&' } else { '?' };

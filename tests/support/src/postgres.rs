@@ -6,7 +6,7 @@
 //! every skip with its reason. Otherwise a missing server fails them. `GOTRY_POSTGRES_URL`
 //! names another server than the local default.
 
-pub use crate::mysql::{fresh_prefix, with_option};
+pub use crate::mysql::{encode, fresh_prefix, with_option};
 
 pub const SKIP_VAR: &str = "GOTRY_SKIP_POSTGRES";
 pub const URL_VAR: &str = "GOTRY_POSTGRES_URL";
