@@ -49,6 +49,7 @@ mod tests;
 
 use std::collections::{BTreeSet, HashMap};
 use std::fmt::Write as _;
+use std::num::NonZeroUsize;
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -149,6 +150,8 @@ pub type FoldCheck<'a> = &'a dyn Fn(&Path) -> Result<bool>;
 struct Tenure {
     marker: bool,
     seqs: BTreeSet<u64>,
+    /// Copies written since the tenure's last collection (see [`EpochCopies::with_retention`]).
+    since_gc: usize,
     /// The files of the last copy this tenure wrote or restored, which the next copy builds on
     /// (`None`: the next copy stores every file whole).
     lineage: Option<Arc<Lineage>>,
@@ -169,6 +172,9 @@ struct Known {
     /// Where the file's WAL stood when it was read, for a database the host holds: the next
     /// copy reads the frames since.
     wal: Option<wal::WalMark>,
+    /// What the file system said of a plain file read whole: while it still says so, the
+    /// next copy takes the file as unchanged without reading it.
+    seen: Option<snapshot::Seen>,
 }
 
 /// What a copy stores of a file.
@@ -236,6 +242,7 @@ pub struct EpochCopies {
     tenures: Mutex<HashMap<TenureKey, Arc<Mutex<Tenure>>>>,
     snapshot: Option<HostSnapshot>,
     full_check: bool,
+    keep: Option<NonZeroUsize>,
 }
 
 impl std::fmt::Debug for EpochCopies {
@@ -254,6 +261,7 @@ impl EpochCopies {
             tenures: Mutex::default(),
             snapshot: None,
             full_check: false,
+            keep: None,
         }
     }
 
@@ -268,6 +276,19 @@ impl EpochCopies {
     /// Reads the files that the host has open through `snapshot` (see [`HostSnapshot`]).
     pub fn with_host_snapshot(mut self, snapshot: Option<HostSnapshot>) -> EpochCopies {
         self.snapshot = snapshot;
+        self
+    }
+
+    /// Each tenure collects its tenant's copies itself: once it has written `keep` copies
+    /// since it last did, it runs [`EpochCopies::gc`] with `keep` right after the copy that
+    /// made them `keep`. So a tenant holds at most about twice `keep` copies of its current
+    /// tenure (and the objects they build on), however many a strict router writes, one per
+    /// acknowledged write; the cost of a collection (a listing, a manifest read per copy, the
+    /// deletes) is paid by one copy in `keep`. A collection that fails leaves the copy
+    /// written: the next one tries again. `None`, the default here: copies are kept until
+    /// the host calls `gc`.
+    pub fn with_retention(mut self, keep: Option<NonZeroUsize>) -> EpochCopies {
+        self.keep = keep;
         self
     }
 
@@ -392,6 +413,12 @@ impl EpochCopies {
                 .collect(),
         ));
         lease.assert_held()?;
+        tenure.since_gc += 1;
+        if let Some(keep) = self.keep.filter(|keep| tenure.since_gc >= keep.get()) {
+            if self.gc_locked(lease, keep.get(), &tenure).is_ok() {
+                tenure.since_gc = 0;
+            }
+        }
         Ok(WrittenCopy {
             epoch: lease.epoch(),
             seq,
@@ -431,14 +458,18 @@ impl EpochCopies {
                     (_, None) => Step::Base,
                 };
                 let (blocks, digest) = (changed.blocks.clone(), changed.digest.clone());
-                (blocks, changed.len, digest, step, Some(&changed.mark))
+                (blocks, changed.len, digest, step, changed.mark.as_ref())
             }
         };
         let wal = wal.cloned();
         match (step, known) {
             (Step::Same, Some(known)) => {
                 return Ok(Placed {
-                    known: Known { wal, ..known.clone() },
+                    known: Known {
+                        wal,
+                        seen: file.seen,
+                        ..known.clone()
+                    },
                     uploaded: (0, 0),
                     reused: tally(known.file.objects()),
                 });
@@ -474,6 +505,7 @@ impl EpochCopies {
                         base_blocks: known.base_blocks.clone(),
                         chain,
                         wal,
+                        seen: file.seen,
                     },
                 });
             }
@@ -520,6 +552,7 @@ impl EpochCopies {
                 base_blocks: blocks,
                 chain: Vec::new(),
                 wal,
+                seen: file.seen,
             },
         })
     }
@@ -739,11 +772,21 @@ impl EpochCopies {
                 "gc keeps at least one copy: the newest valid one",
             ));
         }
-        let floor = current_floor(lease)?;
         // This process's copy of the tenure in flight references what it builds on: the
         // newest valid copy, which gc keeps; holding the tenure's lock keeps the two apart.
-        let tenure = self.tenure(lease);
-        let _writes = lock(&tenure);
+        self.gc_locked(lease, keep, &lock(&self.tenure(lease)))
+    }
+
+    /// [`EpochCopies::gc`] by the holder of the tenure's lock (`_writes` proves it), counted
+    /// in the metrics whoever asked for it.
+    fn gc_locked(&self, lease: &TenantLease, keep: usize, _writes: &Tenure) -> Result<GcReport> {
+        let answer = self.gc_uncounted(lease, keep);
+        crate::metrics::copy_gc(&answer);
+        answer
+    }
+
+    fn gc_uncounted(&self, lease: &TenantLease, keep: usize) -> Result<GcReport> {
+        let floor = current_floor(lease)?;
         let layout = self.layout(lease.key())?;
         let plan = self.plan(&layout, lease.key(), floor, None)?;
         self.store.remove_leftovers()?;
@@ -1138,6 +1181,7 @@ impl EpochCopies {
             base_blocks,
             chain,
             wal: None,
+            seen: None,
         }))
     }
 }

@@ -144,6 +144,7 @@ const REFUSALS: [&str; 2] = ["DRAINING", "DRAIN_TIMEOUT"];
 /// How a handoff ended: drained and released, or given up.
 const HANDOFF_OUTCOMES: [&str; 3] = ["released", "drain_timeout", "failed"];
 const COPY_OUTCOMES: [&str; 2] = ["written", "failed"];
+const COLLECTION_OUTCOMES: [&str; 2] = ["done", "failed"];
 /// How a restore ended: from a copy, an empty start (no usable copy), or failed.
 const RESTORE_OUTCOMES: [&str; 3] = ["restored", "empty", "failed"];
 
@@ -219,6 +220,8 @@ struct Registry {
     copies: [AtomicU64; 2],
     copy_bytes: AtomicU64,
     copy_duration: Histogram,
+    collections: [AtomicU64; 2],
+    copies_deleted: AtomicU64,
     restores: [AtomicU64; 3],
     restore_skipped: [AtomicU64; 6],
 }
@@ -237,6 +240,8 @@ static REGISTRY: Registry = Registry {
     copies: [const { AtomicU64::new(0) }; 2],
     copy_bytes: AtomicU64::new(0),
     copy_duration: Histogram::new(),
+    collections: [const { AtomicU64::new(0) }; 2],
+    copies_deleted: AtomicU64::new(0),
     restores: [const { AtomicU64::new(0) }; 3],
     restore_skipped: [const { AtomicU64::new(0) }; 6],
 };
@@ -390,6 +395,17 @@ pub fn copy<T>(answer: &Result<T>, bytes: u64, elapsed: Duration) {
     REGISTRY.copies[usize::from(answer.is_err())].fetch_add(1, Relaxed);
     REGISTRY.copy_bytes.fetch_add(bytes, Relaxed);
     REGISTRY.copy_duration.observe_duration(elapsed);
+}
+
+/// A collection of a tenant's copies ended ([`crate::EpochCopies::gc`], asked for or run by the
+/// copies' retention).
+pub fn copy_gc(answer: &Result<crate::epoch_copies::GcReport>) {
+    REGISTRY.collections[usize::from(answer.is_err())].fetch_add(1, Relaxed);
+    if let Ok(report) = answer {
+        REGISTRY
+            .copies_deleted
+            .fetch_add(report.deleted.len() as u64, Relaxed);
+    }
 }
 
 /// A restore ended: from a copy, an empty start, or failed. Every copy it passed over is
@@ -643,6 +659,32 @@ pub fn encode() -> String {
         &r.copy_duration,
         &SECONDS_BUCKETS,
         1e9,
+    );
+    family(
+        &mut out,
+        "gotry_tenant_copy_collections_total",
+        "counter",
+        "Collections of a tenant's old copies (gc, asked for or by retention), by outcome.",
+    );
+    for (outcome, n) in COLLECTION_OUTCOMES.iter().zip(&r.collections) {
+        sample(
+            &mut out,
+            "gotry_tenant_copy_collections_total",
+            &format!("outcome=\"{outcome}\""),
+            n.load(Relaxed),
+        );
+    }
+    family(
+        &mut out,
+        "gotry_tenant_copies_deleted_total",
+        "counter",
+        "Copies deleted by collections.",
+    );
+    sample(
+        &mut out,
+        "gotry_tenant_copies_deleted_total",
+        "",
+        r.copies_deleted.load(Relaxed),
     );
     let lag = worst_copy_lag();
     family(

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use gotry_tenant_state::{
     metrics, open_durable_store, CopyPolicy, DirectoryDurableStore, Durability, DurableStore, EpochCopies,
     Error, KeeperOptions, LeaseKeeper, LeaseOptions, LeaseStore, ManualClock, RouterOptions,
-    SqliteLeaseStore, TenantHandle, TenantLease, TenantRouter, TenantState,
+    SqliteLeaseStore, TenantHandle, TenantLease, TenantRouter, TenantState, DEFAULT_KEEP_COPIES,
 };
 
 const TTL: i64 = 1_000;
@@ -461,4 +461,40 @@ fn copies_and_restores_made_without_a_router_are_counted() {
         vec![1.0, 1.0, 1.0, written.bytes_uploaded as f64],
         "{after}"
     );
+}
+
+/// A strict router writes a copy per acknowledged write and keeps [`DEFAULT_KEEP_COPIES`] of
+/// them: the store holds a bounded number however many calls it answers, and the collections
+/// and the copies they deleted are counted.
+#[test]
+fn a_strict_router_keeps_a_bounded_number_of_copies_and_counts_its_collections() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let durable: Arc<dyn DurableStore> =
+        Arc::new(DirectoryDurableStore::open(dir.path().join("durable")).unwrap());
+    let series = [
+        "gotry_tenant_copy_collections_total{outcome=\"done\"}",
+        "gotry_tenant_copy_collections_total{outcome=\"failed\"}",
+        "gotry_tenant_copies_deleted_total",
+    ];
+    let before = metrics::encode();
+    let router = router(dir.path(), durable.clone(), "replica-a", Durability::Strict);
+    router.open(ORG, T1).unwrap();
+    let keep = DEFAULT_KEEP_COPIES.get();
+    let copies = EpochCopies::new(durable);
+    let mut most = 0;
+    for _ in 0..3 * keep {
+        router.run(&key(T1), append).unwrap();
+        let complete = copies
+            .list(&key(T1))
+            .unwrap()
+            .iter()
+            .filter(|c| c.complete)
+            .count();
+        most = most.max(complete);
+    }
+    assert!(most <= 2 * keep, "{most} copies at most");
+    let counted = deltas(&before, &metrics::encode(), &series);
+    assert_eq!(counted[..2], [3.0, 0.0], "{counted:?}");
+    assert!(counted[2] >= keep as f64, "{counted:?}");
 }

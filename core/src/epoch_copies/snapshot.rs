@@ -35,6 +35,41 @@ pub(super) struct SnapshotFile {
     pub(super) path: String,
     source: Source,
     pub(super) sqlite: bool,
+    /// For a plain file, what the file system said of it while it was read, when that can
+    /// vouch for the next copy (see [`Seen`]).
+    pub(super) seen: Option<Seen>,
+}
+
+/// A plain file's size, identity and change times, recorded by a copy that read it: a write
+/// moves its `ctime` (whatever it does to `mtime`), so a file that still shows the same is the
+/// one that copy read, and the next copy stores it as unchanged without reading or hashing it
+/// (a root of many files a host never touches again costs their `stat`s). A file system stamps
+/// times at a granularity of its own (a kernel tick, a second, two on FAT): a write right after
+/// the read could leave them as they were, so a file changed within [`RACY`] before its read
+/// began is not vouched for, and the next copy reads it again (as git's index does with its
+/// "racily clean" entries).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Seen {
+    id: (u64, u64),
+    len: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+/// How long before a read a change must lie for the file's times to vouch for it: above every
+/// file system's timestamp granularity.
+pub(super) const RACY: std::time::Duration = std::time::Duration::from_secs(2);
+
+impl Seen {
+    fn of(meta: &fs::Metadata) -> Seen {
+        use std::os::unix::fs::MetadataExt;
+        Seen {
+            id: file_id(meta),
+            len: meta.len(),
+            mtime: (meta.mtime(), meta.mtime_nsec()),
+            ctime: (meta.ctime(), meta.ctime_nsec()),
+        }
+    }
 }
 
 enum Source {
@@ -50,7 +85,8 @@ enum Source {
     /// A held database read whole from its file and WAL, and where its WAL then stood.
     Live(Vec<u8>, WalMark),
     /// A held database whose WAL told what changed since the lineage's last copy: the new
-    /// state's block digests, what the copy stores of it, and the blocks that takes.
+    /// state's block digests, what the copy stores of it, and the blocks that takes. Or a
+    /// plain file that its [`Seen`] shows unchanged.
     Changed(Changed),
 }
 
@@ -62,7 +98,22 @@ pub(super) struct Changed {
     /// lineage's last copy holds it).
     pub(super) chain: Option<Vec<Arc<Vec<usize>>>>,
     pub(super) content: BTreeMap<usize, Vec<u8>>,
-    pub(super) mark: WalMark,
+    /// Where the WAL stood, for a held database.
+    pub(super) mark: Option<WalMark>,
+}
+
+impl Changed {
+    /// The state the lineage's last copy holds of the file, as it is.
+    fn unchanged(known: &Known, mark: Option<WalMark>) -> Changed {
+        Changed {
+            len: known.file.size,
+            blocks: known.blocks.clone(),
+            digest: known.file.digest.clone(),
+            chain: None,
+            content: BTreeMap::new(),
+            mark,
+        }
+    }
 }
 
 /// SQLite's buffer of a serialized database.
@@ -79,6 +130,12 @@ pub(super) enum Content<'a> {
 }
 
 impl SnapshotFile {
+    /// Whether the copy takes the file as the lineage's last copy holds it, without reading it.
+    #[cfg(test)]
+    pub(super) fn unread(&self) -> bool {
+        matches!(&self.source, Source::Changed(c) if c.chain.is_none() && c.mark.is_none())
+    }
+
     pub(super) fn content(&self) -> Result<Content<'_>> {
         use std::borrow::Cow;
         Ok(match &self.source {
@@ -143,6 +200,7 @@ impl Snapshot {
                         path: path.clone(),
                         sqlite: true,
                         source,
+                        seen: None,
                     });
                     continue;
                 }
@@ -156,20 +214,22 @@ impl Snapshot {
                     path: path.clone(),
                     sqlite: is_sqlite(&image),
                     source: Source::File(image),
+                    seen: None,
                 });
             } else if is_sqlite(&source) {
                 files.push(SnapshotFile {
                     path: path.clone(),
                     source: read_sqlite(&source)?,
                     sqlite: true,
+                    seen: None,
                 });
             } else {
-                let bytes = fs::read(&source)
-                    .map_err(|e| Error::io(format!("{} cannot be read", source.display()), &e))?;
+                let (source, seen) = read_plain(&source, lineage.and_then(|l| l.get(path)))?;
                 files.push(SnapshotFile {
                     path: path.clone(),
-                    source: Source::Bytes(bytes),
+                    source,
                     sqlite: false,
+                    seen,
                 });
             }
         }
@@ -326,14 +386,10 @@ fn read_held(host: &HostFile, wal_path: &Path, known: Option<&Known>) -> Result<
     {
         match super::wal::read_tail(wal_path, mark)? {
             Since::Nothing => {
-                return Ok(Some(Source::Changed(Changed {
-                    len: known.file.size,
-                    blocks: known.blocks.clone(),
-                    digest: known.file.digest.clone(),
-                    chain: None,
-                    content: BTreeMap::new(),
-                    mark: mark.clone(),
-                })))
+                return Ok(Some(Source::Changed(Changed::unchanged(
+                    known,
+                    Some(mark.clone()),
+                ))))
             }
             Since::Commits(tail) => {
                 if let Some(changed) = changed_since(host, wal_path, known, tail)? {
@@ -395,7 +451,7 @@ fn changed_since(
             digest,
             chain,
             content: BTreeMap::new(),
-            mark: tail.mark,
+            mark: Some(tail.mark),
         }));
     };
     let mut needed = BTreeMap::new();
@@ -427,8 +483,28 @@ fn changed_since(
         digest,
         chain,
         content: needed,
-        mark: tail.mark,
+        mark: Some(tail.mark),
     }))
+}
+
+/// A plain file: unchanged when the lineage's last copy saw it as it still is, else read
+/// whole, with what the file system says of it when that can vouch for the next copy.
+fn read_plain(source: &Path, known: Option<&Known>) -> Result<(Source, Option<Seen>)> {
+    let unreadable = |e: std::io::Error| Error::io(format!("{} cannot be read", source.display()), &e);
+    let began = std::time::SystemTime::now();
+    let before = Seen::of(&fs::symlink_metadata(source).map_err(unreadable)?);
+    if let Some(known) = known.filter(|k| !k.file.sqlite && k.seen == Some(before)) {
+        return Ok((Source::Changed(Changed::unchanged(known, None)), Some(before)));
+    }
+    let bytes = fs::read(source).map_err(unreadable)?;
+    let after = Seen::of(&fs::symlink_metadata(source).map_err(unreadable)?);
+    let settled = began
+        .checked_sub(RACY)
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .and_then(|t| Some((i64::try_from(t.as_secs()).ok()?, i64::from(t.subsec_nanos()))))
+        .is_some_and(|before_racy| after.ctime < before_racy);
+    let vouched = (before == after && after.len == bytes.len() as u64 && settled).then_some(after);
+    Ok((Source::Bytes(bytes), vouched))
 }
 
 fn is_sqlite(path: &Path) -> bool {

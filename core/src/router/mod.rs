@@ -29,6 +29,7 @@
 //!   with nothing flushed or released (DRAIN_TIMEOUT).
 
 use std::collections::HashMap;
+use std::num::NonZeroUsize;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
@@ -156,6 +157,10 @@ pub struct RouterOptions {
     /// The most tenants served at once; [`default_capacity`] when `None`.
     pub capacity: Option<usize>,
     pub copy_policy: CopyPolicy,
+    /// How many copies of each tenant the router keeps (see [`EpochCopies::with_retention`]);
+    /// [`DEFAULT_KEEP_COPIES`] unless set. `None` keeps every copy, for a host that runs
+    /// `gc` itself.
+    pub keep_copies: Option<NonZeroUsize>,
     pub clock: Arc<dyn MonotonicClock>,
     pub verify: Option<SharedFoldCheck>,
     /// Reads the files of a tenant root that the host has open (see [`HostSnapshot`]).
@@ -183,6 +188,7 @@ impl RouterOptions {
             margin_ms,
             capacity: None,
             copy_policy: CopyPolicy::default(),
+            keep_copies: Some(DEFAULT_KEEP_COPIES),
             clock: Arc::new(crate::clock::SystemMonotonicClock),
             verify: None,
             snapshot: None,
@@ -190,6 +196,11 @@ impl RouterOptions {
         }
     }
 }
+
+/// The copies a router keeps of each tenant by default: enough that a restore finding the
+/// newest ones damaged has older ones of the same tenure to fall back on, few enough that a
+/// strict router, which writes a copy per acknowledged write, stores a bounded number.
+pub const DEFAULT_KEEP_COPIES: NonZeroUsize = NonZeroUsize::new(8).expect("not zero");
 
 /// How long a strict call waits, in all, for a copy that holds it while other calls of its
 /// tenant keep running, before it answers CALL_IN_DOUBT (cause TENANT_BUSY).
@@ -452,7 +463,9 @@ impl TenantRouter {
         let shared = Arc::new(Shared {
             ttl_ms,
             keeper: LeaseKeeper::start(keeper_options)?,
-            copies: EpochCopies::new(options.durable_store).with_host_snapshot(options.snapshot),
+            copies: EpochCopies::new(options.durable_store)
+                .with_host_snapshot(options.snapshot)
+                .with_retention(options.keep_copies),
             state_root: options.state_root,
             capacity,
             policy: options.copy_policy,

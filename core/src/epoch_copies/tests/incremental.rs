@@ -829,3 +829,93 @@ fn a_held_ledger_of_pages_larger_than_a_block_is_copied_from_its_frames() {
         "not the host's ledger"
     );
 }
+
+/// With a retention, a tenure that writes copy after copy (a strict router writes one per
+/// acknowledged write) keeps a bounded number of them and of their objects in the store, and
+/// the newest still restores, with everything it builds on; without one, every copy stays.
+#[test]
+fn a_retention_keeps_the_copies_and_objects_of_a_long_tenure_bounded() {
+    let keep = NonZeroUsize::new(3).unwrap();
+    for retention in [Some(keep), None] {
+        for (backend, world) in worlds() {
+            let a = world.holder("replica-a");
+            let root = world.root("a");
+            padded_root(&root, 64);
+            let copies = world.copies().with_retention(retention);
+            // A deleted copy whose objects later copies build on stays listed, incomplete.
+            let count = || copies.list(&key()).unwrap().iter().filter(|c| c.complete).count();
+            let objects = || world.durable.list(&tenant_prefix(&key()).unwrap()).unwrap().len();
+            let mut most = (0, 0);
+            for step in 1..=20 {
+                add_entry(&root, &step.to_string());
+                copies.write_copy(&a, &root).unwrap();
+                most = (most.0.max(count()), most.1.max(objects()));
+            }
+            if retention.is_none() {
+                assert_eq!(count(), 20, "{backend}");
+                continue;
+            }
+            // `keep` copies after a collection, `keep` more until the next.
+            assert!(most.0 <= 2 * keep.get(), "{backend}: {} copies at most", most.0);
+            // A manifest and a delta each, the base and the marker.
+            assert!(
+                most.1 <= 4 * keep.get() + 2,
+                "{backend}: {} objects at most",
+                most.1
+            );
+            let (report, root_b) = next_holder_restores_checked(&world);
+            assert_eq!(report.restored, id(1, 20), "{backend}");
+            let expected: Vec<String> = (1..=20).map(|n| n.to_string()).collect();
+            assert_eq!(entries_of(&root_b), expected, "{backend}");
+        }
+    }
+}
+
+/// A plain file that the file system shows as the last copy read it is not read again; one
+/// written since, even back to its old size and modification time, is; and one written just
+/// before it was read is read again whatever its times say (they may not have moved).
+#[test]
+fn an_untouched_plain_file_is_not_read_again_and_a_touched_one_is() {
+    let world = World::directory();
+    let a = world.holder("replica-a");
+    let root = world.root("a");
+    fs::create_dir_all(&root).unwrap();
+    let (old, fresh) = (root.join("old.bin"), root.join("fresh.bin"));
+    fs::write(&old, vec![7u8; 50_000]).unwrap();
+    // Past the window in which a write may leave a file's times as they were.
+    std::thread::sleep(snapshot::RACY + std::time::Duration::from_millis(100));
+    fs::write(&fresh, b"written just now").unwrap();
+    let copies = world.copies();
+    copies.write_copy(&a, &root).unwrap();
+    let unread = || {
+        let tenure = copies.tenure(&a);
+        let lineage = lock(&tenure).lineage.clone().unwrap();
+        let snapshot = Snapshot::take(&root, None, Some(&lineage)).unwrap();
+        let mut unread: Vec<String> = snapshot
+            .files
+            .iter()
+            .filter(|f| f.unread())
+            .map(|f| f.path.clone())
+            .collect();
+        unread.sort();
+        unread
+    };
+    assert_eq!(unread(), ["old.bin"]);
+    let copied = copies.write_copy(&a, &root).unwrap();
+    assert_eq!((copied.pieces_uploaded, copied.files), (0, 2), "{copied:?}");
+    // Same size, same modification time: the change time moved all the same.
+    let modified = fs::metadata(&old).unwrap().modified().unwrap();
+    fs::write(&old, vec![8u8; 50_000]).unwrap();
+    fs::File::options()
+        .write(true)
+        .open(&old)
+        .unwrap()
+        .set_modified(modified)
+        .unwrap();
+    assert_eq!(unread(), Vec::<String>::new());
+    let copied = copies.write_copy(&a, &root).unwrap();
+    assert_eq!(copied.pieces_uploaded, 1, "{copied:?}");
+    let (report, root_b) = next_holder_restores_checked(&world);
+    assert_eq!(report.restored, id(1, 3));
+    assert_eq!(fs::read(root_b.join("old.bin")).unwrap(), vec![8u8; 50_000]);
+}
