@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! orgs/<org>/tenants/<tenant>/epochs/<epoch:020>/tenure.json
-//! orgs/<org>/tenants/<tenant>/epochs/<epoch:020>/<seq:020>/files/<index:06>
+//! orgs/<org>/tenants/<tenant>/epochs/<epoch:020>/<seq:020>/files/<index:06>[.<piece:06>|.delta]
 //! orgs/<org>/tenants/<tenant>/epochs/<epoch:020>/<seq:020>/manifest.json
 //! ```
 //!
@@ -40,7 +40,8 @@
 //! (OPEN_IN_PROCESS), and so is a restore into a root whose files the host still has open.
 //!
 //! A copy stores what changed since the lineage's last copy (module `delta`); every new base of a
-//! database passes `quick_check` before its manifest is published. A restore checks every
+//! database passes `quick_check` before its manifest is published. A copy and a restore hold a
+//! few pieces of each file in memory, whatever its size (module `body`). A restore checks every
 //! piece's digest and each file's (and `integrity_check` when asked), then installs the copy,
 //! atomically, in place of the tenant root.
 
@@ -58,9 +59,10 @@ use sha2::{Digest, Sha256};
 
 use crate::durable_store::{DurableStore, ObjectInfo, PutOutcome};
 use crate::errors::{Error, Result};
-use crate::paths::{assert_not_working_dir, assert_root};
+use crate::paths::{assert_not_working_dir, assert_root, shown};
 use crate::tenant_lease::TenantLease;
 
+mod body;
 mod delta;
 mod layout;
 mod restore;
@@ -75,11 +77,12 @@ use restore::{relative_path, tree_size, write_durably, Restored, Scratch, Staged
 pub use snapshot::SNAPSHOT_LOCK_WAIT;
 use snapshot::{assert_root_not_open, backup_sqlite, Snapshot};
 
-/// The manifest format this build writes: a base and a chain of deltas per file. It restores
-/// this one, format 2 (a base and at most one delta) and format 1 (every file one whole object
-/// of its own copy, checked by SHA-256 and `integrity_check` at restore).
-pub const FORMAT_VERSION: u32 = 3;
-/// The format of the tenure marker, which formats 2 and 3 left as they were.
+/// The manifest format this build writes: a base, in pieces when it is large, and a chain of
+/// deltas per file. It restores this one, format 3 (a base of one object), format 2 (a base
+/// and at most one delta) and format 1 (every file one whole object of its own copy, checked by
+/// SHA-256 and `integrity_check` at restore).
+pub const FORMAT_VERSION: u32 = 4;
+/// The format of the tenure marker, which formats 2 to 4 left as they were.
 const MARKER_FORMAT: u32 = 1;
 const SQLITE_HEADER: &[u8; 16] = b"SQLite format 3\0";
 
@@ -189,8 +192,9 @@ enum Step {
 
 /// What a copy stores of a file whose state in the lineage's last copy is `known`, now that
 /// it is `len` bytes whose blocks hash to `blocks`: the delta at the end of its chain (see
-/// [`delta`] for how the chain stays short) while the chain's blocks stay under half the file,
-/// else one delta against the base while that does, else a new base.
+/// [`delta`] for how the chain stays short) while the chain's blocks stay under half the file
+/// and the new delta under [`delta::MOST`], else one delta against the base while that does,
+/// else a new base.
 fn next_step(known: Option<&Known>, blocks: &[[u8; 32]], len: u64, digest: &str, sqlite: bool) -> Step {
     let Some(known) = known else {
         return Step::Base;
@@ -199,21 +203,26 @@ fn next_step(known: Option<&Known>, blocks: &[[u8; 32]], len: u64, digest: &str,
         return Step::Same;
     }
     let half = usize::try_from(len / 2).unwrap_or(usize::MAX);
+    let fits = |chain: &[Arc<Vec<usize>>]| {
+        chain
+            .iter()
+            .map(|c| c.len())
+            .sum::<usize>()
+            .saturating_mul(delta::BLOCK)
+            <= half
+            && chain
+                .last()
+                .is_some_and(|last| last.len().saturating_mul(delta::BLOCK) <= delta::MOST)
+    };
     let mut chain = delta::chain_after(
         &known.chain,
         delta::changed_blocks(&known.blocks, blocks),
         blocks.len(),
     );
-    if chain
-        .iter()
-        .map(|c| c.len())
-        .sum::<usize>()
-        .saturating_mul(delta::BLOCK)
-        > half
-    {
+    if !fits(&chain) {
         chain = vec![Arc::new(delta::changed_blocks(&known.base_blocks, blocks))];
     }
-    if chain[0].len().saturating_mul(delta::BLOCK) <= half {
+    if fits(&chain) {
         Step::Delta(chain)
     } else {
         Step::Base
@@ -375,7 +384,7 @@ impl EpochCopies {
         let lineage = tenure.lineage.clone().unwrap_or_default();
         let placed = in_parallel(&snapshot.files, |index, file| {
             self.place(
-                file.content()?,
+                file.content(),
                 file,
                 lineage.get(&file.path),
                 |name| format!("{}{name}", &copy_prefix[epochs.len()..]),
@@ -438,15 +447,15 @@ impl EpochCopies {
         content: snapshot::Content<'_>,
         file: &snapshot::SnapshotFile,
         known: Option<&Known>,
-        name: impl Fn(&str) -> String,
-        store: impl Fn(&str, &[u8]) -> Result<()>,
+        name: impl Fn(&str) -> String + Sync,
+        store: impl Fn(&str, &[u8]) -> Result<()> + Sync,
         index: usize,
     ) -> Result<Placed> {
         use snapshot::Content;
         let (blocks, size, digest, step, wal) = match &content {
-            Content::Whole(bytes, wal) => {
-                let blocks = Arc::new(delta::block_digests(bytes));
-                let size = bytes.len() as u64;
+            Content::Whole(body, wal) => {
+                let blocks = Arc::new(body.block_digests()?);
+                let size = body.len();
                 let digest = delta::digest_of(&blocks, size);
                 let step = next_step(known, &blocks, size, &digest, file.sqlite);
                 (blocks, size, digest, step, *wal)
@@ -478,8 +487,13 @@ impl EpochCopies {
                 let kept = &known.file.deltas[..chain.len() - 1];
                 let stored = chain.last().expect("a chain after a change");
                 let bytes = match &content {
-                    Content::Whole(bytes, _) => delta::encode(bytes, stored),
-                    Content::Changed(changed) => delta::encode_with(size, stored, |i| &changed.content[&i]),
+                    Content::Whole(body, _) => {
+                        delta::encode_with(size, stored, |i, out| body.append_block(i, out))?
+                    }
+                    Content::Changed(changed) => delta::encode_with(size, stored, |i, out| {
+                        out.extend_from_slice(&changed.content[&i]);
+                        Ok(())
+                    })?,
                 };
                 let object = name(&format!("files/{index:06}.delta"));
                 store(&object, &bytes)?;
@@ -490,7 +504,7 @@ impl EpochCopies {
                 };
                 return Ok(Placed {
                     uploaded: (1, added.size),
-                    reused: tally(std::iter::once(&known.file.base).chain(kept)),
+                    reused: tally(known.file.base_objects().chain(kept)),
                     known: Known {
                         file: FileV2 {
                             path: file.path.clone(),
@@ -498,6 +512,7 @@ impl EpochCopies {
                             digest,
                             sqlite: file.sqlite,
                             base: known.file.base.clone(),
+                            base_pieces: known.file.base_pieces.clone(),
                             delta: None,
                             deltas: kept.iter().cloned().chain([added]).collect(),
                         },
@@ -511,18 +526,60 @@ impl EpochCopies {
             }
             _ => {}
         }
-        let Content::Whole(content, _) = &content else {
+        let Content::Whole(body, _) = &content else {
             unreachable!("a file whose WAL told what changed is read whole when it needs a new base")
         };
-        // The check runs while the base is stored: the manifest, which alone publishes it, is
-        // written only if it passes (a base that fails stays an unreferenced object of this
-        // copy's own folder, which gc deletes with the incomplete copy).
-        let object = name(&format!("files/{index:06}"));
+        // A piece is stored once, unless the old base has the same bytes: a new base of a
+        // large file after scattered changes stores the pieces they touched, and a file's runs
+        // of zeros (a sparse file's holes) are one object. Each piece is read from the content
+        // only to be stored. The check runs while the pieces are stored: the manifest, which
+        // alone publishes them, is written only if it passes (a piece of a base that fails
+        // stays an unreferenced object of this copy's own folder, which gc deletes with the
+        // incomplete copy).
+        let per_piece = body::PIECE / delta::BLOCK;
+        let spans: Vec<(u64, u64, String)> = (0..size.max(1))
+            .step_by(body::PIECE)
+            .enumerate()
+            .map(|(k, start)| {
+                let end = (start + body::PIECE as u64).min(size);
+                let first = k * per_piece;
+                let piece_blocks = &blocks[first..(first + per_piece).min(blocks.len())];
+                (start, end, delta::digest_of(piece_blocks, end - start))
+            })
+            .collect();
+        let mut have: HashMap<&str, ObjectRef> = known
+            .map(|k| {
+                k.file
+                    .base_objects()
+                    .map(|o| (o.digest.as_str(), o.clone()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mut new_spans = Vec::new();
+        for (k, (_, _, digest)) in spans.iter().enumerate() {
+            if !have.contains_key(digest.as_str())
+                && !new_spans.iter().any(|&n: &usize| spans[n].2 == *digest)
+            {
+                new_spans.push(k);
+            }
+        }
+        let several = spans.len() > 1;
         let (checked, stored) = std::thread::scope(|scope| {
-            let checked = file.sqlite.then(|| {
-                scope.spawn(|| Restored::read_in_place(content.to_vec(), true).passes("quick_check"))
+            let checked = file.sqlite.then(|| scope.spawn(|| body.passes("quick_check")));
+            let stored = in_parallel(&new_spans, |_, &k| -> Result<ObjectRef> {
+                let (start, end, digest) = &spans[k];
+                let object = if several {
+                    name(&format!("files/{index:06}.{k:06}"))
+                } else {
+                    name(&format!("files/{index:06}"))
+                };
+                store(&object, &body.range(*start, *end)?)?;
+                Ok(ObjectRef {
+                    object,
+                    size: end - start,
+                    digest: digest.clone(),
+                })
             });
-            let stored = store(&object, content);
             (checked.is_none_or(|c| c.join().unwrap_or(false)), stored)
         });
         if !checked {
@@ -534,17 +591,29 @@ impl EpochCopies {
                 ),
             });
         }
-        stored?;
+        let stored = stored.into_iter().collect::<Result<Vec<_>>>()?;
+        let uploaded = tally(stored.iter());
+        let fresh: BTreeSet<&str> = stored.iter().map(|o| o.object.as_str()).collect();
+        for object in &stored {
+            have.insert(&object.digest, object.clone());
+        }
+        let pieces: Vec<ObjectRef> = spans
+            .iter()
+            .map(|(_, _, digest)| have[digest.as_str()].clone())
+            .collect();
+        let reused = tally(pieces.iter().filter(|o| !fresh.contains(o.object.as_str())));
+        let mut pieces = pieces.into_iter();
         Ok(Placed {
-            uploaded: (1, size),
-            reused: (0, 0),
+            uploaded,
+            reused,
             known: Known {
                 file: FileV2 {
                     path: file.path.clone(),
                     size,
-                    digest: digest.clone(),
+                    digest,
                     sqlite: file.sqlite,
-                    base: ObjectRef { object, size, digest },
+                    base: pieces.next().expect("a base has a piece"),
+                    base_pieces: pieces.collect(),
                     delta: None,
                     deltas: Vec::new(),
                 },
@@ -827,7 +896,7 @@ impl EpochCopies {
 
     /// Deletes the copies `dead`, each manifest first (from then on the copy does not exist,
     /// whatever is left of it), then every object of theirs that no other copy's manifest
-    /// references: copies of formats 2 and 3 share the objects of their lineage.
+    /// references: copies of formats 2 to 4 share the objects of their lineage.
     fn delete_copies(&self, key: &str, layout: &Layout, dead: &[CopyId]) -> Result<()> {
         let dead_set: BTreeSet<CopyId> = dead.iter().copied().collect();
         let mut referenced = BTreeSet::new();
@@ -1090,99 +1159,116 @@ impl EpochCopies {
         })
     }
 
-    /// One file of a copy of format 2 or 3: its base and deltas fetched at once, each delta
-    /// checked against its digest as it arrives and applied in order, the file they make
-    /// written out while its blocks are hashed, then checked against the file's digest, and the
-    /// base against its own (and `integrity_check` when the handle asks for it). The base's
-    /// digest comes from the file's block digests and those of the few blocks each delta
-    /// replaced: one pass of hashing over the file, overlapped with the write, where checking
-    /// every state apart would take one pass each. Bytes that fail a check are in the scratch
-    /// folder only, never installed.
+    /// One file of a copy of format 2, 3 or 4, written straight into its place: the base's
+    /// pieces fetched a few at a time, each checked against its digest as it arrives and
+    /// written at its offset, then the deltas, fetched one ahead of the one being applied, each
+    /// checked and applied in place. The block digests of every piece are kept and updated by
+    /// each delta, so the file is checked against its digest without being read back, and the
+    /// base's own blocks are those of its pieces. Memory holds a few pieces and two deltas,
+    /// whatever the file's size. Bytes that fail a check are in the scratch folder only, never
+    /// installed.
     fn fetch_v2(
         &self,
         prefix: &str,
         file: &FileV2,
         into: &Path,
     ) -> Result<std::result::Result<Known, SkipReason>> {
+        use std::os::unix::fs::FileExt;
         let fetch = |object: &ObjectRef| -> Result<Option<Vec<u8>>> {
             Ok(self
                 .store
                 .get(&format!("{prefix}{}", object.object))?
                 .filter(|bytes| bytes.len() as u64 == object.size))
         };
-        // The deltas come in while the base does: a restore waits for the largest round trip,
-        // not their sum (the chain is a few objects; four files at once).
-        let (base, deltas) = std::thread::scope(|scope| {
-            let deltas: Vec<_> = file
-                .deltas
-                .iter()
-                .map(|object| {
-                    scope.spawn(move || {
-                        Ok(fetch(object)?.filter(|bytes| delta::digest(bytes) == object.digest))
-                    })
-                })
-                .collect();
-            let base = fetch(&file.base);
-            let deltas: Vec<Result<Option<Vec<u8>>>> = deltas
-                .into_iter()
-                .map(|d| d.join().expect("a fetch does not panic"))
-                .collect();
-            (base, deltas)
-        });
-        let Some(mut content) = base? else {
-            return Ok(Err(SkipReason::Checksum));
-        };
-        // Each state's length and the blocks its delta replaced, to walk back to the base.
-        let mut steps = Vec::with_capacity(deltas.len());
-        let mut chain = Vec::with_capacity(deltas.len());
-        for delta_bytes in deltas {
-            let Some(delta_bytes) = delta_bytes? else {
-                return Ok(Err(SkipReason::Checksum));
-            };
-            let before = content.len() as u64;
-            let Some(applied) = delta::apply(content, &delta_bytes) else {
-                return Ok(Err(SkipReason::Checksum));
-            };
-            content = applied.content;
-            steps.push((applied.replaced, before));
-            chain.push(Arc::new(applied.indexes));
-        }
-        if content.len() as u64 != file.size {
-            return Ok(Err(SkipReason::Checksum));
+        let pieces: Vec<&ObjectRef> = file.base_objects().collect();
+        // Every piece but the last is whole blocks, so the pieces' block digests are the base's.
+        let mut offsets = Vec::with_capacity(pieces.len());
+        let mut base_len = 0u64;
+        for (k, piece) in pieces.iter().enumerate() {
+            if k + 1 < pieces.len() && piece.size % delta::BLOCK as u64 != 0 {
+                return Ok(Err(SkipReason::Manifest));
+            }
+            offsets.push(base_len);
+            base_len = base_len.saturating_add(piece.size);
         }
         let target = into.join(relative_path(&file.path).expect("checked by layable"));
-        let (blocks, written) = std::thread::scope(|scope| {
-            let blocks = scope.spawn(|| delta::block_digests(&content));
-            let written = write_durably(&target, &[&content]);
-            (blocks.join().expect("hashing does not panic"), written)
-        });
-        written?;
-        if delta::digest_of(&blocks, file.size) != file.digest {
-            return Ok(Err(SkipReason::Checksum));
+        let cannot_write = |e: std::io::Error| Error::io(format!("{} cannot be written", shown(&target)), &e);
+        if let Some(parent) = target.parent() {
+            std::fs::create_dir_all(parent)
+                .map_err(|e| Error::io(format!("{} cannot be created", shown(parent)), &e))?;
         }
-        let blocks = Arc::new(blocks);
-        let mut base_blocks = blocks.clone();
-        for (replaced, before) in steps.iter().rev() {
-            match delta::base_blocks(&base_blocks, replaced, *before) {
-                Some(earlier) => base_blocks = Arc::new(earlier),
-                None => return Ok(Err(SkipReason::Checksum)),
+        // Read too: a delta that changes the length reads back the blocks that alone changes.
+        let out = std::fs::File::options()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&target)
+            .map_err(cannot_write)?;
+        std::thread::scope(|scope| {
+            let (ahead, fetched) = std::sync::mpsc::sync_channel(1);
+            scope.spawn(move || {
+                for object in &file.deltas {
+                    let delta =
+                        fetch(object).map(|d| d.filter(|bytes| delta::digest(bytes) == object.digest));
+                    if ahead.send(delta).is_err() {
+                        break;
+                    }
+                }
+            });
+            let written = in_parallel(&pieces, |k, piece| -> Result<Option<Vec<[u8; 32]>>> {
+                let Some(bytes) = fetch(piece)? else {
+                    return Ok(None);
+                };
+                let blocks = delta::block_digests(&bytes);
+                if delta::digest_of(&blocks, piece.size) != piece.digest {
+                    return Ok(None);
+                }
+                // The file starts empty: a piece of zeros is a hole, as it was in a sparse file.
+                if bytes.iter().any(|&b| b != 0) {
+                    out.write_all_at(&bytes, offsets[k]).map_err(cannot_write)?;
+                }
+                Ok(Some(blocks))
+            });
+            let mut blocks = Vec::new();
+            for piece in written {
+                match piece? {
+                    Some(piece) => blocks.extend(piece),
+                    None => return Ok(Err(SkipReason::Checksum)),
+                }
             }
-        }
-        if delta::digest_of(&base_blocks, file.base.size) != file.base.digest {
-            return Ok(Err(SkipReason::Checksum));
-        }
-        let sqlite = file.sqlite || content.starts_with(SQLITE_HEADER);
-        if sqlite && self.full_check && !Restored::read_in_place(content, true).integrity_ok() {
-            return Ok(Err(SkipReason::Integrity));
-        }
-        Ok(Ok(Known {
-            file: file.clone(),
-            blocks,
-            base_blocks,
-            chain,
-            wal: None,
-            seen: None,
-        }))
+            out.set_len(base_len).map_err(cannot_write)?;
+            let base_blocks = Arc::new(blocks.clone());
+            let (mut len, mut chain) = (base_len, Vec::with_capacity(file.deltas.len()));
+            for delta_bytes in fetched {
+                let Some(delta_bytes) = delta_bytes? else {
+                    return Ok(Err(SkipReason::Checksum));
+                };
+                match delta::apply_to_file(&out, &mut blocks, &mut len, &delta_bytes).map_err(cannot_write)? {
+                    Some(indexes) => chain.push(Arc::new(indexes)),
+                    None => return Ok(Err(SkipReason::Checksum)),
+                }
+            }
+            if len != file.size || delta::digest_of(&blocks, len) != file.digest {
+                return Ok(Err(SkipReason::Checksum));
+            }
+            out.sync_data().map_err(cannot_write)?;
+            let sqlite = file.sqlite || {
+                let mut header = [0u8; 16];
+                out.read_exact_at(&mut header, 0).is_ok() && &header == SQLITE_HEADER
+            };
+            if sqlite && self.full_check && !body::file_passes(&target, "integrity_check") {
+                return Ok(Err(SkipReason::Integrity));
+            }
+            Ok(Ok(Known {
+                file: file.clone(),
+                blocks: Arc::new(blocks),
+                base_blocks,
+                chain,
+                wal: None,
+                seen: None,
+            }))
+        })
     }
 }
 
@@ -1217,6 +1303,9 @@ struct Plan {
 /// (or threads) as it has files. The results come back in the items' order.
 fn in_parallel<T: Sync, R: Send>(items: &[T], work: impl Fn(usize, &T) -> R + Sync) -> Vec<R> {
     const WIDTH: usize = 4;
+    if items.len() <= 1 {
+        return items.iter().enumerate().map(|(i, item)| work(i, item)).collect();
+    }
     let next = std::sync::atomic::AtomicUsize::new(0);
     let results: Vec<Mutex<Option<R>>> = items.iter().map(|_| Mutex::new(None)).collect();
     std::thread::scope(|scope| {

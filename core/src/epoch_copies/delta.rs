@@ -1,4 +1,4 @@
-//! Formats 2 and 3: a file is a base image plus a short chain of deltas, all objects of its
+//! Formats 2 to 4: a file is a base image plus a short chain of deltas, all objects of its
 //! lineage.
 //!
 //! A delta holds the blocks of the file that differ from the state before it (blocks of 4 KiB,
@@ -10,8 +10,10 @@
 //! bytes stored per change grow with the logarithm of the tenure's copies, not with all that
 //! changed since the base, and the chain is a few deltas long. Once the chain's blocks pass half
 //! the file, they are folded into one delta against the base, and once that passes half, the
-//! file gets a new base (checked with `quick_check` first when it is a database). A restore
-//! fetches the base and the chain: at most about 1.5 × the file, however long the tenure ran.
+//! file gets a new base (checked with `quick_check` first when it is a database), which stores
+//! only the pieces (see [`super::body::PIECE`]) that differ from the old base's. A delta also
+//! stays under [`MOST`], so that it costs a few pieces of memory. A restore fetches the base and
+//! the chain: at most about 1.5 × the file, however long the tenure ran.
 //!
 //! Digests are a hash of the blocks' SHA-256 digests and the length: the block digests are what
 //! change detection compares, so one pass of hashing serves both.
@@ -111,17 +113,19 @@ pub(super) fn changed_blocks(base: &[[u8; 32]], now: &[[u8; 32]]) -> Vec<usize> 
     (0..now.len()).filter(|&i| base.get(i) != Some(&now[i])).collect()
 }
 
-/// `magic, file length (u64 LE), block count (u64 LE), the block indexes (u64 LE each), the
-/// blocks' bytes one after the other` (the last block of the file may be short).
-pub(super) fn encode(content: &[u8], changed: &[usize]) -> Vec<u8> {
-    encode_with(content.len() as u64, changed, |index| {
-        let start = index * BLOCK;
-        &content[start..(start + BLOCK).min(content.len())]
-    })
-}
+/// The most bytes of blocks one delta holds: past it a copy takes a new base instead (which
+/// stores only the pieces that differ), so a delta, held whole in memory while it is made and
+/// while it is applied, costs a few pieces of memory however large the file.
+pub(super) const MOST: usize = 4 * super::body::PIECE;
 
-/// [`encode`] for a file of `len` bytes whose changed blocks come from `block`.
-pub(super) fn encode_with<'a>(len: u64, changed: &[usize], block: impl Fn(usize) -> &'a [u8]) -> Vec<u8> {
+/// `magic, file length (u64 LE), block count (u64 LE), the block indexes (u64 LE each), the
+/// blocks' bytes one after the other` (the last block of the file may be short), for a file of
+/// `len` bytes whose changed blocks `block` appends to the buffer it is given.
+pub(super) fn encode_with(
+    len: u64,
+    changed: &[usize],
+    mut block: impl FnMut(usize, &mut Vec<u8>) -> Result<()>,
+) -> Result<Vec<u8>> {
     let mut out = Vec::with_capacity(24 + changed.len() * (8 + BLOCK));
     out.extend_from_slice(DELTA_MAGIC);
     out.extend_from_slice(&len.to_le_bytes());
@@ -130,98 +134,134 @@ pub(super) fn encode_with<'a>(len: u64, changed: &[usize], block: impl Fn(usize)
         out.extend_from_slice(&(index as u64).to_le_bytes());
     }
     for &index in changed {
-        out.extend_from_slice(block(index));
+        block(index, &mut out)?;
     }
-    out
+    Ok(out)
 }
 
-/// Digests of a base's blocks by index.
-pub(super) type BlockDigests = Vec<(usize, [u8; 32])>;
-
-/// What [`apply`] made of a state and a delta.
-#[derive(Debug, PartialEq)]
-pub(super) struct Applied {
-    pub(super) content: Vec<u8>,
-    /// The digests of the earlier state's blocks that the delta replaced or cut off, by index,
-    /// hashed before they went: with the new state's block digests they make the earlier
-    /// state's (see [`base_blocks`]), so a restore hashes the file once, not each state apart.
-    pub(super) replaced: BlockDigests,
-    /// The blocks the delta writes.
-    pub(super) indexes: Vec<usize>,
-}
-
-/// Applies a delta to the state it was made against, in place; `None` when the delta is
-/// malformed for that state.
-pub(super) fn apply(mut base: Vec<u8>, delta: &[u8]) -> Option<Applied> {
+/// Applies a delta to the state that `file` holds, `len` bytes long, whose blocks hash to
+/// `blocks`, in place: the blocks it writes are hashed as they are written, and those whose
+/// bytes the new length alone changes (the old last block, grown or cut; blocks it adds
+/// without writing them) are read back and hashed, so the file is never read whole. The blocks
+/// the delta writes, or `None` when the delta is malformed for that state.
+pub(super) fn apply_to_file(
+    file: &std::fs::File,
+    blocks: &mut Vec<[u8; 32]>,
+    len: &mut u64,
+    delta: &[u8],
+) -> std::io::Result<Option<Vec<usize>>> {
+    use std::os::unix::fs::FileExt;
     let word =
         |at: usize| -> Option<u64> { Some(u64::from_le_bytes(delta.get(at..at + 8)?.try_into().ok()?)) };
-    if delta.get(..8)? != DELTA_MAGIC {
-        return None;
-    }
-    let len = usize::try_from(word(8)?).ok()?;
-    let count = usize::try_from(word(16)?).ok()?;
-    let indexes_end = count.checked_mul(8)?.checked_add(24)?;
-    if indexes_end > delta.len() {
-        return None;
-    }
-    let indexes = (0..count)
-        .map(|n| usize::try_from(word(24 + n * 8)?).ok())
-        .collect::<Option<Vec<usize>>>()?;
-    if indexes.windows(2).any(|w| w[0] >= w[1])
-        || indexes
-            .last()
-            .is_some_and(|&i| i.checked_mul(BLOCK).is_none_or(|start| start >= len))
-    {
-        return None;
-    }
-    let base_count = base.len().div_ceil(BLOCK);
-    let base_block = |base: &[u8], index: usize| -> [u8; 32] {
-        Sha256::digest(&base[index * BLOCK..((index + 1) * BLOCK).min(base.len())]).into()
+    let parsed = (|| {
+        if delta.get(..8)? != DELTA_MAGIC {
+            return None;
+        }
+        let new_len = word(8)?;
+        let count = usize::try_from(word(16)?).ok()?;
+        let indexes_end = count.checked_mul(8)?.checked_add(24)?;
+        if indexes_end > delta.len() {
+            return None;
+        }
+        let indexes = (0..count)
+            .map(|n| usize::try_from(word(24 + n * 8)?).ok())
+            .collect::<Option<Vec<usize>>>()?;
+        let sorted = indexes.windows(2).all(|w| w[0] < w[1]);
+        let inside = indexes.last().is_none_or(|&i| {
+            (i as u64)
+                .checked_mul(BLOCK as u64)
+                .is_some_and(|start| start < new_len)
+        });
+        // Every block's bytes, and nothing after them.
+        let mut at = indexes_end;
+        for &index in &indexes {
+            let start = index as u64 * BLOCK as u64;
+            at = at.checked_add(usize::try_from((start + BLOCK as u64).min(new_len) - start).ok()?)?;
+        }
+        (sorted && inside && at == delta.len()).then_some((new_len, indexes, indexes_end))
+    })();
+    let Some((new_len, indexes, mut at)) = parsed else {
+        return Ok(None);
     };
-    let cut_off = len.div_ceil(BLOCK)..base_count;
-    let mut replaced: BlockDigests = indexes
-        .iter()
-        .copied()
-        .filter(|&index| index < base_count)
-        .chain(cut_off)
-        .map(|index| (index, base_block(&base, index)))
-        .collect();
-    replaced.sort_unstable_by_key(|&(index, _)| index);
-    base.resize(len, 0);
-    let mut at = indexes_end;
+    let Ok(count) = usize::try_from(new_len.div_ceil(BLOCK as u64)) else {
+        return Ok(None);
+    };
+    let old_count = blocks.len();
+    file.set_len(new_len)?;
+    blocks.resize(count, [0; 32]);
     for &index in &indexes {
-        let start = index * BLOCK;
-        let end = (start + BLOCK).min(len);
-        let bytes = delta.get(at..at + (end - start))?;
-        base[start..end].copy_from_slice(bytes);
-        at += end - start;
+        let start = index as u64 * BLOCK as u64;
+        let end = (start + BLOCK as u64).min(new_len);
+        let bytes = &delta[at..at + (end - start) as usize];
+        file.write_all_at(bytes, start)?;
+        blocks[index] = Sha256::digest(bytes).into();
+        at += bytes.len();
     }
-    (at == delta.len()).then_some(Applied {
-        content: base,
-        replaced,
-        indexes,
-    })
-}
-
-/// The block digests of a base of `base_len` bytes, from those of the file a delta made of it
-/// and the digests [`apply`] gave of the blocks it replaced or cut off; `None` when those do
-/// not cover the base (a delta that is not what it claims: its base then fails its digest).
-pub(super) fn base_blocks(
-    file: &[[u8; 32]],
-    replaced: &[(usize, [u8; 32])],
-    base_len: u64,
-) -> Option<Vec<[u8; 32]>> {
-    let count = usize::try_from(base_len).ok()?.div_ceil(BLOCK);
-    let mut blocks: Vec<Option<[u8; 32]>> = (0..count).map(|i| file.get(i).copied()).collect();
-    for &(index, digest) in replaced {
-        *blocks.get_mut(index)? = Some(digest);
+    if new_len != *len {
+        let written: BTreeSet<usize> = indexes.iter().copied().collect();
+        let mut buf = vec![0u8; BLOCK];
+        let from = old_count.min(count).saturating_sub(1);
+        for (index, digest) in blocks.iter_mut().enumerate().skip(from) {
+            if !written.contains(&index) {
+                let start = index as u64 * BLOCK as u64;
+                let block = &mut buf[..((start + BLOCK as u64).min(new_len) - start) as usize];
+                file.read_exact_at(block, start)?;
+                *digest = Sha256::digest(&*block).into();
+            }
+        }
     }
-    blocks.into_iter().collect()
+    *len = new_len;
+    Ok(Some(indexes))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn encode(content: &[u8], changed: &[usize]) -> Vec<u8> {
+        encode_with(content.len() as u64, changed, |index, out| {
+            let start = index * BLOCK;
+            out.extend_from_slice(&content[start..(start + BLOCK).min(content.len())]);
+            Ok(())
+        })
+        .unwrap()
+    }
+
+    /// A state on disk that deltas are applied to, with its block digests kept as they go.
+    struct OnDisk {
+        file: std::fs::File,
+        blocks: Vec<[u8; 32]>,
+        len: u64,
+    }
+
+    impl OnDisk {
+        fn new(content: &[u8]) -> OnDisk {
+            let mut file = tempfile::tempfile().unwrap();
+            std::io::Write::write_all(&mut file, content).unwrap();
+            OnDisk {
+                file,
+                blocks: block_digests(content),
+                len: content.len() as u64,
+            }
+        }
+
+        fn apply(&mut self, delta: &[u8]) -> Option<Vec<usize>> {
+            apply_to_file(&self.file, &mut self.blocks, &mut self.len, delta).unwrap()
+        }
+
+        /// The file's bytes, checked against the digests kept.
+        fn content(&self) -> Vec<u8> {
+            use std::os::unix::fs::FileExt;
+            let mut bytes = vec![0u8; self.file.metadata().unwrap().len() as usize];
+            self.file.read_exact_at(&mut bytes, 0).unwrap();
+            assert_eq!(self.len, bytes.len() as u64);
+            assert!(
+                self.blocks == block_digests(&bytes),
+                "the digests kept are not the file's"
+            );
+            bytes
+        }
+    }
 
     #[test]
     fn a_large_file_hashed_in_runs_gives_the_digests_of_its_blocks_in_order() {
@@ -238,38 +278,31 @@ mod tests {
         now.extend_from_slice(&[9; BLOCK + 3]);
         let changed = changed_blocks(&block_digests(&base), &block_digests(&now));
         assert_eq!(changed, vec![2, 5, 6]);
-        let delta = encode(&now, &changed);
-        let Applied {
-            content: rebuilt,
-            replaced,
-            indexes,
-        } = apply(base.clone(), &delta).unwrap();
-        assert_eq!(rebuilt, now);
-        assert_eq!(indexes, changed);
-        // The base's own block digests come back from the file's and the replaced ones.
-        assert_eq!(
-            base_blocks(&block_digests(&now), &replaced, base.len() as u64),
-            Some(block_digests(&base))
-        );
+        let mut state = OnDisk::new(&base);
+        assert_eq!(state.apply(&encode(&now, &changed)), Some(changed.clone()));
+        assert_eq!(state.content(), now);
+        // Cut short, the last block partly kept without being written.
         let shorter = &now[..BLOCK + 1];
-        let delta = encode(
-            shorter,
-            &changed_blocks(&block_digests(&base), &block_digests(shorter)),
-        );
-        let Applied {
-            content: rebuilt,
-            replaced,
-            ..
-        } = apply(base.clone(), &delta).unwrap();
-        assert_eq!(rebuilt, shorter);
-        assert_eq!(
-            base_blocks(&block_digests(shorter), &replaced, base.len() as u64),
-            Some(block_digests(&base))
-        );
+        let cut = changed_blocks(&block_digests(&now), &block_digests(shorter));
+        assert!(state.apply(&encode(shorter, &cut)).is_some());
+        assert_eq!(state.content(), shorter);
+        // Grown with blocks no delta writes: zeros, as SQLite reads a file grown by `set_len`.
+        let mut grown = shorter.to_vec();
+        grown.resize(BLOCK * 3 + 10, 0);
+        grown[BLOCK * 3] = 1;
+        assert_eq!(state.apply(&encode(&grown, &[3])), Some(vec![3]));
+        assert_eq!(state.content(), grown);
+
+        let mut state = OnDisk::new(&base);
         let mut torn = encode(&now, &[2, 5, 6]);
         torn.pop();
-        assert_eq!(apply(base.clone(), &torn), None);
-        assert_eq!(apply(base, &encode(&now, &[5, 2])), None);
+        assert_eq!(state.apply(&torn), None);
+        assert_eq!(state.apply(&encode(&now, &[5, 2])), None);
+        let mut past_the_end = encode(&now, &[2]);
+        past_the_end[8..16].copy_from_slice(&(BLOCK as u64 * 2).to_le_bytes());
+        assert_eq!(state.apply(&past_the_end), None);
+        // A refused delta changed nothing.
+        assert_eq!(state.content(), base);
     }
 
     #[test]
@@ -301,14 +334,16 @@ mod tests {
             stored += next.last().unwrap().len();
             cumulative += changed_blocks(&block_digests(&base), &now).len();
             (chain, blocks) = (next, now);
-            let rebuilt = deltas
-                .iter()
-                .try_fold(base.clone(), |s, d| apply(s, d).map(|a| a.content))
-                .unwrap();
-            assert!(
-                rebuilt == state,
-                "step {step}: the chain does not rebuild the file"
-            );
+            if step % 20 == 19 {
+                let mut rebuilt = OnDisk::new(&base);
+                for delta in &deltas {
+                    assert!(rebuilt.apply(delta).is_some(), "step {step}");
+                }
+                assert!(
+                    rebuilt.content() == state,
+                    "step {step}: the chain does not rebuild the file"
+                );
+            }
         }
         // One delta against the base each time would have stored every block changed since.
         assert!(

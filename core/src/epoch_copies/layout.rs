@@ -33,10 +33,11 @@ pub(super) struct ManifestFile {
     pub(super) sqlite: bool,
 }
 
-/// Formats 2 and 3: each file is a base object and the deltas that turn it into the file, named
+/// Formats 2 to 4: each file is a base and the deltas that turn it into the file, objects named
 /// relative to the tenant's `epochs/` prefix, so that a copy can reference what earlier copies
-/// of its lineage stored. Format 2 has at most one delta (`delta`), format 3 a chain
-/// (`deltas`, applied in order); [`AnyManifest::parse`] reads both into `deltas`.
+/// of its lineage stored. Format 2 has at most one delta (`delta`), formats 3 and 4 a chain
+/// (`deltas`, applied in order); [`AnyManifest::parse`] reads both into `deltas`. Format 4
+/// stores a base larger than a piece as pieces (`base`, then `base_pieces`).
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct ManifestV2 {
@@ -60,7 +61,12 @@ pub(super) struct FileV2 {
     /// [`super::delta::digest`] of the whole file.
     pub(super) digest: String,
     pub(super) sqlite: bool,
+    /// The base, or its first piece when it is larger than [`super::body::PIECE`].
     pub(super) base: ObjectRef,
+    /// The base's further pieces, in order (format 4), each a whole number of blocks but the
+    /// last.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(super) base_pieces: Vec<ObjectRef>,
     /// Format 2's one delta; never written, moved into `deltas` when read.
     #[serde(default, skip_serializing)]
     pub(super) delta: Option<ObjectRef>,
@@ -71,7 +77,12 @@ pub(super) struct FileV2 {
 impl FileV2 {
     /// The objects that make the file, base first.
     pub(super) fn objects(&self) -> impl Iterator<Item = &ObjectRef> {
-        std::iter::once(&self.base).chain(&self.deltas)
+        self.base_objects().chain(&self.deltas)
+    }
+
+    /// The base's pieces, in order.
+    pub(super) fn base_objects(&self) -> impl Iterator<Item = &ObjectRef> {
+        std::iter::once(&self.base).chain(&self.base_pieces)
     }
 }
 
@@ -114,16 +125,20 @@ impl AnyManifest {
             2 => {
                 let mut manifest: ManifestV2 = serde_json::from_slice(bytes).ok()?;
                 for file in &mut manifest.files {
-                    if !file.deltas.is_empty() {
+                    if !file.deltas.is_empty() || !file.base_pieces.is_empty() {
                         return None;
                     }
                     file.deltas.extend(file.delta.take());
                 }
                 Some(AnyManifest::V2(manifest))
             }
-            3 => serde_json::from_slice::<ManifestV2>(bytes)
+            version @ (3 | 4) => serde_json::from_slice::<ManifestV2>(bytes)
                 .ok()
-                .filter(|m| m.files.iter().all(|f| f.delta.is_none()))
+                .filter(|m| {
+                    m.files
+                        .iter()
+                        .all(|f| f.delta.is_none() && (version == 4 || f.base_pieces.is_empty()))
+                })
                 .map(AnyManifest::V2),
             _ => None,
         }

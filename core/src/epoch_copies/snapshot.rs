@@ -11,6 +11,7 @@ use std::io::ErrorKind;
 use std::os::unix::io::RawFd;
 use std::path::PathBuf;
 
+use super::body::{Body, Spool, IN_MEMORY};
 use super::wal::{HostFile, Since, WalMark};
 use super::*;
 use crate::paths::assert_path;
@@ -21,13 +22,13 @@ use crate::plumbing::sqlite_code_name;
 /// default, so a copy is as patient as a lease operation.
 pub const SNAPSHOT_LOCK_WAIT: std::time::Duration = crate::plumbing::DEFAULT_BUSY_TIMEOUT;
 
-/// A consistent set of files to copy: SQLite databases backed up into a scratch folder,
-/// other files read in place.
+/// A consistent set of files to copy, each held in memory when small and spooled into a
+/// scratch folder beside the root when large (see [`super::body`]).
 pub(super) struct Snapshot {
     pub(super) files: Vec<SnapshotFile>,
     /// The root's folders that hold nothing, by relative path.
     pub(super) folders: Vec<String>,
-    /// Where the host's images are, when it wrote any.
+    /// Where the host's images and the spooled contents are, when there are any.
     _scratch: Option<Scratch>,
 }
 
@@ -73,21 +74,37 @@ impl Seen {
 }
 
 enum Source {
-    /// A host's image in the scratch folder, read when it is stored.
-    File(PathBuf),
-    /// A file's bytes, read while the snapshot is taken: the tenant's calls may go on once it
-    /// is (see [`EpochCopies::write_copy_with`]). A plain file, or a database whose file alone
-    /// was its whole state while a read transaction pinned it (see [`read_sqlite`]).
-    Bytes(Vec<u8>),
-    /// A database's pages as one read transaction saw them (`sqlite3_serialize`), in memory:
-    /// no scratch file to write and read back.
-    Image(Image),
+    /// A file's content, read while the snapshot is taken: the tenant's calls may go on once
+    /// it is (see [`EpochCopies::write_copy_with`]).
+    Held(Held),
     /// A held database read whole from its file and WAL, and where its WAL then stood.
-    Live(Vec<u8>, WalMark),
+    Live(Held, WalMark),
     /// A held database whose WAL told what changed since the lineage's last copy: the new
     /// state's block digests, what the copy stores of it, and the blocks that takes. Or a
     /// plain file that its [`Seen`] shows unchanged.
     Changed(Changed),
+}
+
+/// Where a snapshot keeps a file's content (see [`super::body`]).
+pub(super) enum Held {
+    /// A plain file, or a database whose file alone was its whole state while a read
+    /// transaction pinned it (see [`read_sqlite`]).
+    Bytes(Vec<u8>),
+    /// A database's pages as one read transaction saw them (`sqlite3_serialize`), in memory:
+    /// no scratch file to write and read back.
+    Image(Image),
+    /// A file of the scratch folder: a host's image, or a content too large for memory.
+    Spooled(PathBuf, u64),
+}
+
+impl Held {
+    fn body(&self) -> Body<'_> {
+        match self {
+            Held::Bytes(bytes) => Body::Memory(bytes),
+            Held::Image(image) => Body::Memory(&image.0),
+            Held::Spooled(path, len) => Body::Spooled { path, len: *len },
+        }
+    }
 }
 
 pub(super) struct Changed {
@@ -117,15 +134,15 @@ impl Changed {
 }
 
 /// SQLite's buffer of a serialized database.
-struct Image(rusqlite::serialize::OwnedData);
+pub(super) struct Image(rusqlite::serialize::OwnedData);
 
 // SAFETY: the buffer is plain memory that this value alone owns (SQLite keeps no pointer to
 // it after `sqlite3_serialize`); it is only read while shared, and freed once, on drop.
 unsafe impl Sync for Image {}
 
-/// What a copy has of one file: its bytes, or what changed of it.
+/// What a copy has of one file: its content, or what changed of it.
 pub(super) enum Content<'a> {
-    Whole(std::borrow::Cow<'a, [u8]>, Option<&'a WalMark>),
+    Whole(Body<'a>, Option<&'a WalMark>),
     Changed(&'a Changed),
 }
 
@@ -136,20 +153,12 @@ impl SnapshotFile {
         matches!(&self.source, Source::Changed(c) if c.chain.is_none() && c.mark.is_none())
     }
 
-    pub(super) fn content(&self) -> Result<Content<'_>> {
-        use std::borrow::Cow;
-        Ok(match &self.source {
-            Source::File(path) => Content::Whole(
-                fs::read(path)
-                    .map(Cow::Owned)
-                    .map_err(|e| Error::io(format!("{} cannot be read", self.path), &e))?,
-                None,
-            ),
-            Source::Image(image) => Content::Whole(Cow::Borrowed(&image.0), None),
-            Source::Bytes(bytes) => Content::Whole(Cow::Borrowed(bytes), None),
-            Source::Live(bytes, mark) => Content::Whole(Cow::Borrowed(bytes), Some(mark)),
+    pub(super) fn content(&self) -> Content<'_> {
+        match &self.source {
+            Source::Held(held) => Content::Whole(held.body(), None),
+            Source::Live(held, mark) => Content::Whole(held.body(), Some(mark)),
             Source::Changed(changed) => Content::Changed(changed),
-        })
+        }
     }
 }
 
@@ -172,6 +181,7 @@ impl Snapshot {
         let held = held_elsewhere(root, &paths)?;
         let present: BTreeSet<&str> = paths.iter().map(String::as_str).collect();
         let mut scratch: Option<Scratch> = None;
+        let mut spool = Spool::new(root, &mut scratch);
         let mut files = Vec::new();
         for path in &paths {
             // A database's journal and WAL are inside its image.
@@ -195,7 +205,7 @@ impl Snapshot {
                     ));
                 };
                 let known = lineage.and_then(|l| l.get(path));
-                if let Some(source) = read_held(held, &root.join(format!("{path}-wal")), known)? {
+                if let Some(source) = read_held(held, &root.join(format!("{path}-wal")), known, &mut spool)? {
                     files.push(SnapshotFile {
                         path: path.clone(),
                         sqlite: true,
@@ -204,27 +214,26 @@ impl Snapshot {
                     });
                     continue;
                 }
-                let scratch = match &mut scratch {
-                    Some(scratch) => scratch,
-                    None => scratch.insert(Scratch::beside(root)?),
-                };
-                let image = scratch.path.join(format!("{:06}", files.len()));
+                let image = spool.path()?;
                 host(&source, &image)?;
+                let len = fs::metadata(&image)
+                    .map_err(|e| Error::io(format!("{} cannot be read", image.display()), &e))?
+                    .len();
                 files.push(SnapshotFile {
                     path: path.clone(),
                     sqlite: is_sqlite(&image),
-                    source: Source::File(image),
+                    source: Source::Held(Held::Spooled(image, len)),
                     seen: None,
                 });
             } else if is_sqlite(&source) {
                 files.push(SnapshotFile {
                     path: path.clone(),
-                    source: read_sqlite(&source)?,
+                    source: Source::Held(read_sqlite(&source, &mut spool)?),
                     sqlite: true,
                     seen: None,
                 });
             } else {
-                let (source, seen) = read_plain(&source, lineage.and_then(|l| l.get(path)))?;
+                let (source, seen) = read_plain(&source, lineage.and_then(|l| l.get(path)), &mut spool)?;
                 files.push(SnapshotFile {
                     path: path.clone(),
                     source,
@@ -379,7 +388,12 @@ pub(super) fn collect_files(
 /// and the changed blocks make a delta, else whole from the file and the WAL. `None` where
 /// neither applies (rollback journal mode, an empty WAL, a page size under a block, a writer
 /// that kept committing), and the host's snapshot function reads it.
-fn read_held(host: &HostFile, wal_path: &Path, known: Option<&Known>) -> Result<Option<Source>> {
+fn read_held(
+    host: &HostFile,
+    wal_path: &Path,
+    known: Option<&Known>,
+    spool: &mut Spool<'_>,
+) -> Result<Option<Source>> {
     if let Some((known, mark)) = known
         .filter(|k| k.file.sqlite)
         .and_then(|k| Some((k, k.wal.as_ref()?)))
@@ -399,7 +413,7 @@ fn read_held(host: &HostFile, wal_path: &Path, known: Option<&Known>) -> Result<
             Since::Unknown => {}
         }
     }
-    Ok(super::wal::read_whole(host, wal_path)?.map(|(image, mark)| Source::Live(image, mark)))
+    Ok(super::wal::read_whole(host, wal_path, spool)?.map(|(image, mark)| Source::Live(image, mark)))
 }
 
 /// The new state of a held database from its WAL's tail: `None` when it takes a new base (read
@@ -489,22 +503,42 @@ fn changed_since(
 
 /// A plain file: unchanged when the lineage's last copy saw it as it still is, else read
 /// whole, with what the file system says of it when that can vouch for the next copy.
-fn read_plain(source: &Path, known: Option<&Known>) -> Result<(Source, Option<Seen>)> {
+fn read_plain(source: &Path, known: Option<&Known>, spool: &mut Spool<'_>) -> Result<(Source, Option<Seen>)> {
     let unreadable = |e: std::io::Error| Error::io(format!("{} cannot be read", source.display()), &e);
     let began = std::time::SystemTime::now();
     let before = Seen::of(&fs::symlink_metadata(source).map_err(unreadable)?);
     if let Some(known) = known.filter(|k| !k.file.sqlite && k.seen == Some(before)) {
         return Ok((Source::Changed(Changed::unchanged(known, None)), Some(before)));
     }
-    let bytes = fs::read(source).map_err(unreadable)?;
+    let held = if before.len <= IN_MEMORY {
+        Held::Bytes(fs::read(source).map_err(unreadable)?)
+    } else {
+        let file = File::open(source).map_err(unreadable)?;
+        // A file cut shorter while it is read is being written: it is read once more as it
+        // is then, and a file still moving after that is a host that does not keep its files
+        // still during a copy.
+        let mut len = before.len;
+        let mut spooled = spool.copy(&file, len, source)?;
+        if spooled.is_none() {
+            len = file.metadata().map_err(unreadable)?.len();
+            spooled = spool.copy(&file, len, source)?;
+        }
+        let Some(path) = spooled else {
+            return Err(Error::io(
+                format!("{} kept changing while it was copied", source.display()),
+                &std::io::Error::from(ErrorKind::UnexpectedEof),
+            ));
+        };
+        Held::Spooled(path, len)
+    };
     let after = Seen::of(&fs::symlink_metadata(source).map_err(unreadable)?);
     let settled = began
         .checked_sub(RACY)
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
         .and_then(|t| Some((i64::try_from(t.as_secs()).ok()?, i64::from(t.subsec_nanos()))))
         .is_some_and(|before_racy| after.ctime < before_racy);
-    let vouched = (before == after && after.len == bytes.len() as u64 && settled).then_some(after);
-    Ok((Source::Bytes(bytes), vouched))
+    let vouched = (before == after && settled).then_some(after);
+    Ok((Source::Held(held), vouched))
 }
 
 fn is_sqlite(path: &Path) -> bool {
@@ -525,9 +559,10 @@ fn is_sqlite(path: &Path) -> bool {
 /// milliseconds for tens of megabytes, where SQLite's pager takes three to five times as
 /// long, page by page). Otherwise the pages come through the pager (`sqlite3_serialize`),
 /// so that those still in the WAL are in the image.
-fn read_sqlite(source: &Path) -> Result<Source> {
+fn read_sqlite(source: &Path, spool: &mut Spool<'_>) -> Result<Held> {
     use rusqlite::{serialize::Data, Connection, OpenFlags, MAIN_DB};
     let sqlite = |e: rusqlite::Error| sqlite_failure(source, e);
+    let unreadable = |e: std::io::Error| Error::io(format!("{} cannot be read", source.display()), &e);
     let mut from = Connection::open_with_flags(
         source,
         OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
@@ -541,19 +576,35 @@ fn read_sqlite(source: &Path) -> Result<Source> {
     let page_size: i64 = from
         .query_row("PRAGMA page_size", [], |row| row.get(0))
         .map_err(sqlite)?;
+    let len = pages
+        .checked_mul(page_size)
+        .and_then(|len| u64::try_from(len).ok())
+        .unwrap_or(u64::MAX);
     let mut wal = source.as_os_str().to_owned();
     wal.push("-wal");
     let wal_is_empty = match fs::metadata(&wal) {
         Ok(meta) => meta.len() == 0,
         Err(e) => e.kind() == ErrorKind::NotFound,
     };
-    if wal_is_empty {
-        let bytes =
-            fs::read(source).map_err(|e| Error::io(format!("{} cannot be read", source.display()), &e))?;
-        // Anything else (a file longer than its pages say) goes through the pager.
-        if i64::try_from(bytes.len()).ok() == pages.checked_mul(page_size) {
-            return Ok(Source::Bytes(bytes));
+    // Anything but a file of exactly its pages (one longer than they say) goes through the pager.
+    if wal_is_empty && len <= IN_MEMORY {
+        let bytes = fs::read(source).map_err(unreadable)?;
+        if bytes.len() as u64 == len {
+            return Ok(Held::Bytes(bytes));
         }
+    } else if wal_is_empty {
+        let file = File::open(source).map_err(unreadable)?;
+        if file.metadata().map_err(unreadable)?.len() == len {
+            if let Some(path) = spool.copy(&file, len, source)? {
+                return Ok(Held::Spooled(path, len));
+            }
+        }
+    }
+    if len > IN_MEMORY {
+        let image = spool.path()?;
+        backup_from(&from, source, &image)?;
+        let len = fs::metadata(&image).map_err(unreadable)?.len();
+        return Ok(Held::Spooled(image, len));
     }
     let image = match from.serialize(MAIN_DB).map_err(sqlite)? {
         Data::Owned(image) => image,
@@ -568,18 +619,26 @@ fn read_sqlite(source: &Path) -> Result<Source> {
             })
         }
     };
-    Ok(Source::Image(Image(image)))
+    Ok(Held::Image(Image(image)))
 }
 
 pub(super) fn backup_sqlite(source: &Path, image: &Path) -> Result<()> {
-    use rusqlite::{backup::Backup, Connection, OpenFlags};
-    let sqlite = |e: rusqlite::Error| sqlite_failure(source, e);
+    use rusqlite::{Connection, OpenFlags};
     let from = Connection::open_with_flags(
         source,
         OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )
-    .map_err(sqlite)?;
-    from.busy_timeout(SNAPSHOT_LOCK_WAIT).map_err(sqlite)?;
+    .map_err(|e| sqlite_failure(source, e))?;
+    from.busy_timeout(SNAPSHOT_LOCK_WAIT)
+        .map_err(|e| sqlite_failure(source, e))?;
+    backup_from(&from, source, image)
+}
+
+/// Writes the database `from` has open (at `source`) to a fresh file `image`, page for page,
+/// as one read transaction sees it: the caller's own, when it holds one.
+fn backup_from(from: &rusqlite::Connection, source: &Path, image: &Path) -> Result<()> {
+    use rusqlite::{backup::Backup, Connection};
+    let sqlite = |e: rusqlite::Error| sqlite_failure(source, e);
     let mut to = Connection::open(image).map_err(sqlite)?;
     // The image is scratch, read once and thrown away: flushing it would only double the
     // disk's work (the copy is made durable where it is stored).
@@ -587,7 +646,7 @@ pub(super) fn backup_sqlite(source: &Path, image: &Path) -> Result<()> {
         .map_err(sqlite)?;
     // One step of every page holds one read transaction for the whole image: a writer in WAL
     // mode goes on, and the image is that transaction's state.
-    let backup = Backup::new(&from, &mut to).map_err(sqlite)?;
+    let backup = Backup::new(from, &mut to).map_err(sqlite)?;
     let deadline = std::time::Instant::now() + SNAPSHOT_LOCK_WAIT;
     loop {
         match backup.step(-1).map_err(sqlite)? {

@@ -227,7 +227,12 @@ fn scan(wal: &File, header: &Header, from: u64, sum: [u32; 2]) -> std::io::Resul
 /// `None` where this reading does not apply (no WAL or an empty one, a page size that is not
 /// a multiple of a block, a writer that kept committing): the host's snapshot function then
 /// reads it.
-pub(super) fn read_whole(host: &HostFile, wal_path: &Path) -> Result<Option<(Vec<u8>, WalMark)>> {
+pub(super) fn read_whole(
+    host: &HostFile,
+    wal_path: &Path,
+    spool: &mut super::body::Spool<'_>,
+) -> Result<Option<(super::snapshot::Held, WalMark)>> {
+    use super::snapshot::Held;
     let io = unreadable(wal_path);
     for _ in 0..3 {
         let Some((wal, header)) = open_wal(wal_path).map_err(&io)? else {
@@ -241,14 +246,30 @@ pub(super) fn read_whole(host: &HostFile, wal_path: &Path) -> Result<Option<(Vec
             return Ok(None);
         };
         let page = header.page_size;
-        let mut image = vec![0u8; pages as usize * page];
-        host.read_at(&mut image, 0).map_err(&io)?;
-        for (&pgno, &index) in &found.latest {
-            if pgno <= pages {
+        let len = u64::from(pages) * page as u64;
+        let frames = found.latest.iter().filter(|(&pgno, _)| pgno <= pages);
+        let image = if len <= super::body::IN_MEMORY {
+            let mut image = vec![0u8; len as usize];
+            host.read_at(&mut image, 0).map_err(&io)?;
+            for (&pgno, &index) in frames {
                 let at = (pgno as usize - 1) * page;
                 read_fully(&wal, &mut image[at..at + page], frame_offset(page, index)).map_err(&io)?;
             }
-        }
+            Held::Bytes(image)
+        } else {
+            // Too large for memory: the file a piece at a time, then each page the WAL holds
+            // over it.
+            let path = spool.write(len, |to| {
+                super::body::copy_at(to, len, |buf, at| host.read_at(buf, at), 0)?;
+                let mut buf = vec![0u8; page];
+                for (&pgno, &index) in frames {
+                    read_fully(&wal, &mut buf, frame_offset(page, index))?;
+                    to.write_all_at(&buf, u64::from(pgno - 1) * page as u64)?;
+                }
+                Ok(())
+            })?;
+            Held::Spooled(path, len)
+        };
         let mark = WalMark {
             salts: header.salts,
             frames: found.frames,

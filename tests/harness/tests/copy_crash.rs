@@ -165,7 +165,8 @@ enum Landing {
 #[derive(Debug, Default)]
 struct ListedCopy {
     manifest: Option<String>,
-    /// The copy's own objects by their name in `files/` (`000003`, or `000003.delta` in formats 2 and 3).
+    /// The copy's own objects by their name in `files/` (`000003`, `000003.000001` for a piece of a
+    /// base in format 4, or `000003.delta`).
     files: BTreeMap<String, String>,
 }
 
@@ -417,7 +418,7 @@ impl Run {
                     };
                     let number = index.strip_suffix(".delta").unwrap_or(index);
                     assert!(
-                        number.len() == 6 && number.bytes().all(|b| b.is_ascii_digit()),
+                        (number.len() == 6 && number.bytes().all(|b| b.is_ascii_digit())) || is_piece(number),
                         "round {round}: {}",
                         object.key
                     );
@@ -463,14 +464,20 @@ impl Run {
                             self.checked.insert(object.clone());
                         }
                     } else {
-                        // Formats 2 and 3: a file's base and deltas may live in earlier copies of the
-                        // lineage; those this copy stored must be here, whole, at their size
-                        // (their digests are the verify below), and it stored nothing else.
+                        // Formats 2 to 4: a file's base pieces and deltas may live in earlier
+                        // copies of the lineage; those this copy stored must be here, whole, at
+                        // their size (their digests are the verify below), and it stored nothing
+                        // else.
                         let own = format!("{:020}/{:020}/files/", id.epoch, id.seq);
                         let mut named = BTreeSet::new();
                         for file in files {
                             let deltas = file["deltas"].as_array().into_iter().flatten();
-                            for part in [&file["base"], &file["delta"]].into_iter().chain(deltas) {
+                            let pieces = file["base_pieces"].as_array().into_iter().flatten();
+                            for part in [&file["base"], &file["delta"]]
+                                .into_iter()
+                                .chain(pieces)
+                                .chain(deltas)
+                            {
                                 let Some(object) = part["object"].as_str() else {
                                     continue;
                                 };
@@ -532,7 +539,9 @@ impl Run {
 
     /// An object no manifest names must still be whole by its own header.
     fn check_whole(&self, round: u64, key: &str, bytes: &[u8]) {
-        if cc::is_blob(bytes) {
+        if is_piece(key) {
+            check_piece(bytes).unwrap_or_else(|e| panic!("round {round}: {key}: {e}"));
+        } else if cc::is_blob(bytes) {
             cc::check_blob(bytes).unwrap_or_else(|e| panic!("round {round}: {key}: {e}"));
         } else if cc::is_sqlite(bytes) {
             cc::check_sqlite_length(bytes).unwrap_or_else(|e| panic!("round {round}: {key}: {e}"));
@@ -777,7 +786,29 @@ fn sigkill_during_s3_copies_never_leaves_a_copy_a_restore_would_take() {
     drop(moto);
 }
 
-/// Whether a delta (formats 2 and 3) is whole by its own header: `GTDELTA1`, the file's length, the
+/// Whether `key` names a piece of a base larger than one piece (format 4): `<file>.<piece>`,
+/// six digits each.
+fn is_piece(key: &str) -> bool {
+    let name = key.rsplit('/').next().unwrap_or(key);
+    name.split_once('.').is_some_and(|(file, piece)| {
+        [file, piece]
+            .iter()
+            .all(|part| part.len() == 6 && part.bytes().all(|b| b.is_ascii_digit()))
+    })
+}
+
+/// Whether a piece of a ledger's base is whole as far as its own bytes tell (its content is
+/// bound by the manifest's digest, which only a complete copy has): not empty, at most a piece,
+/// and whole 4 KiB pages, as every piece of a database of such pages is.
+fn check_piece(bytes: &[u8]) -> Result<(), String> {
+    const PIECE: usize = 4 << 20;
+    if bytes.is_empty() || bytes.len() > PIECE || !bytes.len().is_multiple_of(4096) {
+        return Err(format!("a piece of {} bytes", bytes.len()));
+    }
+    Ok(())
+}
+
+/// Whether a delta (formats 2 to 4) is whole by its own header: `GTDELTA1`, the file's length, the
 /// block count, strictly rising block indexes inside the file, then exactly their bytes (4 KiB
 /// blocks, the file's last one possibly short). Its content is bound by the manifest's digest,
 /// which only a complete copy has.

@@ -512,10 +512,13 @@ fn a_one_row_change_of_a_multi_mb_ledger_uploads_a_few_blocks() {
         add_entry(&root, "1");
         let size = fs::metadata(root.join(LEDGER)).unwrap().len();
         assert!(size > 4 << 20, "{size}");
+        // A base of pieces, each stored once.
+        let pieces = size.div_ceil(body::PIECE as u64) as usize;
+        assert!(pieces > 1, "{size}");
         let first = copies.write_copy(&a, &root).unwrap();
         assert_eq!(
             (first.pieces_uploaded, first.bytes_uploaded),
-            (1, size),
+            (pieces, size),
             "{backend}"
         );
         add_entry(&root, "2");
@@ -523,7 +526,7 @@ fn a_one_row_change_of_a_multi_mb_ledger_uploads_a_few_blocks() {
         assert_eq!(second.bytes, size, "{backend}");
         assert_eq!(
             (second.pieces_uploaded, second.pieces_reused),
-            (1, 1),
+            (1, pieces),
             "{backend}"
         );
         assert_eq!(second.bytes_reused, size, "{backend}");
@@ -918,4 +921,96 @@ fn an_untouched_plain_file_is_not_read_again_and_a_touched_one_is() {
     let (report, root_b) = next_holder_restores_checked(&world);
     assert_eq!(report.restored, id(1, 3));
     assert_eq!(fs::read(root_b.join("old.bin")).unwrap(), vec![8u8; 50_000]);
+}
+
+/// A file larger than a piece is a base of pieces; once a change is too large for a delta, the
+/// new base stores the pieces it touched and references the others; a run of zeros is one
+/// object however many pieces it spans; the restore rebuilds the file byte for byte.
+#[test]
+fn a_large_file_is_a_base_of_pieces_and_a_new_base_stores_only_the_pieces_that_changed() {
+    let piece = body::PIECE;
+    for (backend, world) in worlds() {
+        let a = world.holder("replica-a");
+        let (root, copies) = (world.root("a"), world.copies());
+        fs::create_dir_all(&root).unwrap();
+        let big = root.join("big.bin");
+        // Three pieces of data, two of zeros, and a short tail.
+        let mut content: Vec<u8> = (0..3 * piece).map(|i| (i % 251) as u8).collect();
+        content.resize(5 * piece + 1000, 0);
+        content[5 * piece..].fill(3);
+        fs::write(&big, &content).unwrap();
+        let first = copies.write_copy(&a, &root).unwrap();
+        // The two pieces of zeros are one object.
+        assert_eq!(first.pieces_uploaded, 5, "{backend}: {first:?}");
+        assert_eq!(
+            first.bytes_uploaded,
+            content.len() as u64 - piece as u64,
+            "{backend}"
+        );
+        let manifest = manifest_at(&world, 1, first.seq);
+        let file = file_of(&manifest, "big.bin");
+        assert_eq!(file.base_objects().count(), 6, "{backend}");
+        assert_eq!(
+            file.base_pieces[2].object, file.base_pieces[3].object,
+            "{backend}"
+        );
+
+        // More than half the file changes (pieces 1, 2 and the second of zeros), too much for
+        // a delta; piece 0, the first of zeros and the tail stay.
+        for byte in &mut content[piece..3 * piece] {
+            *byte = byte.wrapping_add(1);
+        }
+        content[4 * piece..5 * piece].fill(7);
+        let grown = content.clone();
+        fs::write(&big, &grown).unwrap();
+        let second = copies.write_copy(&a, &root).unwrap();
+        let manifest = manifest_at(&world, 1, second.seq);
+        let file = file_of(&manifest, "big.bin");
+        assert!(file.deltas.is_empty(), "{backend}: a new base, not a delta");
+        assert_eq!(
+            (second.pieces_uploaded, second.pieces_reused),
+            (3, 3),
+            "{backend}: {second:?}"
+        );
+        assert_eq!(second.bytes_uploaded, 3 * piece as u64, "{backend}");
+        let (report, root_b) = next_holder_restores_checked(&world);
+        assert_eq!(report.restored, id(1, second.seq), "{backend}");
+        assert!(
+            fs::read(root_b.join("big.bin")).unwrap() == grown,
+            "{backend}: the restored file differs"
+        );
+    }
+}
+
+/// Copies written before pieces (format 3) still restore; a format 3 manifest that names
+/// pieces is not one, and is passed over as a manifest fault.
+#[test]
+fn a_copy_of_format_3_still_restores_and_one_naming_pieces_is_a_manifest_fault() {
+    let world = World::directory();
+    let a = world.holder("replica-a");
+    let (root, copies) = (world.root("a"), world.copies());
+    padded_root(&root, 64);
+    add_entry(&root, "1");
+    copies.write_copy(&a, &root).unwrap();
+    add_entry(&root, "2");
+    copies.write_copy(&a, &root).unwrap();
+    let mut manifest = manifest_at(&world, 1, 1);
+    manifest.format_version = 3;
+    forge_manifest(&world, 1, &manifest);
+    let mut manifest = manifest_at(&world, 1, 2);
+    manifest.format_version = 3;
+    let ledger = ledger_index(&manifest);
+    manifest.files[ledger].base_pieces = vec![manifest.files[ledger].base.clone()];
+    forge_manifest(&world, 2, &manifest);
+    let (report, root_b) = next_holder_restores_checked(&world);
+    assert_eq!(report.restored, id(1, 1));
+    assert_eq!(
+        report.skipped,
+        [SkippedCopy {
+            epoch: 1,
+            seq: 2,
+            reason: SkipReason::Manifest
+        }]
+    );
+    assert_eq!(entries_of(&root_b), ["1"]);
 }
