@@ -6,6 +6,8 @@
  *   { id, op: 'write', tenant, value }  opens the tenant if needed, appends `value` in a call
  *   { id, op: 'handoff', tenant }       hands it off
  *   { id, op: 'read', tenant }          opens it if needed, reads the ledger in a call
+ *   { id, op: 'size', tenant }          the size of a served tenant's ledger, in a call
+ *   { id, op: 'copied' }                what this process's copies wrote: copies, bytes
  *   { id, op: 'close' }                 closes the router and exits
  *
  * Answers `{ id, ok: true, value }` or `{ id, ok: false, code, owner? }` (`owner` for
@@ -70,6 +72,17 @@ async function main() {
         async read({ tenant }) {
             const key = await served(router, tenant);
             return router.run(key, handle => withLedger(handle, db => db.prepare('SELECT text, replica, epoch FROM entries ORDER BY n').all()));
+        },
+        async size({ tenant }) {
+            return router.run(pkg.leaseKeyFor(ORG, tenant), handle => fs.statSync(path.join(handle.root, LEDGER)).size);
+        },
+        async copied() {
+            const text = await pkg.metrics();
+            const value = series => Number(text.match(new RegExp(`^${series} (\\S+)$`, 'm'))?.[1] ?? 0);
+            return {
+                copies: value('gotry_tenant_copies_total\\{outcome="written"\\}'),
+                bytes: value('gotry_tenant_copy_bytes_total'),
+            };
         },
         async close() {
             return router.close(5_000);

@@ -580,6 +580,16 @@ test('three processes move tenants between them by handoff: never two at once, n
         }
         t.diagnostic(`${calls.length} acknowledged calls, ${moves} handoffs between 3 processes in ${Date.now() - started} ms`);
         assert.ok(moves >= tenants.length, `only ${moves} handoffs`);
+        // What the copies cost: every handoff wrote one, each storing what changed since the
+        // last copy of the tenant's lineage, not the tenant's whole ledger again.
+        const copied = (await Promise.all(workers.map(w => w.call('copied')))).map(answer => answer.value);
+        const copies = copied.reduce((sum, c) => sum + c.copies, 0);
+        const uploaded = copied.reduce((sum, c) => sum + c.bytes, 0);
+        // The read above left every tenant with the first process.
+        let ledgers = 0;
+        for (const tenant of tenants) ledgers += (await workers[0].call('size', { tenant })).value;
+        t.diagnostic(`${copies} copies uploaded ${uploaded} bytes (${Math.round(uploaded / Math.max(copies, 1))} per copy); the ${tenants.length} ledgers hold ${ledgers} bytes`);
+        assert.ok(copies >= moves && uploaded > 0, JSON.stringify(copied));
         for (const w of workers) assert.ok((await w.call('close')).ok);
         await Promise.all(workers.map(w => w.exited));
     } finally {
