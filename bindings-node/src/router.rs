@@ -242,8 +242,12 @@ impl NativeRouter {
     /// Every tenant this replica knows, ordered by key. Synchronous: it only reads counters.
     #[napi(ts_return_type = "Array<TenantStatus>")]
     pub fn status(&self, env: Env) -> napi::Result<Vec<JsTenantStatus>> {
-        let all = self.router.status().into_iter().map(JsTenantStatus::from_core);
-        all.collect::<Result<Vec<_>>>().or_throw(&env)
+        let all = self.router.status().and_then(|all| {
+            all.into_iter()
+                .map(JsTenantStatus::from_core)
+                .collect::<Result<Vec<_>>>()
+        });
+        all.or_throw(&env)
     }
 
     /// The events told since the last call, oldest first.

@@ -320,12 +320,10 @@ impl PyTenantRouter {
     }
 
     /// Every tenant this replica knows, ordered by key.
-    fn status(&self, py: Python<'_>) -> Vec<PyTenantStatus> {
+    fn status(&self, py: Python<'_>) -> PyResult<Vec<PyTenantStatus>> {
         let router = &self.routed.router;
-        py.detach(|| router.status())
-            .into_iter()
-            .map(PyTenantStatus)
-            .collect()
+        let all = py.detach(|| router.status()).map_err(CoreError)?;
+        Ok(all.into_iter().map(PyTenantStatus).collect())
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {

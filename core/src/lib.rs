@@ -51,7 +51,7 @@ pub use lease_store::{
 };
 pub use router::{
     default_handoff_timeout, CloseReport, CopyPolicy, Durability, RouterCall, RouterEvent, RouterEventKind,
-    RouterOptions, TenantHandle, TenantRouter, TenantState, TenantStatus,
+    RouterOptions, RouterTickReport, TenantHandle, TenantRouter, TenantState, TenantStatus,
 };
 pub use tenant_lease::{LeaseOptions, TenantLease, Turn};
 

@@ -933,7 +933,7 @@ pub unsafe extern "C" fn gotry_router_status(
         read_into("router", router, "out_list", out_list, |router| {
             let all = router
                 .router
-                .status()
+                .status()?
                 .into_iter()
                 .map(|status| OwnedStatus {
                     key: Text::new(&status.key),
