@@ -602,8 +602,29 @@ export interface TenantRouterOptions extends HostSnapshotOptions {
      * warning (TenantRouterWarning, code GOTRY_ROUTER_ON_EVENT_FAILED) and the router goes on.
      */
     onEvent?: (event: RouterEvent) => unknown;
-    /** The keeper's clock: `systemMonotonicClock` (the default) or a ManualClock. */
+    /**
+     * The router's clock, on which its keeper, its gates and every timing rule run (copy
+     * interval, lag, a drain's timeout): `systemMonotonicClock` (the default) or a ManualClock.
+     */
     clock?: MonotonicClock;
+    /**
+     * When true, the router runs no thread of its own (neither the keeper's renewals nor the
+     * background copies): rounds run only when `tick()` is called (tests with a ManualClock,
+     * or a host's own timer), and nothing renews the leases between two ticks.
+     */
+    withoutThread?: boolean;
+}
+
+/** What one router round did. */
+export interface RouterTickReport {
+    /** The keeper's round: leases renewed, lost (each also told as `lost`), to be tried again. */
+    keeper: TickReport;
+    /** Tenants copied in the background by this round, by key. */
+    copied: string[];
+    /** Tenants whose due copy failed, by key; each also told as `copy_failed`, with why. */
+    failed: string[];
+    /** When the next round is due on the router's clock; null when nothing is kept. */
+    nextDueMs: number | null;
 }
 
 /** A tenant this router serves. */
@@ -692,6 +713,11 @@ export declare class TenantRouter {
      * shows `closed` until its last call ends.
      */
     close(options?: HandoffOptions | number): Promise<CloseReport>;
+    /**
+     * Runs one round on the router's clock (due renewals, then due background copies); its
+     * events reach onEvent before this settles. Needed when started `withoutThread`.
+     */
+    tick(): Promise<RouterTickReport>;
     /** Every tenant this replica knows, ordered by key. */
     status(): TenantStatus[];
 }

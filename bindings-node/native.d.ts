@@ -98,12 +98,14 @@ export declare class NativeLease {
 export declare class NativeRouter {
   /**
    * Starts a router for `replicaId`: its keeper's renewal thread on `leaseStore` and, in
-   * `async` durability, its copier. `capacity`, `intervalMs` and `durability` (one of
-   * `durabilities()`) take the core's defaults when null; the keeper's clock is `manualClock`, or the system's monotonic clock.
-   * `verify` and `snapshot` are the JS layer's wrappers of the host's functions; `onWake`
-   * (called with no argument on the JS thread) says that events wait in `takeEvents`.
+   * `async` durability, its copier; neither with `withoutThread`, whose rounds run only at
+   * `tick`. `capacity`, `intervalMs` and `durability` (one of `durabilities()`) take the
+   * core's defaults when null; the router's clock is `manualClock`, or the system's
+   * monotonic clock. `verify` and `snapshot` are the JS layer's wrappers of the host's
+   * functions; `onWake` (called with no argument on the JS thread) says that events wait in
+   * `takeEvents`.
    */
-  static start(leaseStore: NativeStore, durableStore: NativeDurableStore, stateRoot: unknown, replicaId: unknown, ttlMs: unknown, marginMs: unknown, capacity?: unknown | undefined | null, intervalMs?: unknown | undefined | null, durability?: string | undefined | null, manualClock?: ManualClock | undefined | null, verify?: (dir: string) => Promise<boolean>, snapshot?: (source: string, image: string) => Promise<void>, onWake?: (() => unknown) | undefined | null): NativeRouter
+  static start(leaseStore: NativeStore, durableStore: NativeDurableStore, stateRoot: unknown, replicaId: unknown, ttlMs: unknown, marginMs: unknown, capacity?: unknown | undefined | null, intervalMs?: unknown | undefined | null, durability?: string | undefined | null, manualClock?: ManualClock | undefined | null, verify?: (dir: string) => Promise<boolean>, snapshot?: (source: string, image: string) => Promise<void>, onWake?: (() => unknown) | undefined | null, withoutThread?: boolean | undefined | null): NativeRouter
   /** The most tenants this replica serves at once. */
   get capacity(): number
   /** Serves a tenant: acquires its lease and restores its newest valid copy into its root. */
@@ -117,7 +119,16 @@ export declare class NativeRouter {
   handoff(key: unknown, timeoutMs: unknown): Promise<void>
   /** Hands every tenant off (`timeoutMs` each), then refuses every later open. */
   close(timeoutMs: unknown): Promise<CloseReportValue>
-  /** Every tenant this replica knows, ordered by key. Synchronous: it only reads counters. */
+  /**
+   * Runs one round on the router's clock: the keeper's renewals that are due, then the
+   * background copies that are due. On a thread of its own, as `handoff`: a due copy waits
+   * for its tenant's running calls, whose `finish` runs on the lanes.
+   */
+  tick(): Promise<RouterTickReport>
+  /**
+   * Every tenant this replica knows, ordered by key. Synchronous: it only reads counters and
+   * the router's clock, which is native.
+   */
   status(): Array<TenantStatus>
   /** The events told since the last call, oldest first. */
   takeEvents(): Array<RouterEventValue>
@@ -334,6 +345,14 @@ export interface RestoreReport {
   skipped: Array<SkippedCopy>
   files: number
   bytes: number
+}
+
+/** What one `tick` did; `nextDueMs` is null when nothing is kept. */
+export interface RouterTickReport {
+  keeper: TickReport
+  copied: Array<string>
+  failed: Array<string>
+  nextDueMs: number | null
 }
 
 /** A copy a restore passed over, and why. */

@@ -338,9 +338,9 @@ typedef enum GotryLeaseOp {
  */
 typedef enum GotryDurability {
     /**
-     * Copies run on the router's copier thread, every `copy_interval_ms` for a tenant that
-     * was written to; a failing durable store shows as lag (and `copy_failed` events), calls
-     * go on.
+     * Copies run on the router's copier thread (or in `gotry_router_tick`), every
+     * `copy_interval_ms` for a tenant that was written to; a failing durable store shows as
+     * lag (and `copy_failed` events), calls go on.
      */
     GOTRY_DURABILITY_ASYNC = 1,
     /**
@@ -370,6 +370,21 @@ typedef enum GotryRouterEventKind {
      */
     GOTRY_ROUTER_EVENT_KIND_COPY_FAILED = 3,
 } GotryRouterEventKind;
+
+/**
+ * What `gotry_router_tick` did with a tenant whose background copy was due.
+ */
+typedef enum GotryRouterTickOutcome {
+    /**
+     * Copied: every call acknowledged before the copy began is in it.
+     */
+    GOTRY_ROUTER_TICK_OUTCOME_COPIED = 1,
+    /**
+     * The copy failed; the `copy_failed` event (delivered before the tick returned) says
+     * why, and the tenant is tried again a tenth of the copy interval later.
+     */
+    GOTRY_ROUTER_TICK_OUTCOME_COPY_FAILED = 2,
+} GotryRouterTickOutcome;
 
 /**
  * What became of a tenant when its router closed.
@@ -536,6 +551,13 @@ typedef struct GotryRouter GotryRouter;
  * any thread, also after its router was freed.
  */
 typedef struct GotryRouterCall GotryRouterCall;
+
+/**
+ * What `gotry_router_tick` did: its view, then the tenants whose due copy it wrote, then
+ * those whose copy failed, each group ordered by key. Immutable: any number of threads may
+ * read it at once; free it once with `gotry_router_tick_report_free`.
+ */
+typedef struct GotryRouterTickReport GotryRouterTickReport;
 
 /**
  * What `gotry_keeper_shutdown` did: the released leases, then the failed ones, then those
@@ -978,17 +1000,20 @@ typedef struct GotryRouterEvent {
 
 /**
  * A router's event callback, called with `event_user_data`, one event per call:
- * - `lost` on the router's renewal thread;
- * - `closed` on the renewal thread when the lost tenant had no call running, otherwise on
+ * - `lost` on the router's renewal thread (or on the thread calling `gotry_router_tick`,
+ *   before it returns);
+ * - `closed` where `lost` was told when the lost tenant had no call running, otherwise on
  *   the thread that ends its last call (`gotry_router_call_finish` or `_free`, before it
  *   returns); after a handoff, on the thread calling `gotry_router_handoff` or
  *   `gotry_router_close`, before it returns;
- * - `copy_failed` on the router's copier thread (`GOTRY_DURABILITY_ASYNC`).
+ * - `copy_failed` on the router's copier thread (or on the thread calling
+ *   `gotry_router_tick`, before it returns), in `GOTRY_DURABILITY_ASYNC` mode.
  *
  * Several threads may call it at once, so `event_user_data` must be usable from any thread.
  * Keep it short (a `lost` event delays the renewals of every tenant) and never let a C++
  * exception escape it. It may read the router (`gotry_router_status`) and end calls, but
- * must not open, hand off, close or free the router: hand such work to another thread. Once
+ * must not open, hand off, tick, close or free the router: hand such work to another
+ * thread. Once
  * `gotry_router_free` returned it is never called again.
  */
 typedef void (*GotryRouterEventFn)(void *user_data, const struct GotryRouterEvent *event);
@@ -1047,6 +1072,13 @@ typedef struct GotryRouterOptions {
      * Passed to `on_event`.
      */
     void *event_user_data;
+    /**
+     * false (default): the router renews its leases and copies its tenants on threads of its
+     * own. true: neither thread runs; each round runs only when the host calls
+     * `gotry_router_tick` (its own timer, or a test with a manual clock), and nothing renews
+     * the leases between two ticks.
+     */
+    bool without_thread;
 } GotryRouterOptions;
 
 /**
@@ -1083,6 +1115,49 @@ typedef struct GotryTenantView {
      */
     struct GotryCopyId restored_from;
 } GotryTenantView;
+
+/**
+ * What a tick report says besides its tenants.
+ */
+typedef struct GotryRouterTickView {
+    /**
+     * The keeper's round: renewals sent, leases renewed, lost (each also told as a `lost`
+     * event) and to be tried again; its `next_due_ms` is the keeper's own.
+     */
+    struct GotryTickReport keeper;
+    /**
+     * Whether any lease is kept, and so whether `next_due_ms` means anything.
+     */
+    bool has_next_due;
+    /**
+     * When the next round is due on the router's clock, in milliseconds: the keeper's next
+     * renewal or the next background copy, whichever comes first (when a host that drives
+     * its own timer ticks next).
+     */
+    double next_due_ms;
+    /**
+     * How many tenants the report lists (read them with `gotry_router_tick_report_get`).
+     */
+    size_t len;
+} GotryRouterTickView;
+
+/**
+ * One tenant of a tick report, lent by the report.
+ */
+typedef struct GotryRouterTickEntry {
+    /**
+     * The tenant's key; its length is the authority.
+     */
+    const char *key;
+    /**
+     * Bytes in `key`.
+     */
+    size_t key_len;
+    /**
+     * What became of its copy.
+     */
+    enum GotryRouterTickOutcome outcome;
+} GotryRouterTickEntry;
 
 /**
  * One tenant of a close report, lent by the report.
@@ -2423,7 +2498,8 @@ void gotry_history_free(struct GotryHistory *history);
 
 /**
  * Writes the default options: the capacity computed from this process's descriptor limit
- * now, copies every 30 s in the background, the system clock, no callbacks.
+ * now, copies every 30 s in the background, the system clock, no callbacks, the router's
+ * own threads.
  *
  * Returns `GOTRY_STATUS_NULL_ARGUMENT` when `out_options` is NULL.
  *
@@ -2444,7 +2520,7 @@ const char *gotry_router_event_kind_name(int kind);
  * `gotry_tenant_root_for(state_root, organization, tenant)`. It keeps its own references to
  * both stores and to the options' clock, which may be freed after this returns. `options`
  * may be NULL for the defaults. It starts the renewal thread and, in
- * `GOTRY_DURABILITY_ASYNC` mode, the copier thread.
+ * `GOTRY_DURABILITY_ASYNC` mode, the copier thread, unless `options.without_thread`.
  *
  * The `*_user_data` of the options must be usable from any thread and stay valid until
  * `gotry_router_free` returns.
@@ -2640,6 +2716,66 @@ enum GotryStatus gotry_router_handoff(const struct GotryRouter *router,
                                       size_t key_len,
                                       uint64_t timeout_ms,
                                       struct GotryError **out_error);
+
+/**
+ * Runs one round on the router's clock, as the router's threads do (a router started with
+ * `options.without_thread` needs it called): the keeper's round (the renewals that are due;
+ * a lease the store refuses is lost and its tenant fenced), then in
+ * `GOTRY_DURABILITY_ASYNC` mode every background copy that is due. `*out_report` receives
+ * what it did (free it with `gotry_router_tick_report_free`). The round's events reach the
+ * callback on this thread before this returns. Blocks on both stores; a due copy waits for
+ * its tenant's running calls up to its grace (100 ms on the router's clock), so with a manual
+ * clock and a call in flight it returns once that call ended or another thread moved the
+ * clock past the grace.
+ *
+ * Returns `GOTRY_STATUS_ROUTER_CLOSED` after `gotry_router_close`,
+ * `GOTRY_STATUS_INVALID_ARGUMENT` when called from the callback of a `lost` event (the
+ * callback never ticks: see `GotryRouterEventFn`), and `GOTRY_STATUS_NULL_ARGUMENT` when a
+ * pointer other than `out_error` is NULL. A store
+ * failure is not a failure of the call: it is in the report (renewals to try again, copies
+ * failed) and in the events.
+ *
+ * # Safety
+ * `router` must be NULL or a live `GotryRouter`; the out-parameters must be NULL or
+ * writable.
+ */
+enum GotryStatus gotry_router_tick(const struct GotryRouter *router,
+                                   struct GotryRouterTickReport **out_report,
+                                   struct GotryError **out_error);
+
+/**
+ * Reads what a tick report says besides its tenants.
+ *
+ * Returns `GOTRY_STATUS_NULL_ARGUMENT` when an argument is NULL.
+ *
+ * # Safety
+ * `report` must be NULL or a live `GotryRouterTickReport`; `out_view` must be NULL or
+ * writable.
+ */
+enum GotryStatus gotry_router_tick_report_view(const struct GotryRouterTickReport *report,
+                                               struct GotryRouterTickView *out_view);
+
+/**
+ * Reads tenant `index` of a tick report; its key is borrowed from `report`.
+ *
+ * Returns `GOTRY_STATUS_INVALID_ARGUMENT` when `index` is not below the length, and
+ * `GOTRY_STATUS_NULL_ARGUMENT` when an argument is NULL.
+ *
+ * # Safety
+ * `report` must be NULL or a live `GotryRouterTickReport`; `out_entry` must be NULL or
+ * writable.
+ */
+enum GotryStatus gotry_router_tick_report_get(const struct GotryRouterTickReport *report,
+                                              size_t index,
+                                              struct GotryRouterTickEntry *out_entry);
+
+/**
+ * Frees a tick report and what it lent; NULL does nothing.
+ *
+ * # Safety
+ * `report` must be NULL or a `GotryRouterTickReport` not yet freed, used by no other thread.
+ */
+void gotry_router_tick_report_free(struct GotryRouterTickReport *report);
 
 /**
  * Closes the router: every later `gotry_router_open` returns `GOTRY_STATUS_ROUTER_CLOSED`;

@@ -112,6 +112,7 @@ class TenantRouter {
             checkOf(options.verify),
             snapshotOf(options.snapshot),
             onEvent === null ? null : () => this.#deliver(),
+            options.withoutThread === true,
         ));
         this.leaseStore = options.leaseStore;
         this.durableStore = options.durableStore;
@@ -125,8 +126,10 @@ class TenantRouter {
     /**
      * `{ leaseStore, durableStore, stateRoot, replicaId, ttlMs, marginMs, capacity?,
      * copyPolicy?: { intervalMs?, durability?: one of durabilities() }, verify?, snapshot?,
-     * onEvent?, clock? }`. The lease store's clock must be native (the keeper's thread reads
-     * it), and so must `clock` (`systemMonotonicClock`, the default, or a ManualClock).
+     * onEvent?, clock?, withoutThread? }`. The lease store's clock must be native (the keeper's
+     * thread reads it), and so must `clock` (`systemMonotonicClock`, the default, or a
+     * ManualClock), on which every timing rule of the router runs. With `withoutThread: true`
+     * the router runs no thread of its own: rounds run only when `tick()` is called.
      * `capacity` defaults to what the descriptor limit allows; the copy policy to a copy
      * every 30 s of written tenants, in the background (`async`). `verify(dir)` checks a
      * restored copy (as EpochCopies' restore does), `snapshot(source, image)` reads the files
@@ -153,6 +156,9 @@ class TenantRouter {
         }
         const onEvent = options.onEvent ?? null;
         if (onEvent !== null && typeof onEvent !== 'function') throw new TypeError('onEvent must be a function');
+        if (options.withoutThread !== undefined && typeof options.withoutThread !== 'boolean') {
+            throw new TypeError('withoutThread must be a boolean');
+        }
         const policy = copyPolicyOf(options.copyPolicy);
         return new TenantRouter(INTERNAL, options, leaseStore, durableStore, policy, clock, onEvent);
     }
@@ -233,6 +239,23 @@ class TenantRouter {
             const report = await finalReport(() => this.#native.close(timeoutOf(options)), () => this.#deliver());
             running.delete(this);
             return report;
+        });
+    }
+
+    /**
+     * Runs one round on the router's clock: the keeper's renewals that are due (a lease the
+     * store refuses is lost), then the background copies that are due. Resolves to `{ keeper:
+     * TickReport, copied: [key], failed: [key], nextDueMs }`; the round's events reach onEvent
+     * before it settles. A router started `withoutThread` needs it called; on one with threads
+     * it only adds a round.
+     */
+    tick() {
+        return settle(async () => {
+            try {
+                return await this.#native.tick();
+            } finally {
+                this.#deliver();
+            }
         });
     }
 

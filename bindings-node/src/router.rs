@@ -22,10 +22,10 @@ use std::sync::Arc;
 use gotry_tenant_state::clock::MonotonicClock;
 use gotry_tenant_state::errors::{Error, Result};
 use gotry_tenant_state::router::{
-    CloseReport, CopyPolicy, Durability, RouterEvent, RouterEventKind, RouterOptions,
+    CloseReport, CopyPolicy, Durability, RouterEvent, RouterEventKind, RouterOptions, RouterTickReport,
 };
 use gotry_tenant_state::{RouterCall, SystemMonotonicClock, TenantHandle, TenantRouter, TenantStatus};
-use napi::bindgen_prelude::{Function, Object, Unknown};
+use napi::bindgen_prelude::{Either, Function, Null, Object, Unknown};
 use napi::Env;
 use napi_derive::napi;
 
@@ -38,9 +38,10 @@ use crate::events::{EventQueue, Forwarder};
 use crate::executor::{unless_waiting, Lane, Pending};
 use crate::host::{fold_check, host_snapshot, SnapshotFunction, VerifyFunction};
 use crate::ids::tenant_ids;
+use crate::keeper::JsTickReport;
 use crate::objects::{key_errors, object_value, set_error, set_number, ObjectValue};
 use crate::store::NativeStore;
-use crate::tasks::{queue, CloseTask, Job, RouterBeginTask, RouterOpenTask, UnitTask};
+use crate::tasks::{queue, CloseTask, Job, RouterBeginTask, RouterOpenTask, RouterTickTask, UnitTask};
 
 /// Serves many tenants from one replica; made by `NativeRouter.start`.
 #[napi]
@@ -73,10 +74,12 @@ pub fn durabilities() -> Vec<&'static str> {
 #[napi]
 impl NativeRouter {
     /// Starts a router for `replicaId`: its keeper's renewal thread on `leaseStore` and, in
-    /// `async` durability, its copier. `capacity`, `intervalMs` and `durability` (one of
-    /// `durabilities()`) take the core's defaults when null; the keeper's clock is `manualClock`, or the system's monotonic clock.
-    /// `verify` and `snapshot` are the JS layer's wrappers of the host's functions; `onWake`
-    /// (called with no argument on the JS thread) says that events wait in `takeEvents`.
+    /// `async` durability, its copier; neither with `withoutThread`, whose rounds run only at
+    /// `tick`. `capacity`, `intervalMs` and `durability` (one of `durabilities()`) take the
+    /// core's defaults when null; the router's clock is `manualClock`, or the system's
+    /// monotonic clock. `verify` and `snapshot` are the JS layer's wrappers of the host's
+    /// functions; `onWake` (called with no argument on the JS thread) says that events wait in
+    /// `takeEvents`.
     #[napi(factory)]
     #[allow(clippy::too_many_arguments)]
     pub fn start(
@@ -96,6 +99,7 @@ impl NativeRouter {
             SnapshotFunction<'_>,
         >,
         on_wake: Option<Function<'_, (), Unknown<'static>>>,
+        without_thread: Option<bool>,
     ) -> napi::Result<NativeRouter> {
         let options = || -> Result<RouterOptions> {
             let state_root = PathBuf::from(args::string("stateRoot", &state_root)?);
@@ -131,6 +135,7 @@ impl NativeRouter {
                 Some(manual) => manual.inner.clone() as Arc<dyn MonotonicClock>,
                 None => Arc::new(SystemMonotonicClock),
             };
+            options.without_thread = without_thread.unwrap_or(false);
             Ok(options)
         };
         let mut options = options().or_throw(&env)?;
@@ -239,11 +244,25 @@ impl NativeRouter {
         })
     }
 
-    /// Every tenant this replica knows, ordered by key. Synchronous: it only reads counters.
+    /// Runs one round on the router's clock: the keeper's renewals that are due, then the
+    /// background copies that are due. On a thread of its own, as `handoff`: a due copy waits
+    /// for its tenant's running calls, whose `finish` runs on the lanes.
+    #[napi(ts_return_type = "Promise<RouterTickReport>")]
+    pub fn tick(&self, env: Env) -> napi::Result<Pending<RouterTickTask>> {
+        let router = self.router.clone();
+        queue(&env, None, || Ok(Job::new(None, move || router.tick())))
+    }
+
+    /// Every tenant this replica knows, ordered by key. Synchronous: it only reads counters and
+    /// the router's clock, which is native.
     #[napi(ts_return_type = "Array<TenantStatus>")]
     pub fn status(&self, env: Env) -> napi::Result<Vec<JsTenantStatus>> {
-        let all = self.router.status().into_iter().map(JsTenantStatus::from_core);
-        all.collect::<Result<Vec<_>>>().or_throw(&env)
+        let all = self.router.status().and_then(|all| {
+            all.into_iter()
+                .map(JsTenantStatus::from_core)
+                .collect::<Result<Vec<_>>>()
+        });
+        all.or_throw(&env)
     }
 
     /// The events told since the last call, oldest first.
@@ -384,6 +403,26 @@ impl JsTenantStatus {
             last_copy_error: status.last_copy_error,
             key: status.key,
         })
+    }
+}
+
+/// What one `tick` did; `nextDueMs` is null when nothing is kept.
+#[napi(object, js_name = "RouterTickReport")]
+pub struct JsRouterTickReport {
+    pub keeper: JsTickReport,
+    pub copied: Vec<String>,
+    pub failed: Vec<String>,
+    pub next_due_ms: Either<f64, Null>,
+}
+
+impl From<RouterTickReport> for JsRouterTickReport {
+    fn from(report: RouterTickReport) -> JsRouterTickReport {
+        JsRouterTickReport {
+            keeper: JsTickReport::from(report.keeper),
+            copied: report.copied,
+            failed: report.failed,
+            next_due_ms: report.next_due_ms.map_or(Either::B(Null), Either::A),
+        }
     }
 }
 

@@ -7,7 +7,7 @@
 use gotry_tenant_state::errors::{Error, Result};
 use gotry_tenant_state::{
     CopyId, CopyListing, GcReport, HistoryEntry, LeaseGrant, LeaseRecord, ObjectInfo, PutOutcome,
-    RestoreReport, ShutdownReport, TickReport, WrittenCopy,
+    RestoreReport, RouterTickReport, ShutdownReport, TickReport, WrittenCopy,
 };
 use std::sync::Arc;
 
@@ -22,7 +22,7 @@ use crate::errors::OrThrow;
 use crate::executor::{Lane, Pending};
 use crate::keeper::{JsTickReport, ShutdownReportValue};
 use crate::lease::NativeLease;
-use crate::router::{CloseReportValue, NativeRouterCall, NativeTenantHandle};
+use crate::router::{CloseReportValue, JsRouterTickReport, NativeRouterCall, NativeTenantHandle};
 use crate::store::{JsHistoryEntry, JsLeaseGrant, JsLeaseRecord, NativeStore, RenewAnswer};
 
 type Work<T> = Box<dyn FnOnce() -> Result<T> + Send>;
@@ -239,6 +239,12 @@ blocking_task!(
     /// A router's `begin`: the call in flight.
     RouterBeginTask: NativeRouterCall => NativeRouterCall,
     Ok
+);
+
+blocking_task!(
+    /// A router's `tick`: what the round did.
+    RouterTickTask: RouterTickReport => JsRouterTickReport,
+    |report: RouterTickReport| Ok(JsRouterTickReport::from(report))
 );
 
 blocking_task!(

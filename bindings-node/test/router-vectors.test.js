@@ -41,6 +41,17 @@ async function until(done, what) {
     }
 }
 
+/** Resolves once `router` shows `key` draining: the next step may assume the drain has begun. */
+function untilDraining(router, key) {
+    return until(() => router.status().some(t => t.key === key && t.state === 'draining'), `the drain of ${key}`);
+}
+
+/** A close report in the vectors' spelling; no tenant may fail in these scenarios. */
+function closeReport(report) {
+    assert.deepEqual(report.failed, []);
+    return { handed_off: report.handedOff, timed_out: report.timedOut };
+}
+
 class Site {
     constructor() {
         this.dir = path.dirname(tempDbPath('unused'));
@@ -50,6 +61,7 @@ class Site {
         this.routers = new Map();
         this.calls = new Map();
         this.handoffs = new Map();
+        this.closes = new Map();
     }
 
     key(step) {
@@ -106,7 +118,7 @@ class Site {
             const router = this.router(step);
             const key = this.key(step);
             this.handoffs.set(step.handoff, outcome(router.handoff(key, { timeoutMs: step.timeout_ms }), () => ({ ok: true })));
-            await until(() => router.status().some(t => t.key === key && t.state === 'draining'), `the drain of ${key}`);
+            await untilDraining(router, key);
             return undefined;
         }
         case 'handoff_wait': {
@@ -114,10 +126,18 @@ class Site {
             this.handoffs.delete(step.handoff);
             return answer;
         }
-        case 'close': {
-            const report = await this.router(step).close({ timeoutMs: step.timeout_ms });
-            assert.deepEqual(report.failed, []);
-            return { handed_off: report.handedOff, timed_out: report.timedOut };
+        case 'close':
+            return closeReport(await this.router(step).close({ timeoutMs: step.timeout_ms }));
+        case 'close_start': {
+            const router = this.router(step);
+            this.closes.set(step.close, router.close({ timeoutMs: step.timeout_ms }));
+            await untilDraining(router, this.key(step));
+            return undefined;
+        }
+        case 'close_wait': {
+            const report = this.closes.get(step.close);
+            this.closes.delete(step.close);
+            return closeReport(await report);
         }
         case 'status':
             return this.router(step).status().map(t => ({

@@ -348,6 +348,38 @@ test('a lost lease is told as lost then closed; a call in flight then rejects FE
     assert.ok((await rejection(router.run(idle.key, () => 1))) instanceof pkg.LeaseLostError);
 }));
 
+test('a router without threads copies and renews only when ticked, on its manual clock', () => inWorld(async w => {
+    // The store's manual clock is the router's too: moving it moves every rule at once.
+    const { router, events } = await w.start('replica-1', {
+        clock: w.wall, withoutThread: true, copyPolicy: { durability: 'async', intervalMs: 1_000 },
+    });
+    const { tenant, key } = newTenant();
+    const openedAt = w.wall.nowMs();
+    await router.open(ORG, tenant);
+    await router.run(key, handle => append(handle, 'one'));
+    let round = await router.tick();
+    assert.deepEqual([round.copied, round.failed, round.keeper.batches], [[], [], 0]);
+    assert.equal(round.nextDueMs, openedAt + 1_000);
+    w.wall.advance(999);
+    assert.deepEqual((await router.tick()).copied, [], 'a moment before the interval');
+    w.wall.advance(1);
+    round = await router.tick();
+    assert.deepEqual([round.copied, round.failed, round.keeper.renewed], [[key], [], 1]);
+    assert.deepEqual([statusOf(router, key).writesSinceCopy, statusOf(router, key).lagMs], [0, 0]);
+    w.wall.advance(250);
+    assert.equal(statusOf(router, key).lagMs, 250, 'lag on the router\'s clock');
+
+    // No tick for a TTL: the lease runs out in the store, and the next tick finds it lost.
+    w.wall.advance(TTL_MS + 1);
+    assert.deepEqual(events, [], 'nothing happens between ticks');
+    round = await router.tick();
+    assert.deepEqual([round.keeper.lost, round.nextDueMs], [1, null]);
+    assert.deepEqual(events.map(e => `${e.kind} ${e.key === key} ${e.epoch}`), ['lost true 1', 'closed true 1']);
+    assert.deepEqual(router.status(), []);
+    await router.close();
+    assert.ok((await rejection(router.tick())) instanceof pkg.RouterClosedError);
+}));
+
 test('verify refuses a copy at open: nothing is served and the lease is handed back', () => inWorld(async w => {
     const { router: one } = await w.start('replica-1');
     const { tenant, key } = newTenant();
@@ -438,6 +470,7 @@ test('options that are not the router\'s are refused', () => inWorld(async w => 
     await assert.rejects(TenantRouter.start({ ...base, verify: 'yes' }), TypeError);
     await assert.rejects(TenantRouter.start({ ...base, snapshot: 1 }), TypeError);
     await assert.rejects(TenantRouter.start({ ...base, clock: { nowMs: () => 1 } }), TypeError);
+    await assert.rejects(TenantRouter.start({ ...base, withoutThread: 'yes' }), TypeError);
     const jsClock = new SqliteLeaseStore({ path: tempDbPath(), nowMs: () => Date.now() });
     await assert.rejects(TenantRouter.start({ ...base, leaseStore: jsClock }), TypeError);
     jsClock.close();

@@ -343,7 +343,7 @@ impl PyKeeperEvent {
 /// What one `tick()` did.
 #[pyclass(frozen, eq, module = "gotry_tenant_state", name = "TickReport")]
 #[derive(PartialEq)]
-pub struct PyTickReport(TickReport);
+pub struct PyTickReport(pub(crate) TickReport);
 
 #[pymethods]
 impl PyTickReport {

@@ -74,6 +74,7 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<router::PyTenantStatus>()?;
     m.add_class::<router::PyRouterEvent>()?;
     m.add_class::<router::PyCloseReport>()?;
+    m.add_class::<router::PyRouterTickReport>()?;
     let atexit = m.py().import("atexit")?;
     // `atexit` runs its hooks last in, first out: routers (whose keepers are their own) close
     // before the host's own keepers shut down.

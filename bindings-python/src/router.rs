@@ -4,9 +4,9 @@
 //!
 //! # The GIL
 //!
-//! `open` (acquire, restore), `handoff` (drain, final copy, release), `close`, `status` and
-//! both ends of a `run` (entering the call, and finishing it: the after-check and, in strict
-//! mode, the copy) release the GIL: they wait for the stores, for the router's lock, or for a
+//! `open` (acquire, restore), `handoff` (drain, final copy, release), `close`, `tick`,
+//! `status` and both ends of a `run` (entering the call, and finishing it: the after-check
+//! and, in strict mode, the copy) release the GIL: they wait for the stores, for the router's lock, or for a
 //! callback in progress on another thread, and that callback may be waiting for the GIL.
 //! The call itself, `fn(handle)`, runs with the GIL on the caller's thread. Dropping the
 //! router releases it too (the core joins its copier thread, which may be in `snapshot`).
@@ -33,8 +33,8 @@ use std::time::Duration;
 
 use gotry_tenant_state::router::{RouterEventHandler, SharedFoldCheck};
 use gotry_tenant_state::{
-    CloseReport, CopyPolicy, Durability, Error, RouterEvent, RouterOptions, TenantHandle, TenantRouter,
-    TenantStatus,
+    CloseReport, CopyPolicy, Durability, Error, RouterEvent, RouterOptions, RouterTickReport, TenantHandle,
+    TenantRouter, TenantStatus,
 };
 use pyo3::exceptions::PyTypeError;
 use pyo3::gc::PyVisit;
@@ -48,7 +48,7 @@ use crate::clocks::monotonic_clock;
 use crate::copies::{copy_id_repr, fold_check, host_snapshot, PyCopyId, SNAPSHOT_SHAPE, VERIFY_SHAPE};
 use crate::durable::PyDurableStore;
 use crate::errors::{exception_object, exit_failures, CoreError};
-use crate::keeper::PyShutdownReport;
+use crate::keeper::{PyShutdownReport, PyTickReport};
 use crate::lease::PyTenantLease;
 use crate::store::PyLeaseStore;
 use crate::values::{or_none, quoted};
@@ -155,7 +155,7 @@ impl PyTenantRouter {
     #[pyo3(signature = (
         lease_store, durable_store, state_root, replica_id, ttl_ms, margin_ms, *,
         capacity = None, copy_interval_ms = None, durability = None, verify = None,
-        snapshot = None, on_event = None, clock = None
+        snapshot = None, on_event = None, clock = None, start_thread = true
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -172,6 +172,7 @@ impl PyTenantRouter {
         snapshot: Option<&Bound<'_, PyAny>>,
         on_event: Option<&Bound<'_, PyAny>>,
         clock: Option<&Bound<'_, PyAny>>,
+        start_thread: bool,
     ) -> PyResult<PyTenantRouter> {
         let state_root = path_arg("state_root", state_root)?;
         let replica_id = store_text("replica_id", replica_id)?;
@@ -202,6 +203,7 @@ impl PyTenantRouter {
         }
         options.copy_policy = policy;
         options.clock = monotonic_clock(clock)?;
+        options.without_thread = !start_thread;
         options.verify = hooks
             .verify
             .clone()
@@ -319,13 +321,20 @@ impl PyTenantRouter {
         PyCloseReport::new(py, report)
     }
 
-    /// Every tenant this replica knows, ordered by key.
-    fn status(&self, py: Python<'_>) -> Vec<PyTenantStatus> {
+    /// Runs one round on the router's clock: the keeper's renewals that are due, then the
+    /// background copies that are due; the round's events reach `on_event` on this thread
+    /// before it returns.
+    fn tick(&self, py: Python<'_>) -> PyResult<PyRouterTickReport> {
         let router = &self.routed.router;
-        py.detach(|| router.status())
-            .into_iter()
-            .map(PyTenantStatus)
-            .collect()
+        let report = py.detach(|| router.tick()).map_err(CoreError)?;
+        Ok(PyRouterTickReport(report))
+    }
+
+    /// Every tenant this replica knows, ordered by key.
+    fn status(&self, py: Python<'_>) -> PyResult<Vec<PyTenantStatus>> {
+        let router = &self.routed.router;
+        let all = py.detach(|| router.status()).map_err(CoreError)?;
+        Ok(all.into_iter().map(PyTenantStatus).collect())
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {
@@ -565,6 +574,51 @@ impl PyRouterEvent {
             self.kind,
             quoted(py, &self.key)?,
             self.epoch
+        ))
+    }
+}
+
+/// What one `tick()` did.
+#[pyclass(frozen, eq, module = "gotry_tenant_state", name = "RouterTickReport")]
+#[derive(PartialEq)]
+pub struct PyRouterTickReport(RouterTickReport);
+
+#[pymethods]
+impl PyRouterTickReport {
+    /// The keeper's round: leases renewed, lost (each also told as a `lost` event), failed.
+    #[getter]
+    fn keeper(&self) -> PyTickReport {
+        PyTickReport(self.0.keeper)
+    }
+
+    /// Keys of the tenants copied in the background by this round.
+    #[getter]
+    fn copied(&self) -> Vec<String> {
+        self.0.copied.clone()
+    }
+
+    /// Keys of the tenants whose due copy failed; each was also told as `copy_failed`.
+    #[getter]
+    fn failed(&self) -> Vec<String> {
+        self.0.failed.clone()
+    }
+
+    /// When the next round is due on the router's clock; None when nothing is kept.
+    #[getter]
+    fn next_due_ms(&self) -> Option<f64> {
+        self.0.next_due_ms
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        let r = &self.0;
+        let next = r
+            .next_due_ms
+            .map_or_else(|| "None".to_owned(), |ms| format!("{ms:?}"));
+        Ok(format!(
+            "RouterTickReport(keeper={}, copied={}, failed={}, next_due_ms={next})",
+            Bound::new(py, self.keeper())?.repr()?,
+            PyList::new(py, &r.copied)?.repr()?,
+            PyList::new(py, &r.failed)?.repr()?
         ))
     }
 }

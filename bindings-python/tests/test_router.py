@@ -1,7 +1,8 @@
 """The tenant router through Python, on real SQLite lease stores and directory durable
 stores: capacity, a held lease, handoff with its data, draining and its timeout, close,
 strict and background copies, the GIL, events (and a raising handler), a ledger the host
-keeps open, the interpreter's exit, and three processes moving tenants between them."""
+keeps open, a router without threads ticked on a manual clock, a host clock that raises, the
+interpreter's exit, and three processes moving tenants between them."""
 
 from __future__ import annotations
 
@@ -483,6 +484,73 @@ def test_async_copies_run_in_the_background_and_report_failures(site: Site) -> N
     (store_folder / "orgs-away").rename(store_folder / "orgs")
     wait_for("the copier to catch up", lambda: router.status()[0].writes_since_copy == 0)
     assert router.status()[0].last_copy_error is None
+
+
+def test_a_router_without_threads_copies_and_renews_only_when_ticked(tmp_path: Path) -> None:
+    """The store's manual clock is the router's too: moving it moves every timing rule, and
+    nothing happens but at a tick."""
+    clock = gts.ManualClock(1_000_000)
+    leases = gts.SqliteLeaseStore(tmp_path / "leases.db", now_ms=clock)
+    durable = gts.DirectoryDurableStore(tmp_path / "durable")
+    events = Events()
+    router = gts.TenantRouter(
+        leases, durable, tmp_path / "replica-a", "replica-a", TTL_MS, MARGIN_MS,
+        copy_interval_ms=1_000, on_event=events, clock=clock, start_thread=False,
+    )
+    try:
+        opened_at = clock.now_ms()
+        key = router.open(ORG, new_tenant()).key
+        router.run(key, append("one"))
+        report = router.tick()
+        assert (report.copied, report.failed, report.keeper.batches) == ([], [], 0)
+        assert report.next_due_ms == opened_at + 1_000
+        clock.advance(999)
+        assert router.tick().copied == [], "a moment before the interval"
+        clock.advance(1)
+        report = router.tick()
+        assert (report.copied, report.failed, report.keeper.renewed) == ([key], [], 1)
+        assert "RouterTickReport(keeper=TickReport(" in repr(report)
+        (status,) = router.status()
+        assert (status.writes_since_copy, status.lag_ms) == (0, 0)
+        clock.advance(250)
+        assert router.status()[0].lag_ms == 250, "lag on the router's clock"
+
+        # No tick for a TTL: the lease runs out in the store, and the next tick finds it lost.
+        clock.advance(TTL_MS + 1)
+        assert events.told() == [], "nothing happens between ticks"
+        report = router.tick()
+        assert (report.keeper.lost, report.next_due_ms) == (1, None)
+        assert events.told() == [("lost", key, 1), ("closed", key, 1)]
+        assert router.status() == []
+        router.close()
+        with pytest.raises(gts.RouterClosedError):
+            router.tick()
+    finally:
+        router.close(timeout_ms=0)
+        leases.close()
+
+
+def test_a_host_clock_that_raises_fails_what_needs_a_reading_with_its_exception(site: Site) -> None:
+    class Clock:
+        broken = False
+
+        def now_ms(self) -> float:
+            if self.broken:
+                raise RuntimeError("the host's clock broke")
+            return time.monotonic() * 1000
+
+    clock = Clock()
+    router = site.router("replica-a", clock=clock, start_thread=False)
+    key = router.open(ORG, new_tenant()).key
+    clock.broken = True
+    with pytest.raises(RuntimeError, match="the host's clock broke"):
+        router.status()
+    with pytest.raises(RuntimeError, match="the host's clock broke"):
+        router.tick()
+    with pytest.raises(RuntimeError, match="the host's clock broke"):
+        router.handoff(key, timeout_ms=1_000)
+    clock.broken = False
+    assert [s.state for s in router.status()] == ["serving"], "nothing changed"
 
 
 def test_a_ledger_the_host_keeps_open_is_copied_through_its_snapshot(site: Site) -> None:

@@ -88,6 +88,21 @@ def append_line(handle: gts.TenantHandle, line: str) -> None:
         file.write(line + "\n")
 
 
+def until_draining(router: gts.TenantRouter, key: str) -> None:
+    """Returns once ``router`` shows ``key`` draining: the next step may assume the drain
+    has begun."""
+    deadline = time.monotonic() + 30
+    while not any(t.key == key and t.state == "draining" for t in router.status()):
+        assert time.monotonic() < deadline, f"the drain of {key} never began"
+        time.sleep(0.001)
+
+
+def close_report(report: gts.CloseReport) -> Json:
+    """A close report in the vectors' spelling; no tenant may fail in these scenarios."""
+    assert report.failed == [], report.failed
+    return {"handed_off": report.handed_off, "timed_out": report.timed_out}
+
+
 class Site:
     def __init__(self, tmp_path: Path) -> None:
         self.dir = tmp_path
@@ -98,6 +113,7 @@ class Site:
         self.routers: dict[str, gts.TenantRouter] = {}
         self.calls: dict[str, HeldCall] = {}
         self.handoffs: dict[str, Background] = {}
+        self.closes: dict[str, Background] = {}
 
     def key(self, step: Json) -> str:
         return gts.lease_key_for(self.org, step["tenant"])
@@ -140,19 +156,22 @@ class Site:
         if do == "handoff":
             return outcome(lambda: self.handoff(step))
         if do == "handoff_start":
-            router, key = self.router(step), self.key(step)
             self.handoffs[step["handoff"]] = Background(lambda: self.handoff(step))
-            deadline = time.monotonic() + 30
-            while not any(t.key == key and t.state == "draining" for t in router.status()):
-                assert time.monotonic() < deadline, f"the handoff of {key} never began to drain"
-                time.sleep(0.001)
+            until_draining(self.router(step), self.key(step))
             return None
         if do == "handoff_wait":
             return self.handoffs.pop(step["handoff"]).wait()
         if do == "close":
-            report = self.router(step).close(timeout_ms=step["timeout_ms"])
-            assert report.failed == [], report.failed
-            return {"handed_off": report.handed_off, "timed_out": report.timed_out}
+            return close_report(self.router(step).close(timeout_ms=step["timeout_ms"]))
+        if do == "close_start":
+            router = self.router(step)
+            self.closes[step["close"]] = Background(
+                lambda: close_report(router.close(timeout_ms=step["timeout_ms"]))
+            )
+            until_draining(router, self.key(step))
+            return None
+        if do == "close_wait":
+            return self.closes.pop(step["close"]).wait()
         if do == "status":
             return [
                 {

@@ -7,7 +7,7 @@
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::OnceLock;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::errors::{Error, Result};
 
@@ -36,6 +36,20 @@ pub(crate) fn read_monotonic(clock: &dyn MonotonicClock) -> Result<f64> {
             "the holder's clock read {now}, which is no point in time"
         )))
     }
+}
+
+/// The longest a thread with nothing due sleeps before it looks at its clock again: a
+/// safety net for a clock that jumps, not a timing rule.
+pub(crate) const MAX_SLEEP: Duration = Duration::from_secs(60);
+
+/// A wait in milliseconds on a holder's clock as a real duration of at most [`MAX_SLEEP`]:
+/// the threads that sleep until a due time (the keeper's, the router's copier) sleep what
+/// their clock says is left. An infinite wait (nothing due) or a nonsensical one (a clock
+/// that answered NaN) is `MAX_SLEEP` too, never a spin.
+pub(crate) fn ms_to_duration(ms: f64) -> Duration {
+    Duration::try_from_secs_f64(ms / 1000.0)
+        .unwrap_or(MAX_SLEEP)
+        .min(MAX_SLEEP)
 }
 
 /// A clock that every process of one host reads alike and nobody sets: what the SQLite

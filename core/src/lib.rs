@@ -51,7 +51,8 @@ pub use lease_store::{
 };
 pub use router::{
     default_handoff_timeout, CloseReport, CopyPolicy, Durability, RouterCall, RouterEvent, RouterEventKind,
-    RouterOptions, TenantHandle, TenantRouter, TenantState, TenantStatus, DEFAULT_KEEP_COPIES,
+    RouterOptions, RouterTickReport, TenantHandle, TenantRouter, TenantState, TenantStatus,
+    DEFAULT_KEEP_COPIES,
 };
 pub use tenant_lease::{LeaseOptions, TenantLease, Turn};
 

@@ -278,7 +278,7 @@ fn a_drain_timeout_a_draining_refusal_calls_in_flight_and_copy_lag_are_counted()
         std::thread::spawn(move || router.handoff(&key(T1), Duration::from_secs(600)))
     };
     wait_for("the tenant to drain", || {
-        router.status().first().map(|t| t.state) == Some(TenantState::Draining)
+        router.status().unwrap().first().map(|t| t.state) == Some(TenantState::Draining)
     });
     assert!(matches!(router.begin(&key(T1)), Err(Error::Draining { .. })));
     drop(call);

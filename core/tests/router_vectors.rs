@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 use gotry_tenant_state::durable_store::dir::DirectoryDurableStore;
 use gotry_tenant_state::router::{CopyPolicy, Durability, RouterOptions};
 use gotry_tenant_state::{
-    lease_key_for, Error, LeaseStore, ManualClock, RouterCall, SqliteLeaseStore, TenantHandle, TenantRouter,
+    lease_key_for, CloseReport, Error, LeaseStore, ManualClock, RouterCall, SqliteLeaseStore, TenantHandle,
+    TenantRouter,
 };
 use gotry_test_support::lines;
 use serde_json::{json, Value};
@@ -47,6 +48,28 @@ struct Site {
     routers: HashMap<String, Arc<TenantRouter>>,
     calls: HashMap<String, RouterCall>,
     handoffs: HashMap<String, JoinHandle<Result<(), Error>>>,
+    closes: HashMap<String, JoinHandle<CloseReport>>,
+}
+
+/// Waits until `router` shows `key` draining: the step after a drain begun in the
+/// background may assume it has begun.
+fn until_draining(router: &TenantRouter, key: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !router
+        .status()
+        .unwrap()
+        .iter()
+        .any(|t| t.key == key && t.state.as_str() == "draining")
+    {
+        assert!(Instant::now() < deadline, "the drain of {key} never began");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// A close report in the vectors' spelling; no tenant may fail in these scenarios.
+fn close_report(report: CloseReport) -> Value {
+    assert!(report.failed.is_empty(), "{:?}", report.failed);
+    json!({ "handed_off": report.handed_off, "timed_out": report.timed_out })
 }
 
 impl Site {
@@ -64,6 +87,7 @@ impl Site {
             routers: HashMap::new(),
             calls: HashMap::new(),
             handoffs: HashMap::new(),
+            closes: HashMap::new(),
         }
     }
 
@@ -141,19 +165,7 @@ impl Site {
                     let router = router.clone();
                     std::thread::spawn(move || router.handoff(&key, timeout))
                 };
-                // The next step may assume the drain has begun.
-                let deadline = Instant::now() + Duration::from_secs(30);
-                while !router
-                    .status()
-                    .iter()
-                    .any(|t| t.key == key && t.state.as_str() == "draining")
-                {
-                    assert!(
-                        Instant::now() < deadline,
-                        "the handoff of {key} never began to drain"
-                    );
-                    std::thread::sleep(Duration::from_millis(1));
-                }
+                until_draining(&router, &key);
                 self.handoffs
                     .insert(step["handoff"].as_str().unwrap().to_owned(), thread);
                 return None;
@@ -164,14 +176,29 @@ impl Site {
             }
             "close" => {
                 let timeout = Duration::from_millis(step["timeout_ms"].as_u64().unwrap());
-                let report = self.router(step).close(timeout);
-                assert!(report.failed.is_empty(), "{:?}", report.failed);
-                json!({ "handed_off": report.handed_off, "timed_out": report.timed_out })
+                close_report(self.router(step).close(timeout))
+            }
+            "close_start" => {
+                let (router, key) = (self.router(step), self.key(step));
+                let timeout = Duration::from_millis(step["timeout_ms"].as_u64().unwrap());
+                let thread = {
+                    let router = router.clone();
+                    std::thread::spawn(move || router.close(timeout))
+                };
+                until_draining(&router, &key);
+                self.closes
+                    .insert(step["close"].as_str().unwrap().to_owned(), thread);
+                return None;
+            }
+            "close_wait" => {
+                let thread = self.closes.remove(step["close"].as_str().unwrap()).unwrap();
+                close_report(thread.join().unwrap())
             }
             "status" => {
                 let rows: Vec<Value> = self
                     .router(step)
                     .status()
+                    .unwrap()
                     .into_iter()
                     .map(|t| {
                         json!({

@@ -7,7 +7,7 @@ use std::time::Duration;
 use gotry_core::keeper::{DEFAULT_MAX_BATCH, DEFAULT_RENEW_FRACTION};
 use gotry_core::{
     Error, KeeperEvent, KeeperEventKind, KeeperOptions, LeaseKeeper, MonotonicClock, ShutdownReport,
-    SystemMonotonicClock,
+    SystemMonotonicClock, TickReport,
 };
 
 use crate::boundary::{free_handle, handle, into_handle, optional_handle, read_into, text_in, Failure, Out};
@@ -345,6 +345,19 @@ pub struct GotryTickReport {
     pub next_due_ms: f64,
 }
 
+impl From<TickReport> for GotryTickReport {
+    fn from(report: TickReport) -> GotryTickReport {
+        GotryTickReport {
+            batches: report.batches,
+            renewed: report.renewed,
+            lost: report.lost,
+            failed: report.failed,
+            has_next_due: report.next_due_ms.is_some(),
+            next_due_ms: report.next_due_ms.unwrap_or(0.0),
+        }
+    }
+}
+
 /// Runs one round if a lease is due on the keeper's clock (what the keeper's thread does;
 /// a keeper started `without_thread` needs it called), and writes what it did. Events of the
 /// round reach the callback on the calling thread before this returns. Blocks on the store.
@@ -365,15 +378,7 @@ pub unsafe extern "C" fn gotry_keeper_tick(
     ffi_boundary!(out_error, {
         let keeper = unsafe { handle("keeper", keeper)? };
         let out_report = unsafe { Out::new("out_report", out_report)? };
-        let report = keeper.0.tick()?;
-        out_report.write(GotryTickReport {
-            batches: report.batches,
-            renewed: report.renewed,
-            lost: report.lost,
-            failed: report.failed,
-            has_next_due: report.next_due_ms.is_some(),
-            next_due_ms: report.next_due_ms.unwrap_or(0.0),
-        });
+        out_report.write(GotryTickReport::from(keeper.0.tick()?));
         Ok(())
     })
 }

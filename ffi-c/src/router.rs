@@ -9,7 +9,7 @@ use std::time::Duration;
 use gotry_core::router::{default_capacity, RouterEventHandler, RouterEventKind, SharedFoldCheck};
 use gotry_core::{
     CloseReport, CopyPolicy, Durability, Error, MonotonicClock, RouterCall, RouterEvent, RouterOptions,
-    TenantHandle, TenantRouter, TenantState, TenantStatus,
+    RouterTickReport, TenantHandle, TenantRouter, TenantState, TenantStatus,
 };
 
 use crate::boundary::{
@@ -20,7 +20,7 @@ use crate::copies::{GotryCopyId, GotryFoldCheckFn};
 use crate::durable::GotryDurableStore;
 use crate::error::{lent, GotryError};
 use crate::host::{host_snapshot, nul_terminated, CallbackGate, GotrySnapshotFn, UserData};
-use crate::keeper::GotryShutdownReport;
+use crate::keeper::{GotryShutdownReport, GotryTickReport};
 use crate::lease::GotryLease;
 use crate::records::{element, Text};
 use crate::status::{c_value, table_name, GotryStatus};
@@ -30,9 +30,9 @@ use crate::store::GotryStore;
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GotryDurability {
-    /// Copies run on the router's copier thread, every `copy_interval_ms` for a tenant that
-    /// was written to; a failing durable store shows as lag (and `copy_failed` events), calls
-    /// go on.
+    /// Copies run on the router's copier thread (or in `gotry_router_tick`), every
+    /// `copy_interval_ms` for a tenant that was written to; a failing durable store shows as
+    /// lag (and `copy_failed` events), calls go on.
     Async = 1,
     /// `gotry_router_call_finish` returns only once a copy holds the call, and fails with
     /// the copy's error.
@@ -73,10 +73,16 @@ pub struct GotryRouterOptions {
     pub on_event: GotryRouterEventFn,
     /// Passed to `on_event`.
     pub event_user_data: *mut c_void,
+    /// false (default): the router renews its leases and copies its tenants on threads of its
+    /// own. true: neither thread runs; each round runs only when the host calls
+    /// `gotry_router_tick` (its own timer, or a test with a manual clock), and nothing renews
+    /// the leases between two ticks.
+    pub without_thread: bool,
 }
 
 /// Writes the default options: the capacity computed from this process's descriptor limit
-/// now, copies every 30 s in the background, the system clock, no callbacks.
+/// now, copies every 30 s in the background, the system clock, no callbacks, the router's
+/// own threads.
 ///
 /// Returns `GOTRY_STATUS_NULL_ARGUMENT` when `out_options` is NULL.
 ///
@@ -105,6 +111,7 @@ impl GotryRouterOptions {
             snapshot_user_data: std::ptr::null_mut(),
             on_event: None,
             event_user_data: std::ptr::null_mut(),
+            without_thread: false,
         }
     }
 }
@@ -161,17 +168,20 @@ pub struct GotryRouterEvent {
 }
 
 /// A router's event callback, called with `event_user_data`, one event per call:
-/// - `lost` on the router's renewal thread;
-/// - `closed` on the renewal thread when the lost tenant had no call running, otherwise on
+/// - `lost` on the router's renewal thread (or on the thread calling `gotry_router_tick`,
+///   before it returns);
+/// - `closed` where `lost` was told when the lost tenant had no call running, otherwise on
 ///   the thread that ends its last call (`gotry_router_call_finish` or `_free`, before it
 ///   returns); after a handoff, on the thread calling `gotry_router_handoff` or
 ///   `gotry_router_close`, before it returns;
-/// - `copy_failed` on the router's copier thread (`GOTRY_DURABILITY_ASYNC`).
+/// - `copy_failed` on the router's copier thread (or on the thread calling
+///   `gotry_router_tick`, before it returns), in `GOTRY_DURABILITY_ASYNC` mode.
 ///
 /// Several threads may call it at once, so `event_user_data` must be usable from any thread.
 /// Keep it short (a `lost` event delays the renewals of every tenant) and never let a C++
 /// exception escape it. It may read the router (`gotry_router_status`) and end calls, but
-/// must not open, hand off, close or free the router: hand such work to another thread. Once
+/// must not open, hand off, tick, close or free the router: hand such work to another
+/// thread. Once
 /// `gotry_router_free` returned it is never called again.
 pub type GotryRouterEventFn =
     Option<unsafe extern "C" fn(user_data: *mut c_void, event: *const GotryRouterEvent)>;
@@ -255,6 +265,9 @@ unsafe fn read_options(options: *const GotryRouterOptions) -> Result<Option<Gotr
             )))
         }
     };
+    // SAFETY: readable by the caller's promise; a C bool is one byte, read as a byte since a
+    // Rust bool may only hold 0 or 1.
+    let without_thread = unsafe { std::ptr::addr_of!((*options).without_thread).cast::<u8>().read() } != 0;
     // SAFETY: as above; every other field is valid for any bits (NULL is a function pointer's
     // None).
     unsafe {
@@ -269,6 +282,7 @@ unsafe fn read_options(options: *const GotryRouterOptions) -> Result<Option<Gotr
             snapshot_user_data: std::ptr::addr_of!((*options).snapshot_user_data).read(),
             on_event: std::ptr::addr_of!((*options).on_event).read(),
             event_user_data: std::ptr::addr_of!((*options).event_user_data).read(),
+            without_thread,
         }))
     }
 }
@@ -278,7 +292,7 @@ unsafe fn read_options(options: *const GotryRouterOptions) -> Result<Option<Gotr
 /// `gotry_tenant_root_for(state_root, organization, tenant)`. It keeps its own references to
 /// both stores and to the options' clock, which may be freed after this returns. `options`
 /// may be NULL for the defaults. It starts the renewal thread and, in
-/// `GOTRY_DURABILITY_ASYNC` mode, the copier thread.
+/// `GOTRY_DURABILITY_ASYNC` mode, the copier thread, unless `options.without_thread`.
 ///
 /// The `*_user_data` of the options must be usable from any thread and stay valid until
 /// `gotry_router_free` returns.
@@ -337,6 +351,7 @@ pub unsafe extern "C" fn gotry_router_start(
         if let Some(clock) = clock {
             core.clock = clock.clock.clone() as Arc<dyn MonotonicClock>;
         }
+        core.without_thread = options.without_thread;
         core.verify = options.verify.map(|call| {
             let user_data = UserData(options.verify_user_data);
             let gate = gate.clone();
@@ -670,6 +685,162 @@ pub unsafe extern "C" fn gotry_router_handoff(
     })
 }
 
+/// What `gotry_router_tick` did with a tenant whose background copy was due.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GotryRouterTickOutcome {
+    /// Copied: every call acknowledged before the copy began is in it.
+    Copied = 1,
+    /// The copy failed; the `copy_failed` event (delivered before the tick returned) says
+    /// why, and the tenant is tried again a tenth of the copy interval later.
+    CopyFailed = 2,
+}
+
+/// One tenant of a tick report, lent by the report.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct GotryRouterTickEntry {
+    /// The tenant's key; its length is the authority.
+    pub key: *const c_char,
+    /// Bytes in `key`.
+    pub key_len: usize,
+    /// What became of its copy.
+    pub outcome: GotryRouterTickOutcome,
+}
+
+/// What a tick report says besides its tenants.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct GotryRouterTickView {
+    /// The keeper's round: renewals sent, leases renewed, lost (each also told as a `lost`
+    /// event) and to be tried again; its `next_due_ms` is the keeper's own.
+    pub keeper: GotryTickReport,
+    /// Whether any lease is kept, and so whether `next_due_ms` means anything.
+    pub has_next_due: bool,
+    /// When the next round is due on the router's clock, in milliseconds: the keeper's next
+    /// renewal or the next background copy, whichever comes first (when a host that drives
+    /// its own timer ticks next).
+    pub next_due_ms: f64,
+    /// How many tenants the report lists (read them with `gotry_router_tick_report_get`).
+    pub len: usize,
+}
+
+/// What `gotry_router_tick` did: its view, then the tenants whose due copy it wrote, then
+/// those whose copy failed, each group ordered by key. Immutable: any number of threads may
+/// read it at once; free it once with `gotry_router_tick_report_free`.
+pub struct GotryRouterTickReport {
+    view: GotryRouterTickView,
+    entries: Vec<(Text, GotryRouterTickOutcome)>,
+}
+
+impl GotryRouterTickReport {
+    fn new(report: RouterTickReport) -> GotryRouterTickReport {
+        let copied = report
+            .copied
+            .iter()
+            .map(|key| (Text::new(key), GotryRouterTickOutcome::Copied));
+        let failed = report
+            .failed
+            .iter()
+            .map(|key| (Text::new(key), GotryRouterTickOutcome::CopyFailed));
+        let entries: Vec<_> = copied.chain(failed).collect();
+        GotryRouterTickReport {
+            view: GotryRouterTickView {
+                keeper: GotryTickReport::from(report.keeper),
+                has_next_due: report.next_due_ms.is_some(),
+                next_due_ms: report.next_due_ms.unwrap_or(0.0),
+                len: entries.len(),
+            },
+            entries,
+        }
+    }
+}
+
+/// Runs one round on the router's clock, as the router's threads do (a router started with
+/// `options.without_thread` needs it called): the keeper's round (the renewals that are due;
+/// a lease the store refuses is lost and its tenant fenced), then in
+/// `GOTRY_DURABILITY_ASYNC` mode every background copy that is due. `*out_report` receives
+/// what it did (free it with `gotry_router_tick_report_free`). The round's events reach the
+/// callback on this thread before this returns. Blocks on both stores; a due copy waits for
+/// its tenant's running calls up to its grace (100 ms on the router's clock), so with a manual
+/// clock and a call in flight it returns once that call ended or another thread moved the
+/// clock past the grace.
+///
+/// Returns `GOTRY_STATUS_ROUTER_CLOSED` after `gotry_router_close`,
+/// `GOTRY_STATUS_INVALID_ARGUMENT` when called from the callback of a `lost` event (the
+/// callback never ticks: see `GotryRouterEventFn`), and `GOTRY_STATUS_NULL_ARGUMENT` when a
+/// pointer other than `out_error` is NULL. A store
+/// failure is not a failure of the call: it is in the report (renewals to try again, copies
+/// failed) and in the events.
+///
+/// # Safety
+/// `router` must be NULL or a live `GotryRouter`; the out-parameters must be NULL or
+/// writable.
+#[no_mangle]
+pub unsafe extern "C" fn gotry_router_tick(
+    router: *const GotryRouter,
+    out_report: *mut *mut GotryRouterTickReport,
+    out_error: *mut *mut GotryError,
+) -> GotryStatus {
+    ffi_boundary!(out_error, {
+        let router = unsafe { handle("router", router)? };
+        let out_report = unsafe { Out::new("out_report", out_report)? };
+        let report = router.router.tick()?;
+        out_report.write(into_handle(GotryRouterTickReport::new(report)));
+        Ok(())
+    })
+}
+
+/// Reads what a tick report says besides its tenants.
+///
+/// Returns `GOTRY_STATUS_NULL_ARGUMENT` when an argument is NULL.
+///
+/// # Safety
+/// `report` must be NULL or a live `GotryRouterTickReport`; `out_view` must be NULL or
+/// writable.
+#[no_mangle]
+pub unsafe extern "C" fn gotry_router_tick_report_view(
+    report: *const GotryRouterTickReport,
+    out_view: *mut GotryRouterTickView,
+) -> GotryStatus {
+    unsafe { read_into("report", report, "out_view", out_view, |report| Ok(report.view)) }
+}
+
+/// Reads tenant `index` of a tick report; its key is borrowed from `report`.
+///
+/// Returns `GOTRY_STATUS_INVALID_ARGUMENT` when `index` is not below the length, and
+/// `GOTRY_STATUS_NULL_ARGUMENT` when an argument is NULL.
+///
+/// # Safety
+/// `report` must be NULL or a live `GotryRouterTickReport`; `out_entry` must be NULL or
+/// writable.
+#[no_mangle]
+pub unsafe extern "C" fn gotry_router_tick_report_get(
+    report: *const GotryRouterTickReport,
+    index: usize,
+    out_entry: *mut GotryRouterTickEntry,
+) -> GotryStatus {
+    unsafe {
+        read_into("report", report, "out_entry", out_entry, |report| {
+            let (key, outcome) = element(&report.entries, index)?;
+            Ok(GotryRouterTickEntry {
+                key: key.ptr(),
+                key_len: key.len(),
+                outcome: *outcome,
+            })
+        })
+    }
+}
+
+/// Frees a tick report and what it lent; NULL does nothing.
+///
+/// # Safety
+/// `report` must be NULL or a `GotryRouterTickReport` not yet freed, used by no other thread.
+#[no_mangle]
+pub unsafe extern "C" fn gotry_router_tick_report_free(report: *mut GotryRouterTickReport) {
+    unsafe { free_handle(report) }
+}
+
 /// What became of a tenant when its router closed.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -933,7 +1104,7 @@ pub unsafe extern "C" fn gotry_router_status(
         read_into("router", router, "out_list", out_list, |router| {
             let all = router
                 .router
-                .status()
+                .status()?
                 .into_iter()
                 .map(|status| OwnedStatus {
                     key: Text::new(&status.key),
@@ -1051,6 +1222,12 @@ mod tests {
             let read = read_options(&options).unwrap().unwrap();
             assert_eq!(read.durability, GotryDurability::Strict);
             assert_eq!(read.capacity, default_capacity());
+            assert!(!read.without_thread);
+            // A C bool holding neither 0 nor 1 is true, never a Rust bool that is neither.
+            std::ptr::addr_of_mut!(options.without_thread)
+                .cast::<u8>()
+                .write(2);
+            assert!(read_options(&options).unwrap().unwrap().without_thread);
             assert!(read_options(std::ptr::null()).unwrap().is_none());
         }
     }

@@ -20,7 +20,9 @@
  * event; strict durability (finish waits for the copy, and fails with it); close (handed
  * off, timed out, the keeper's report) then ROUTER_CLOSED; a free with a call still held
  * (no callback after it); the host's check of a restored root and a manual clock in the
- * options; the NULL and range checks of every call.
+ * options; a router without threads ticked on a manual clock (a copy due an interval after
+ * the open and not before, a lease lost once the clock passed its TTL, the events on the
+ * ticking thread); the NULL and range checks of every call.
  *
  * The same file compiles as C11 and as C++17 (run.sh runs both); the C++ build adds a router
  * held in std::unique_ptr with a lambda as its event callback.
@@ -320,6 +322,21 @@ static void close_router(GotryRouter *router, size_t handed_off) {
 }
 
 /* ---- scenarios ---- */
+
+/* One tick and its report's view; the report is freed unless `out_report` takes it. */
+static GotryRouterTickView tick_view(GotryRouter *router, GotryRouterTickReport **out_report) {
+    GotryError *err = NULL;
+    GotryRouterTickReport *report = NULL;
+    GotryRouterTickView view;
+    memset(&view, 0, sizeof view);
+    STATUS(gotry_router_tick(router, &report, &err), GOTRY_STATUS_OK);
+    STATUS(gotry_router_tick_report_view(report, &view), GOTRY_STATUS_OK);
+    if (out_report != NULL)
+        *out_report = report;
+    else
+        gotry_router_tick_report_free(report);
+    return view;
+}
 
 static void options_and_names(void) {
     GotryError *err = NULL;
@@ -962,6 +979,96 @@ static bool verify_root(void *user_data, const char *root, size_t root_len) {
     return !verify->refuse && root[root_len] == '\0' && exists(path);
 }
 
+/* A router without threads on the store's manual clock: nothing is copied or renewed but by
+ * a tick, a written tenant is copied by the first tick an interval after its open, and a
+ * lease the clock let run out is lost at the next tick, its events told on this thread. */
+static void ticks_on_a_manual_clock(World *world) {
+    GotryError *err = NULL;
+    const Tenant tenant = tenant_named("router-test/tick");
+    Recorder events;
+    recorder_init(&events);
+    GotryRouterOptions options;
+    STATUS(gotry_router_options_default(&options), GOTRY_STATUS_OK);
+    CHECK(!options.without_thread);
+    options.capacity = 4;
+    options.copy_interval_ms = 1000;
+    options.clock = world->wall;
+    options.on_event = record_event;
+    options.event_user_data = &events;
+    options.without_thread = true;
+    char state_root[1100];
+    state_root_of(world, "replica-tick", state_root, sizeof state_root);
+    GotryRouter *router = NULL;
+    STATUS(gotry_router_start(world->leases, world->durable, state_root, strlen(state_root), S("replica-tick"), TTL_MS,
+                              MARGIN_MS, &options, &router, &err),
+           GOTRY_STATUS_OK);
+    int64_t opened_at = 0, now = 0;
+    STATUS(gotry_manual_clock_get(world->wall, &opened_at), GOTRY_STATUS_OK);
+    GotryTenantHandle *handle = OPEN(router, &tenant);
+    GotryRouterCall *call = BEGIN(router, &tenant);
+    const GotryTenantHandle *in_call = NULL;
+    CHECK(gotry_router_call_handle(call, &in_call) == GOTRY_STATUS_OK);
+    GotryTenantView root = view_of(in_call);
+    char path[1300];
+    snprintf(path, sizeof path, "%.*s/notes.txt", (int)root.root_len, root.root);
+    FILE *file = fopen(path, "w");
+    CHECK(file != NULL);
+    if (file != NULL) {
+        fputs("one\n", file);
+        fclose(file);
+    }
+    FINISH(call, GOTRY_STATUS_OK);
+
+    GotryRouterTickView view = tick_view(router, NULL);
+    CHECK(view.len == 0 && view.keeper.batches == 0 && view.has_next_due &&
+          view.next_due_ms == (double)(opened_at + 1000));
+    STATUS(gotry_manual_clock_advance(world->wall, 999, &now, &err), GOTRY_STATUS_OK);
+    CHECK(tick_view(router, NULL).len == 0);
+    CHECK(tenant_status(router, &tenant).writes_since_copy == 1);
+    STATUS(gotry_manual_clock_advance(world->wall, 1, &now, &err), GOTRY_STATUS_OK);
+    GotryRouterTickReport *report = NULL;
+    view = tick_view(router, &report);
+    CHECK(view.len == 1 && view.keeper.renewed == 1 && view.keeper.lost == 0);
+    GotryRouterTickEntry entry;
+    STATUS(gotry_router_tick_report_get(report, 0, &entry), GOTRY_STATUS_OK);
+    CHECK(entry.outcome == GOTRY_ROUTER_TICK_OUTCOME_COPIED && entry.key_len == strlen(tenant.key) &&
+          memcmp(entry.key, tenant.key, entry.key_len) == 0 && entry.key[entry.key_len] == '\0');
+    STATUS(gotry_router_tick_report_get(report, 1, &entry), GOTRY_STATUS_INVALID_ARGUMENT);
+    STATUS(gotry_router_tick_report_get(NULL, 0, &entry), GOTRY_STATUS_NULL_ARGUMENT);
+    STATUS(gotry_router_tick_report_get(report, 0, NULL), GOTRY_STATUS_NULL_ARGUMENT);
+    STATUS(gotry_router_tick_report_view(NULL, &view), GOTRY_STATUS_NULL_ARGUMENT);
+    STATUS(gotry_router_tick_report_view(report, NULL), GOTRY_STATUS_NULL_ARGUMENT);
+    gotry_router_tick_report_free(report);
+    report = NULL;
+    gotry_router_tick_report_free(NULL);
+    TenantSeen seen = tenant_status(router, &tenant);
+    CHECK(seen.has_last_copy && seen.writes_since_copy == 0 && seen.lag_ms == 0);
+    CHECK(event_count(&events) == 0);
+
+    /* No tick for a TTL: the store lets the lease run out, and the next tick finds it lost. */
+    STATUS(gotry_manual_clock_advance(world->wall, TTL_MS + 1, &now, &err), GOTRY_STATUS_OK);
+    CHECK(event_count(&events) == 0);
+    view = tick_view(router, NULL);
+    CHECK(view.keeper.lost == 1 && view.keeper.renewed == 0 && view.len == 0 && !view.has_next_due);
+    SeenEvent seen_event;
+    CHECK(EVENT_NOW(&events, GOTRY_ROUTER_EVENT_KIND_LOST, tenant.key, 0, &seen_event) >= 0);
+    CHECK(seen_event.on_main_thread);
+    CHECK(EVENT_NOW(&events, GOTRY_ROUTER_EVENT_KIND_CLOSED, tenant.key, 0, &seen_event) >= 0);
+    CHECK(seen_event.on_main_thread && events.bad == 0);
+    CHECK(tenant_status(router, &tenant).tenants == 0);
+
+    FAILS_NULL(gotry_router_tick(NULL, &report, &err));
+    FAILS_NULL(gotry_router_tick(router, NULL, &err));
+    GotryCloseReport *closed = NULL;
+    STATUS(gotry_router_close(router, 0, &closed), GOTRY_STATUS_OK);
+    gotry_close_report_free(closed);
+    FAILS(gotry_router_tick(router, &report, &err), GOTRY_STATUS_ROUTER_CLOSED, "GOTRY_TENANT_ROUTER_CLOSED");
+    CHECK(report == NULL);
+    gotry_tenant_handle_free(handle);
+    gotry_router_free(router);
+    pthread_mutex_destroy(&events.lock);
+}
+
 static void verify_and_clock(World *world) {
     GotryError *err = NULL;
     const Tenant tenant = tenant_named("router-test/verify");
@@ -1111,6 +1218,7 @@ int main(int argc, char **argv) {
     in_subdir(argv[1], "close", close_then_closed);
     in_subdir(argv[1], "free", free_with_a_call_held);
     in_subdir(argv[1], "verify", verify_and_clock);
+    in_subdir(argv[1], "tick", ticks_on_a_manual_clock);
 #ifdef __cplusplus
     in_subdir(argv[1], "cpp", from_cpp);
 #endif

@@ -25,7 +25,7 @@ typedef struct {
     const char *op;
     const char *replica;
     const char *tenant;
-    const char *name; /* the call's or the handoff's */
+    const char *name; /* the call's, the handoff's or the close's */
     int64_t number;   /* capacity, timeout_ms or ms */
     const char *text; /* durability or line */
     const char *error; /* the expected code; NULL when the step must succeed */
@@ -71,6 +71,15 @@ typedef struct {
 } Handoff;
 
 typedef struct {
+    const char *name;
+    GotryRouter *router;
+    uint64_t timeout_ms;
+    pthread_t thread;
+    GotryStatus status;
+    GotryCloseReport *report;
+} Close;
+
+typedef struct {
     char dir[1100];
     GotryManualClock *clock;
     GotryStore *leases;
@@ -78,6 +87,7 @@ typedef struct {
     Replica replicas[MAX_NAMED];
     HeldCall calls[MAX_NAMED];
     Handoff handoffs[MAX_NAMED];
+    Close closes[MAX_NAMED];
 } Site;
 
 static const char *scenario_name;
@@ -157,6 +167,12 @@ static void *run_handoff(void *arg) {
     return NULL;
 }
 
+static void *run_close(void *arg) {
+    Close *closing = (Close *)arg;
+    closing->status = gotry_router_close(closing->router, closing->timeout_ms, &closing->report);
+    return NULL;
+}
+
 /* The state of `key` in the router's status, as its name; "" when it is not listed. */
 static const char *state_of(const GotryRouter *router, const char *key) {
     GotryTenantStatusList *list = NULL;
@@ -171,6 +187,42 @@ static const char *state_of(const GotryRouter *router, const char *key) {
     }
     gotry_tenant_status_list_free(list);
     return state;
+}
+
+/* Returns once `key` drains on `router`: the next step may assume the drain has begun. */
+static void until_draining(const GotryRouter *router, const char *key) {
+    int64_t deadline = now_ms() + 30000;
+    while (strcmp(state_of(router, key), "draining") != 0) {
+        if (now_ms() > deadline) {
+            mismatch("the drain", "never begun", "draining");
+            break;
+        }
+        sleep_ms(1);
+    }
+}
+
+/* Compares a close report with the step's lists, and frees it. */
+static void expect_close_report(GotryCloseReport *report, const RvStep *s) {
+    size_t len = 0, handed = 0, timed = 0;
+    CHECK(gotry_close_report_len(report, &len) == GOTRY_STATUS_OK);
+    for (size_t i = 0; i < len; i++) {
+        GotryCloseEntry entry;
+        CHECK(gotry_close_report_get(report, i, &entry) == GOTRY_STATUS_OK);
+        char got[GOTRY_LEASE_KEY_BUFFER_LEN];
+        snprintf(got, sizeof got, "%.*s", (int)entry.key_len, entry.key);
+        if (entry.outcome == GOTRY_CLOSE_OUTCOME_HANDED_OFF) {
+            expect_text("a tenant handed off", got, handed < s->handed_off_count ? s->handed_off[handed] : NULL);
+            handed++;
+        } else if (entry.outcome == GOTRY_CLOSE_OUTCOME_TIMED_OUT) {
+            expect_text("a tenant timed out", got, timed < s->timed_out_count ? s->timed_out[timed] : NULL);
+            timed++;
+        } else {
+            mismatch("a close entry", got, "handed off or timed out");
+        }
+    }
+    expect_number("tenants handed off", (long long)handed, (long long)s->handed_off_count);
+    expect_number("tenants timed out", (long long)timed, (long long)s->timed_out_count);
+    gotry_close_report_free(report);
 }
 
 static void step(Site *site, const RvStep *s) {
@@ -243,15 +295,7 @@ static void step(Site *site, const RvStep *s) {
         memcpy(handoff->key, key, sizeof key);
         handoff->timeout_ms = (uint64_t)s->number;
         CHECK(pthread_create(&handoff->thread, NULL, run_handoff, handoff) == 0);
-        /* The next step may assume the drain has begun. */
-        int64_t deadline = now_ms() + 30000;
-        while (strcmp(state_of(handoff->router, key), "draining") != 0) {
-            if (now_ms() > deadline) {
-                mismatch("the drain", "never begun", "draining");
-                break;
-            }
-            sleep_ms(1);
-        }
+        until_draining(handoff->router, key);
     } else if (strcmp(s->op, "handoff_wait") == 0) {
         for (int i = 0; i < MAX_NAMED; i++) {
             Handoff *handoff = &site->handoffs[i];
@@ -263,27 +307,28 @@ static void step(Site *site, const RvStep *s) {
         }
     } else if (strcmp(s->op, "close") == 0) {
         GotryCloseReport *report = NULL;
-        size_t len = 0, handed = 0, timed = 0;
         CHECK(gotry_router_close(router_of(site, s->replica), (uint64_t)s->number, &report) == GOTRY_STATUS_OK);
-        CHECK(gotry_close_report_len(report, &len) == GOTRY_STATUS_OK);
-        for (size_t i = 0; i < len; i++) {
-            GotryCloseEntry entry;
-            CHECK(gotry_close_report_get(report, i, &entry) == GOTRY_STATUS_OK);
-            char got[GOTRY_LEASE_KEY_BUFFER_LEN];
-            snprintf(got, sizeof got, "%.*s", (int)entry.key_len, entry.key);
-            if (entry.outcome == GOTRY_CLOSE_OUTCOME_HANDED_OFF) {
-                expect_text("a tenant handed off", got, handed < s->handed_off_count ? s->handed_off[handed] : NULL);
-                handed++;
-            } else if (entry.outcome == GOTRY_CLOSE_OUTCOME_TIMED_OUT) {
-                expect_text("a tenant timed out", got, timed < s->timed_out_count ? s->timed_out[timed] : NULL);
-                timed++;
-            } else {
-                mismatch("a close entry", got, "handed off or timed out");
+        expect_close_report(report, s);
+    } else if (strcmp(s->op, "close_start") == 0) {
+        int slot = 0;
+        while (site->closes[slot].name != NULL) slot++;
+        Close *closing = &site->closes[slot];
+        closing->name = s->name;
+        closing->router = router_of(site, s->replica);
+        closing->timeout_ms = (uint64_t)s->number;
+        closing->report = NULL;
+        CHECK(pthread_create(&closing->thread, NULL, run_close, closing) == 0);
+        until_draining(closing->router, key);
+    } else if (strcmp(s->op, "close_wait") == 0) {
+        for (int i = 0; i < MAX_NAMED; i++) {
+            Close *closing = &site->closes[i];
+            if (closing->name != NULL && strcmp(closing->name, s->name) == 0) {
+                CHECK(pthread_join(closing->thread, NULL) == 0);
+                CHECK(closing->status == GOTRY_STATUS_OK);
+                expect_close_report(closing->report, s);
+                closing->name = NULL;
             }
         }
-        expect_number("tenants handed off", (long long)handed, (long long)s->handed_off_count);
-        expect_number("tenants timed out", (long long)timed, (long long)s->timed_out_count);
-        gotry_close_report_free(report);
     } else if (strcmp(s->op, "status") == 0) {
         GotryTenantStatusList *list = NULL;
         size_t len = 0;

@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 VECTORS = Path(__file__).resolve().parent.parent / "vectors"
-OPS = {"start", "open", "run", "begin", "end", "handoff", "handoff_start", "handoff_wait", "close", "status",
-       "lines", "advance"}
+OPS = {"start", "open", "run", "begin", "end", "handoff", "handoff_start", "handoff_wait", "close", "close_start",
+       "close_wait", "status", "lines", "advance"}
 
 
 def c_str(value):
@@ -56,12 +56,12 @@ def main(out_path):
                     rows = f"{name}, {len(expect)}"
             elif op == "lines":
                 lines = strings(f"lines_{s}_{n}", expect, out)
-            elif op == "close":
+            elif op in ("close", "close_wait"):
                 handed = strings(f"handed_{s}_{n}", expect["handed_off"], out)
                 timed = strings(f"timed_{s}_{n}", expect["timed_out"], out)
             number = step.get("capacity", step.get("timeout_ms", step.get("ms", 0)))
             text = step.get("durability", step.get("line"))
-            name = step.get("call", step.get("handoff"))
+            name = step.get("call", step.get("handoff", step.get("close")))
             steps.append(
                 f"    {{{c_str(op)}, {c_str(step.get('replica'))}, {c_str(step.get('tenant'))}, {c_str(name)}, "
                 f"{number}, {c_str(text)}, {c_str(error)}, {epoch}, {rows}, {lines}, {handed}, {timed}}},")

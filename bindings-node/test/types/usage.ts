@@ -6,7 +6,7 @@ import {
     LeaseKeeper, LeaseLostError, DirectoryDurableStore, openDurableStore, EpochCopies,
     DurableStoreUnavailableError, RestoreVerificationError, betterSqlite3Snapshot, TenantRouter,
     ReplicaAtCapacityError, DrainTimeoutError, metrics, METRICS_CONTENT_TYPE, registerPromClient,
-    type TenantHandle, type TenantStatus, type RouterEvent, type CloseReport, type HostSnapshot,
+    type TenantHandle, type TenantStatus, type RouterEvent, type CloseReport, type HostSnapshot, type RouterTickReport,
     type DurableStore, type RestoreReport, type SkipReason, type WrittenCopy, type CopyListing, type GcReport,
     type CopyId, type ObjectInfo,
     type LeaseRecord, type LeaseGrant, type LeaseStore, type TenantStateErrorCode, type FenceReason,
@@ -114,6 +114,7 @@ async function usage(): Promise<void> {
     const router: TenantRouter = await TenantRouter.start({
         leaseStore: store, durableStore: directory, stateRoot: '/srv/state', replicaId: 'r', ttlMs: 30_000, marginMs: 3_000,
         capacity: 100, copyPolicy: { intervalMs: 10_000, durability: 'strict' }, snapshot, verify: () => true, clock,
+        withoutThread: true,
         onEvent: (event: RouterEvent) => {
             if (event.kind === 'copy_failed') use(event.error.message);
             use(event.key, event.epoch);
@@ -124,6 +125,8 @@ async function usage(): Promise<void> {
     const written2: number = await router.run(handle.key, async (h: TenantHandle) => h.epoch + (h.restoredFrom?.seq ?? 0));
     await router.handoff(handle.key, 1_000);
     const statuses: TenantStatus[] = router.status();
+    const round: RouterTickReport = await router.tick();
+    use(round.keeper.renewed, round.copied[0], round.failed.length, round.nextDueMs ?? 0);
     const closed: CloseReport = await router.close();
     try {
         await router.open('acme', tenant);

@@ -55,6 +55,7 @@ __all__ = [
     "TenantStatus",
     "RouterEvent",
     "CloseReport",
+    "RouterTickReport",
 ]
 
 ERROR_CODES: Final[tuple[str, ...]]
@@ -662,6 +663,23 @@ class CloseReport:
         """What the keeper's shutdown did with the leases still kept after the hand-offs."""
 
 @final
+class RouterTickReport:
+    """What one ``TenantRouter.tick()`` did."""
+
+    @property
+    def keeper(self) -> TickReport:
+        """The keeper's round: leases renewed, lost (each also told as ``lost``), failed."""
+    @property
+    def copied(self) -> builtins.list[str]:
+        """Keys of the tenants copied in the background by this round."""
+    @property
+    def failed(self) -> builtins.list[str]:
+        """Keys of the tenants whose due copy failed; each was also told as ``copy_failed``."""
+    @property
+    def next_due_ms(self) -> float | None:
+        """When the next round is due on the router's clock; None when nothing is kept."""
+
+@final
 class TenantRouter:
     """Serves many tenants from one replica: one ``LeaseKeeper`` of its own renews every
     lease it holds, and it writes their copies to ``durable_store``. Each tenant's root is
@@ -679,7 +697,12 @@ class TenantRouter:
     - ``on_event(RouterEvent)`` is called with the GIL from the router's threads (or the one
       that ended a call or a handoff); an exception it raises goes to ``sys.unraisablehook``.
 
-    ``open``, ``handoff``, ``close``, ``status`` and both ends of ``run`` release the GIL.
+    Every timing rule (copy interval, lag, a copy's grace, a drain's timeout) runs on
+    ``clock``; with ``start_thread=False`` no thread of the router's runs, and each round runs
+    only when ``tick()`` is called.
+
+    ``open``, ``handoff``, ``close``, ``tick``, ``status`` and both ends of ``run`` release
+    the GIL.
     Safe to share between threads. The context manager closes on exit (timeout: one TTL);
     a router still alive when the interpreter exits is closed by an ``atexit`` hook. One
     dropped without ``close()`` releases nothing: its leases run out at their TTL."""
@@ -700,11 +723,14 @@ class TenantRouter:
         snapshot: _Snapshot | None = None,
         on_event: Callable[[RouterEvent], object] | None = None,
         clock: _SupportsNowMs | None = None,
+        start_thread: bool = True,
     ) -> Self:
         """``capacity`` None: about a third of the descriptors left after a quarter of the
         process's limit is reserved (256 with the common limit of 1024). ``copy_interval_ms``
-        None: 30 s. ``durability`` None: ``"async"``. ``clock``: the holders' monotonic clock
-        (a ``ManualClock`` in tests), the system's when None."""
+        None: 30 s. ``durability`` None: ``"async"``. ``clock``: the router's monotonic clock,
+        its holders' and its timing rules' (a ``ManualClock`` in tests), the system's when
+        None. ``start_thread=False``: no renewal thread and no copier; rounds run at
+        ``tick()``, and nothing renews the leases between two ticks."""
     @property
     def capacity(self) -> int: ...
     @property
@@ -732,8 +758,14 @@ class TenantRouter:
         """Hands every tenant off (each waiting at most ``timeout_ms``, default one TTL),
         stops the copier and shuts the keeper down; every later ``open`` is
         RouterClosedError. Calling it again reports nothing."""
+    def tick(self) -> RouterTickReport:
+        """Runs one round on the router's clock: the keeper's renewals that are due (a lease
+        the store refuses is lost), then the background copies that are due. The round's
+        events reach ``on_event`` on this thread before it returns. RouterClosedError after
+        ``close``; the clock's error when it cannot be read."""
     def status(self) -> builtins.list[TenantStatus]:
-        """Every tenant this replica knows, ordered by key."""
+        """Every tenant this replica knows, ordered by key, its lag on the router's clock
+        (whose error it raises when it cannot be read)."""
     def __enter__(self) -> Self: ...
     def __exit__(
         self,

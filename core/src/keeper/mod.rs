@@ -71,7 +71,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crate::clock::{read_monotonic, MonotonicClock, SystemMonotonicClock};
+use crate::clock::{ms_to_duration, read_monotonic, MonotonicClock, SystemMonotonicClock};
 use crate::errors::{Error, Result};
 use crate::lease_store::{assert_lease_ttl, assert_text, LeaseStore};
 use crate::tenant_lease::{assert_lease_margin, LeaseOptions, TenantLease};
@@ -86,10 +86,6 @@ pub const DEFAULT_RENEW_FRACTION: f64 = 1.0 / 3.0;
 /// Leases per store transaction. SQLite keeps its connection (and its file's write lock)
 /// for the whole batch, so a batch bounds how long other callers of the store wait.
 pub const DEFAULT_MAX_BATCH: usize = 1_000;
-
-/// The longest a thread with nothing due sleeps before it looks at its clock again: a
-/// safety net for a clock that jumps, not a timing rule.
-const MAX_SLEEP: Duration = Duration::from_secs(60);
 
 /// What the keeper tells its host.
 pub type EventHandler = Box<dyn Fn(KeeperEvent) + Send + Sync>;

@@ -48,14 +48,6 @@ pub(super) fn run(shared: Arc<Shared>) {
     }
 }
 
-/// A wait in milliseconds as a duration of at most MAX_SLEEP; an infinite wait (nothing
-/// kept) or a nonsensical one (a clock that answered NaN) is MAX_SLEEP too, never a spin.
-pub(super) fn ms_to_duration(ms: f64) -> Duration {
-    Duration::try_from_secs_f64(ms / 1000.0)
-        .unwrap_or(MAX_SLEEP)
-        .min(MAX_SLEEP)
-}
-
 impl Shared {
     pub(super) fn retry_delay_ms(&self) -> f64 {
         self.interval_ms / 4.0

@@ -20,13 +20,33 @@
 //!   tenant that was written to, once per interval, and a failing durable store is reported
 //!   and visible as lag; in `Strict` mode the call's acknowledgement waits for its copy.
 //! * A copy reads a tenant's files while none of its calls runs: it holds new calls back
-//!   and waits for the running ones, at most `COPY_GRACE` (100 ms). Calls still running then
-//!   delay that tenant's copy until they returned (TENANT_BUSY, not reported as a
+//!   and waits for the running ones, at most [`COPY_GRACE_MS`] (100 ms). Calls still running
+//!   then delay that tenant's copy until they returned (TENANT_BUSY, not reported as a
 //!   failure), and the held calls go on: no call waits behind the copier longer than the
-//!   grace and one snapshot. A strict call waits for such calls at most `QUIET_WAIT` (5 s).
+//!   grace and one snapshot. A strict call waits for such calls at most [`QUIET_WAIT_MS`]
+//!   (5 s).
 //! * [`TenantRouter::handoff`] drains (the lease keeps being renewed meanwhile), takes a
 //!   final copy, releases. Calls still running at the timeout leave the tenant serving,
 //!   with nothing flushed or released (DRAIN_TIMEOUT).
+//!
+//! # Time
+//!
+//! Every deadline and due time of the router (a tenant's next background copy, its lag, the
+//! copy grace, a strict call's quiet wait, a drain's timeout) is measured on
+//! `options.clock`, the clock its keeper and every tenant's write gate run on, so that one
+//! clock moved by hand moves every rule at once. Each reading goes through the rule the
+//! keeper follows for its own (a host clock may fail, and a reading that is no point in time
+//! is refused): a call that needs a reading to answer fails with the clock's error (`open`,
+//! `status`, `tick`; a copy, which then counts as a failed copy; a handoff, which then leaves
+//! the tenant serving with nothing copied or released), as the keeper's `acquire` and `tick`
+//! do. The copier thread, like the keeper's, looks again after a pause of real time, since
+//! its clock cannot time it; meanwhile every gate on that clock fails closed, which is what
+//! the host sees.
+//!
+//! [`TenantRouter::start`] runs the keeper's renewal thread and, in `Async` mode, a copier
+//! thread that sleeps until the next copy is due. With [`RouterOptions::without_thread`]
+//! neither runs, and [`TenantRouter::tick`] runs one round of both: with a
+//! [`crate::ManualClock`] every rule above is deterministic to test.
 
 use std::collections::HashMap;
 use std::num::NonZeroUsize;
@@ -34,14 +54,14 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crate::clock::MonotonicClock;
+use crate::clock::{ms_to_duration, read_monotonic, MonotonicClock, MAX_SLEEP};
 use crate::durable_store::DurableStore;
 use crate::epoch_copies::{CopyId, EpochCopies, HostSnapshot};
 use crate::errors::{Error, FenceReason, Result};
 use crate::ids::{lease_key_for, tenant_root_for};
-use crate::keeper::{KeeperEvent, KeeperOptions, LeaseKeeper, ShutdownReport};
+use crate::keeper::{KeeperEvent, KeeperOptions, LeaseKeeper, ShutdownReport, TickReport};
 use crate::lease_store::LeaseStore;
 use crate::paths::assert_root;
 use crate::tenant_lease::TenantLease;
@@ -166,6 +186,11 @@ pub struct RouterOptions {
     /// Reads the files of a tenant root that the host has open (see [`HostSnapshot`]).
     pub snapshot: Option<HostSnapshot>,
     pub on_event: Option<RouterEventHandler>,
+    /// No thread of the router's own: neither its keeper's renewal thread nor its copier
+    /// runs, and their rounds run only when [`TenantRouter::tick`] is called (a test with a
+    /// [`crate::ManualClock`], or a host that drives its own timer). Nothing renews the
+    /// leases between two ticks, a draining tenant's included.
+    pub without_thread: bool,
 }
 
 impl RouterOptions {
@@ -193,6 +218,7 @@ impl RouterOptions {
             verify: None,
             snapshot: None,
             on_event: None,
+            without_thread: false,
         }
     }
 }
@@ -203,13 +229,25 @@ impl RouterOptions {
 pub const DEFAULT_KEEP_COPIES: NonZeroUsize = NonZeroUsize::new(8).expect("not zero");
 
 /// How long a strict call waits, in all, for a copy that holds it while other calls of its
-/// tenant keep running, before it answers CALL_IN_DOUBT (cause TENANT_BUSY).
-const QUIET_WAIT: Duration = Duration::from_secs(5);
+/// tenant keep running, before it answers CALL_IN_DOUBT (cause TENANT_BUSY); milliseconds on
+/// the router's clock.
+pub const QUIET_WAIT_MS: f64 = 5_000.0;
 
 /// How long a copy holds a tenant's new calls back while waiting for its running ones: what
 /// a call may wait behind the copier beyond one snapshot. Calls still running then delay
-/// that tenant's copy until they returned, and nobody else.
-const COPY_GRACE: Duration = Duration::from_millis(100);
+/// that tenant's copy until they returned, and nobody else. Milliseconds on the router's
+/// clock.
+pub const COPY_GRACE_MS: f64 = 100.0;
+
+/// The longest a thread waiting for a deadline (a drain, a copy's grace, a strict call's
+/// quiet wait) blocks before it reads the router's clock again. The wait must end once the
+/// clock passes the deadline, and a clock moved by hand (a test's, a drill's) or read
+/// through the host (a Python object) tells nobody that it moved: so the waiter re-reads it
+/// in bounded slices of real time and notices at most one slice late. Waking the waiters
+/// from a manual clock when it moves would tie that clock to the router and still leave a
+/// host's clock unheard. With the system clock it costs one reading a slice, only while a
+/// drain or a copy waits for running calls.
+const CLOCK_SLICE: Duration = Duration::from_millis(10);
 
 /// How long a handoff (or a close) waits for a tenant's running calls when the host names no
 /// timeout: one TTL. The keeper renews the lease meanwhile, so a drain may take longer than a
@@ -346,7 +384,12 @@ struct Tenant {
     in_flight: u64,
     writes_since_copy: u64,
     last_copy: Option<CopyId>,
-    last_good_copy_at: Instant,
+    /// When the last good copy began, on the router's clock (when the tenant opened, before
+    /// one): what its lag is measured from.
+    last_good_copy_at: f64,
+    /// When a background copy is due, if the tenant was written to: an interval after the
+    /// last good copy began, or the retry pace after a failed one ended.
+    next_copy_at: f64,
     last_copy_error: Option<String>,
     copying: bool,
     /// Calls inside the host's code, which may open the tenant's files, by their number.
@@ -362,15 +405,17 @@ struct Tenant {
 }
 
 impl Tenant {
-    /// A tenant being opened: counted in the router's tenants gauge from here until dropped.
-    fn opening() -> Tenant {
+    /// A tenant being opened at `now_ms`, its first copy due `interval_ms` later: counted in
+    /// the router's tenants gauge from here until dropped.
+    fn opening(now_ms: f64, interval_ms: f64) -> Tenant {
         crate::metrics::router_tenant(None, Some(TenantState::Opening));
         Tenant {
             life: Life::Opening,
             in_flight: 0,
             writes_since_copy: 0,
             last_copy: None,
-            last_good_copy_at: Instant::now(),
+            last_good_copy_at: now_ms,
+            next_copy_at: now_ms + interval_ms,
             last_copy_error: None,
             copying: false,
             running: Default::default(),
@@ -393,6 +438,8 @@ impl Drop for Tenant {
     }
 }
 
+type Tenants = HashMap<String, Tenant>;
+
 struct Shared {
     keeper: LeaseKeeper,
     copies: EpochCopies,
@@ -400,13 +447,50 @@ struct Shared {
     capacity: usize,
     ttl_ms: i64,
     policy: CopyPolicy,
+    /// `policy.interval` in milliseconds of the router's clock.
+    interval_ms: f64,
+    clock: Arc<dyn MonotonicClock>,
     verify: Option<SharedFoldCheck>,
     on_event: Option<RouterEventHandler>,
-    tenants: Mutex<HashMap<String, Tenant>>,
+    tenants: Mutex<Tenants>,
     changed: Condvar,
     closed: Mutex<bool>,
-    stop_copier: Mutex<bool>,
+    copier: Mutex<CopierState>,
     copier_wake: Condvar,
+}
+
+/// What the copier thread is told while it sleeps.
+#[derive(Default)]
+struct CopierState {
+    stop: bool,
+    /// Something may have fallen due since its pass began (a first write since a copy, the
+    /// calls that blocked a copy returned): it looks again before it sleeps.
+    woken: bool,
+}
+
+/// How a wait for the tenants on the router's clock ended; either way the tenants' lock is
+/// held, so the caller acts on the very state it decided on.
+enum Waited<'a> {
+    Done(MutexGuard<'a, Tenants>),
+    /// The clock reached the deadline first; with the reading that passed it.
+    TimedOut(MutexGuard<'a, Tenants>, f64),
+}
+
+/// What one [`TenantRouter::tick`] did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RouterTickReport {
+    /// The keeper's round: renewals sent, leases renewed and lost (each lost tenant is also
+    /// told as a `Lost` event), renewals to try again.
+    pub keeper: TickReport,
+    /// The tenants copied in the background by this round, by key.
+    pub copied: Vec<String>,
+    /// The tenants whose due copy failed, by key; why is in their `CopyFailed` event and in
+    /// their status's `last_copy_error`.
+    pub failed: Vec<String>,
+    /// When the next round is due on the router's clock (the keeper's next renewal or the
+    /// next background copy, whichever comes first): when a host that drives its own timer
+    /// ticks next. `None` when nothing is kept.
+    pub next_due_ms: Option<f64>,
 }
 
 /// Serves many tenants from one replica. `Send + Sync`: calls of different tenants run in
@@ -434,7 +518,8 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl TenantRouter {
-    /// Starts the router: its keeper's renewal thread and, in `Async` mode, its copier.
+    /// Starts the router: its keeper's renewal thread and, in `Async` mode, its copier; or
+    /// neither, [`RouterOptions::without_thread`].
     pub fn start(options: RouterOptions) -> Result<TenantRouter> {
         assert_root("a router's state root", &options.state_root)?;
         let capacity = options.capacity.unwrap_or_else(default_capacity);
@@ -452,7 +537,7 @@ impl TenantRouter {
             options.ttl_ms,
             options.margin_ms,
         );
-        keeper_options.clock = options.clock;
+        keeper_options.clock = options.clock.clone();
         let cell = router_cell.clone();
         keeper_options.on_event = Some(Box::new(move |event| {
             if let Some(shared) = cell.get().and_then(Weak::upgrade) {
@@ -460,25 +545,33 @@ impl TenantRouter {
             }
         }));
         let ttl_ms = options.ttl_ms;
+        let keeper = if options.without_thread {
+            LeaseKeeper::without_thread(keeper_options)?
+        } else {
+            LeaseKeeper::start(keeper_options)?
+        };
         let shared = Arc::new(Shared {
             ttl_ms,
-            keeper: LeaseKeeper::start(keeper_options)?,
+            keeper,
             copies: EpochCopies::new(options.durable_store)
                 .with_host_snapshot(options.snapshot)
                 .with_retention(options.keep_copies),
             state_root: options.state_root,
             capacity,
             policy: options.copy_policy,
+            interval_ms: options.copy_policy.interval.as_secs_f64() * 1000.0,
+            clock: options.clock,
             verify: options.verify,
             on_event: options.on_event,
             tenants: Mutex::default(),
             changed: Condvar::new(),
             closed: Mutex::new(false),
-            stop_copier: Mutex::new(false),
+            copier: Mutex::default(),
             copier_wake: Condvar::new(),
         });
         let _ = router_cell.set(Arc::downgrade(&shared));
         let copier = match shared.policy.durability {
+            _ if options.without_thread => None,
             Durability::Strict => None,
             Durability::Async => {
                 let weak = Arc::downgrade(&shared);
@@ -521,6 +614,8 @@ impl TenantRouter {
         let shared = &self.shared;
         let key = lease_key_for(organization, tenant)?;
         let root = tenant_root_for(&shared.state_root, organization, tenant)?;
+        // Read before any lock: a host clock may take a host lock of its own.
+        let opened_at = shared.now()?;
         {
             let mut tenants = lock(&shared.tenants);
             loop {
@@ -545,7 +640,7 @@ impl TenantRouter {
                     limit: shared.capacity as u64,
                 });
             }
-            tenants.insert(key.clone(), Tenant::opening());
+            tenants.insert(key.clone(), Tenant::opening(opened_at, shared.interval_ms));
         }
         let opened = shared.keeper.acquire(&key).and_then(|lease| {
             let verify = shared
@@ -648,8 +743,7 @@ impl TenantRouter {
                 Err(error) => report.failed.push((key, error)),
             }
         }
-        *lock(&shared.stop_copier) = true;
-        shared.copier_wake.notify_all();
+        shared.stop_copier();
         if let Some(copier) = lock(&self.copier).take() {
             let _ = copier.join();
         }
@@ -680,8 +774,10 @@ impl TenantRouter {
         report
     }
 
-    /// Every tenant this replica knows, ordered by key.
-    pub fn status(&self) -> Vec<TenantStatus> {
+    /// Every tenant this replica knows, ordered by key, its lag measured on the router's
+    /// clock; fails with the clock's error when it cannot be read.
+    pub fn status(&self) -> Result<Vec<TenantStatus>> {
+        let now = self.shared.now()?;
         let tenants = lock(&self.shared.tenants);
         let mut all: Vec<TenantStatus> = tenants
             .iter()
@@ -692,19 +788,52 @@ impl TenantRouter {
                 in_flight: t.in_flight,
                 last_copy: t.last_copy,
                 writes_since_copy: t.writes_since_copy,
-                lag_ms: u64::try_from(t.last_good_copy_at.elapsed().as_millis()).unwrap_or(u64::MAX),
+                // A float to integer cast saturates: a clock behind the copy reads 0.
+                lag_ms: (now - t.last_good_copy_at) as u64,
                 last_copy_error: t.last_copy_error.clone(),
             })
             .collect();
         all.sort_by(|a, b| a.key.cmp(&b.key));
-        all
+        Ok(all)
+    }
+
+    /// Runs one round on the router's clock: the keeper's round (the renewals that are due;
+    /// a lease the store refuses is lost, its tenant fenced and told as on the keeper's
+    /// thread), then, in `Async` mode, every background copy that is due. This is what the
+    /// router's threads do; a router started [`RouterOptions::without_thread`] needs it
+    /// called. The round's events reach the handler on the calling thread before it returns.
+    ///
+    /// A due copy waits for its tenant's running calls up to [`COPY_GRACE_MS`] on the
+    /// router's clock: with a clock moved by hand and a call in flight, the tick returns once
+    /// that call returned or the clock was moved past the grace (from another thread).
+    ///
+    /// Fails with ROUTER_CLOSED once the router is closed, with the clock's error when it
+    /// cannot be read, and as the keeper's `tick` does (from inside the keeper's handler,
+    /// which is where a `Lost` event is told).
+    pub fn tick(&self) -> Result<RouterTickReport> {
+        let shared = &self.shared;
+        if *lock(&shared.closed) {
+            return Err(Error::RouterClosed);
+        }
+        let keeper = shared.keeper.tick()?;
+        let now = shared.now()?;
+        let (copied, failed) = shared.copy_due(now);
+        let next_due_ms = [keeper.next_due_ms, shared.next_copy_due()]
+            .into_iter()
+            .flatten()
+            .min_by(f64::total_cmp);
+        Ok(RouterTickReport {
+            keeper,
+            copied,
+            failed,
+            next_due_ms,
+        })
     }
 }
 
 impl Drop for TenantRouter {
     fn drop(&mut self) {
-        *lock(&self.shared.stop_copier) = true;
-        self.shared.copier_wake.notify_all();
+        self.shared.stop_copier();
         if let Some(copier) = lock(&self.copier).take() {
             let _ = copier.join();
         }
@@ -811,6 +940,56 @@ fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
 }
 
 impl Shared {
+    /// The router's clock, read as the keeper reads its own.
+    fn now(&self) -> Result<f64> {
+        read_monotonic(&*self.clock)
+    }
+
+    /// How long after a failed background copy ended the tenant is tried again: a tenth of
+    /// the interval (at least 10 ms), often enough that the lag ends soon after the store
+    /// recovers, seldom enough that a store in trouble is not hammered.
+    fn retry_ms(&self) -> f64 {
+        (self.interval_ms / 10.0).max(10.0)
+    }
+
+    /// Tells the copier thread to look again before it sleeps.
+    fn wake_copier(&self) {
+        lock(&self.copier).woken = true;
+        self.copier_wake.notify_all();
+    }
+
+    fn stop_copier(&self) {
+        lock(&self.copier).stop = true;
+        self.copier_wake.notify_all();
+    }
+
+    /// Waits until `done` holds for the tenants or the router's clock reaches `deadline_ms`.
+    /// The clock is read outside the lock (a host clock may take a host lock of its own),
+    /// and between two readings the thread blocks at most [`CLOCK_SLICE`]: see there why.
+    fn wait_until(&self, deadline_ms: f64, done: impl Fn(&Tenants) -> bool) -> Result<Waited<'_>> {
+        loop {
+            let tenants = lock(&self.tenants);
+            if done(&tenants) {
+                return Ok(Waited::Done(tenants));
+            }
+            drop(tenants);
+            let now = self.now()?;
+            let tenants = lock(&self.tenants);
+            if done(&tenants) {
+                return Ok(Waited::Done(tenants));
+            }
+            if now >= deadline_ms {
+                return Ok(Waited::TimedOut(tenants, now));
+            }
+            let left = Duration::try_from_secs_f64((deadline_ms - now) / 1000.0).unwrap_or(CLOCK_SLICE);
+            drop(
+                self.changed
+                    .wait_timeout(tenants, left.min(CLOCK_SLICE))
+                    .unwrap_or_else(|p| p.into_inner()),
+            );
+        }
+    }
+
     /// Calls the host's handler; a panic in it is caught, as the keeper catches its
     /// handler's, so that no host bug stops the router's threads.
     fn emit(&self, event: RouterEvent) {
@@ -819,14 +998,18 @@ impl Shared {
         }
     }
 
-    /// The worst lag of the serving tenants with writes no good copy holds yet.
+    /// The worst lag of the serving tenants with writes no good copy holds yet. A gauge
+    /// cannot carry an error: without a clock reading, the writes are counted and the
+    /// seconds are not.
     fn copy_lag(&self) -> crate::metrics::CopyLag {
+        let now = self.now().ok();
         lock(&self.tenants)
             .values()
             .filter(|t| t.writes_since_copy > 0 && matches!(t.life, Life::Serving(_) | Life::Draining(_)))
             .fold(crate::metrics::CopyLag::default(), |worst, t| {
+                let seconds = now.map_or(0.0, |now| (now - t.last_good_copy_at) / 1000.0);
                 crate::metrics::CopyLag {
-                    seconds: worst.seconds.max(t.last_good_copy_at.elapsed().as_secs_f64()),
+                    seconds: worst.seconds.max(seconds),
                     writes: worst.writes.max(t.writes_since_copy),
                 }
             })
@@ -872,10 +1055,10 @@ impl Shared {
                 .is_some_and(|last| tenant.running.first().is_none_or(|first| *first > last))
             {
                 tenant.blocked_by = None;
-                self.copier_wake.notify_all();
+                drop(tenants);
+                self.wake_copier();
             }
         }
-        drop(tenants);
         self.changed.notify_all();
     }
 
@@ -885,6 +1068,8 @@ impl Shared {
             return;
         };
         tenant.in_flight -= 1;
+        // The first write since a copy may make the tenant due before the copier's plan.
+        let first_write = wrote && tenant.writes_since_copy == 0;
         if wrote {
             tenant.writes_since_copy += 1;
         }
@@ -895,6 +1080,9 @@ impl Shared {
         }
         drop(tenants);
         self.changed.notify_all();
+        if first_write {
+            self.wake_copier();
+        }
         if closed {
             self.emit(RouterEvent::Closed {
                 key: key.to_owned(),
@@ -905,13 +1093,13 @@ impl Shared {
 
     /// A strict call's copy: written as soon as the tenant is quiet. While other calls of the
     /// tenant keep running the call waits for them (without holding anyone back), at most
-    /// [`QUIET_WAIT`] in all, then TENANT_BUSY.
+    /// [`QUIET_WAIT_MS`] in all, then TENANT_BUSY.
     fn copy_for_call(&self, handle: &TenantHandle) -> Result<()> {
-        let deadline = Instant::now() + QUIET_WAIT;
+        let deadline_ms = self.now()? + QUIET_WAIT_MS;
         loop {
-            match self.copy_now(handle, deadline) {
-                Err(Error::TenantBusy { .. }) if Instant::now() < deadline => {
-                    self.wait_unblocked(&handle.key, deadline);
+            match self.copy_now(handle, deadline_ms) {
+                Err(Error::TenantBusy { .. }) if self.now()? < deadline_ms => {
+                    self.wait_unblocked(&handle.key, deadline_ms)?;
                 }
                 other => return other,
             }
@@ -920,26 +1108,21 @@ impl Shared {
 
     /// Waits until the calls that blocked the tenant's last copy have returned, or the
     /// deadline.
-    fn wait_unblocked(&self, key: &str, deadline: Instant) {
-        let mut tenants = lock(&self.tenants);
-        while tenants.get(key).is_some_and(|t| t.blocked_by.is_some()) {
-            let now = Instant::now();
-            if now >= deadline {
-                return;
-            }
-            tenants = self
-                .changed
-                .wait_timeout(tenants, deadline - now)
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
+    fn wait_unblocked(&self, key: &str, deadline_ms: f64) -> Result<()> {
+        match self.wait_until(deadline_ms, |tenants| {
+            tenants.get(key).is_none_or(|t| t.blocked_by.is_none())
+        })? {
+            Waited::Done(tenants) | Waited::TimedOut(tenants, _) => drop(tenants),
         }
+        Ok(())
     }
 
     /// Writes a copy of a tenant and records its outcome; one copy of a tenant at a time.
-    /// Waits for running calls at most `COPY_GRACE` (100 ms) (and never past `deadline`): calls that
-    /// run longer make it TENANT_BUSY and keep it from trying again until they returned.
-    fn copy_now(&self, handle: &TenantHandle, deadline: Instant) -> Result<()> {
-        let started = Instant::now();
+    /// Waits for running calls at most [`COPY_GRACE_MS`] (and never past `deadline_ms`), on
+    /// the router's clock: calls that run longer make it TENANT_BUSY and keep it from trying
+    /// again until they returned.
+    fn copy_now(&self, handle: &TenantHandle, deadline_ms: f64) -> Result<()> {
+        let started = self.now()?;
         let writes_before = {
             let mut tenants = lock(&self.tenants);
             loop {
@@ -963,12 +1146,17 @@ impl Shared {
         // the process, so this library's SQLite reading a file the host's SQLite opens at
         // the same moment would let either drop the other's locks. New calls wait, and the
         // running ones are waited for, until the snapshot is taken (not the upload).
-        let quiet = self.hold_calls_back(&handle.key, deadline.min(started + COPY_GRACE));
+        let quiet = self.hold_calls_back(&handle.key, deadline_ms.min(started + COPY_GRACE_MS));
         let outcome = quiet.and_then(|()| {
             self.copies
                 .write_copy_with(&handle.lease, &handle.root, &|| self.let_calls_in(&handle.key))
         });
         drop(marks);
+        // Read before the lock; without a reading, the retry is planned from the start.
+        let ended = match &outcome {
+            Ok(_) | Err(Error::TenantBusy { .. }) => started,
+            Err(_) => self.now().unwrap_or(started),
+        };
         let mut tenants = lock(&self.tenants);
         if let Some(t) = tenants.get_mut(&handle.key) {
             match &outcome {
@@ -978,12 +1166,16 @@ impl Shared {
                         seq: written.seq,
                     });
                     t.last_good_copy_at = started;
+                    t.next_copy_at = started + self.interval_ms;
                     t.writes_since_copy -= writes_before.min(t.writes_since_copy);
                     t.last_copy_error = None;
                 }
                 // A long call delays the copy; that is no failure of the store.
                 Err(Error::TenantBusy { .. }) => {}
-                Err(error) => t.last_copy_error = Some(format!("{}: {error}", error.code_str())),
+                Err(error) => {
+                    t.last_copy_error = Some(format!("{}: {error}", error.code_str()));
+                    t.next_copy_at = ended + self.retry_ms();
+                }
             }
         }
         drop(tenants);
@@ -995,38 +1187,30 @@ impl Shared {
     /// still running then fail this copy with TENANT_BUSY and are noted in `blocked_by`: the
     /// held calls go on at once, so no call waits behind the copier longer than the grace
     /// and one snapshot.
-    fn hold_calls_back(&self, key: &str, until: Instant) -> Result<()> {
-        let started = Instant::now();
-        let mut tenants = lock(&self.tenants);
-        if let Some(t) = tenants.get_mut(key) {
+    fn hold_calls_back(&self, key: &str, until_ms: f64) -> Result<()> {
+        let started = self.now()?;
+        if let Some(t) = lock(&self.tenants).get_mut(key) {
             t.held_back = true;
         }
-        loop {
-            let Some(t) = tenants.get_mut(key) else {
-                return Ok(());
-            };
-            if t.running.is_empty() {
-                return Ok(());
-            }
-            let now = Instant::now();
-            if now >= until {
-                t.held_back = false;
-                t.blocked_by = t.running.last().copied();
-                let running = t.running.len() as u64;
-                drop(tenants);
-                self.changed.notify_all();
-                return Err(Error::TenantBusy {
-                    key: key.to_owned(),
-                    running,
-                    waited_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-                });
-            }
-            tenants = self
-                .changed
-                .wait_timeout(tenants, until - now)
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
-        }
+        let waited = self.wait_until(until_ms, |tenants| {
+            tenants.get(key).is_none_or(|t| t.running.is_empty())
+        })?;
+        let Waited::TimedOut(mut tenants, now) = waited else {
+            return Ok(());
+        };
+        let t = tenants
+            .get_mut(key)
+            .expect("a tenant with running calls is listed");
+        t.held_back = false;
+        t.blocked_by = t.running.last().copied();
+        let running = t.running.len() as u64;
+        drop(tenants);
+        self.changed.notify_all();
+        Err(Error::TenantBusy {
+            key: key.to_owned(),
+            running,
+            waited_ms: (now - started) as u64,
+        })
     }
 
     fn let_calls_in(&self, key: &str) {
@@ -1045,7 +1229,7 @@ impl Shared {
     }
 
     fn drain_and_release(&self, key: &str, timeout: Duration) -> Result<()> {
-        let deadline = Instant::now() + timeout;
+        let deadline_ms = self.now()? + timeout.as_secs_f64() * 1000.0;
         let handle = {
             let mut tenants = lock(&self.tenants);
             let Some(tenant) = tenants.get_mut(key) else {
@@ -1059,36 +1243,42 @@ impl Shared {
                 Life::Lost(handle) => return Err(fenced(key, handle.epoch())),
             };
             tenant.set_life(Life::Draining(handle.clone()));
-            // The keeper goes on renewing the lease while the calls finish.
-            while tenants.get(key).is_some_and(|t| t.in_flight > 0) {
-                let now = Instant::now();
-                if now >= deadline {
-                    let tenant = tenants.get_mut(key).expect("a draining tenant stays listed");
-                    tenant.set_life(Life::Serving(handle.clone()));
-                    let in_flight = tenant.in_flight;
-                    drop(tenants);
-                    self.changed.notify_all();
-                    return Err(Error::DrainTimeout {
-                        key: key.to_owned(),
-                        in_flight,
-                        timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
-                    });
-                }
-                tenants = self
-                    .changed
-                    .wait_timeout(tenants, deadline - now)
-                    .unwrap_or_else(|p| p.into_inner())
-                    .0;
-            }
             handle
         };
-        // No call runs any more: the copy does not wait for one.
-        if let Err(error) = self.copy_now(&handle, Instant::now() + QUIET_WAIT) {
-            // Nothing was released: the tenant serves again and the host decides.
-            if let Some(t) = lock(&self.tenants).get_mut(key) {
-                t.set_life(Life::Serving(handle.clone()));
+        self.changed.notify_all();
+        // The keeper goes on renewing the lease while the calls finish.
+        let drained = self.wait_until(deadline_ms, |tenants| {
+            tenants.get(key).is_none_or(|t| t.in_flight == 0)
+        });
+        match drained {
+            Ok(Waited::Done(tenants)) => drop(tenants),
+            Ok(Waited::TimedOut(mut tenants, _)) => {
+                let tenant = tenants
+                    .get_mut(key)
+                    .expect("a tenant with calls in flight is listed");
+                tenant.set_life(Life::Serving(handle.clone()));
+                let in_flight = tenant.in_flight;
+                drop(tenants);
+                self.changed.notify_all();
+                return Err(Error::DrainTimeout {
+                    key: key.to_owned(),
+                    in_flight,
+                    timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+                });
             }
-            self.changed.notify_all();
+            Err(error) => {
+                // The clock failed: nothing was copied or released, the tenant serves again.
+                self.serve_again(key, &handle);
+                return Err(error);
+            }
+        }
+        // No call runs any more: the copy does not wait for one.
+        let copied = self
+            .now()
+            .and_then(|now| self.copy_now(&handle, now + QUIET_WAIT_MS));
+        if let Err(error) = copied {
+            // Nothing was released: the tenant serves again and the host decides.
+            self.serve_again(key, &handle);
             return Err(error);
         }
         let released = self.keeper.remove(key);
@@ -1099,6 +1289,17 @@ impl Shared {
             epoch: handle.epoch(),
         });
         released.map(|_| ())
+    }
+
+    /// A drain that ended without a release: the tenant serves again, unless it was lost
+    /// meanwhile.
+    fn serve_again(&self, key: &str, handle: &Arc<TenantHandle>) {
+        if let Some(t) = lock(&self.tenants).get_mut(key) {
+            if matches!(t.life, Life::Draining(_)) {
+                t.set_life(Life::Serving(handle.clone()));
+            }
+        }
+        self.changed.notify_all();
     }
 
     fn keeper_event(&self, event: KeeperEvent) {
@@ -1129,40 +1330,83 @@ impl Shared {
         }
     }
 
-    /// One pass of the `Async` copier: every serving tenant written to since its last good
-    /// copy, whose interval has passed and whose last copy no running call still blocks.
-    /// A copy that panics is reported as a failed one; the copier carries on.
-    fn copy_due(&self) {
-        let due: Vec<Arc<TenantHandle>> = lock(&self.tenants)
+    /// Whether a background copy of `t` is due at `now_ms`: a serving tenant written to
+    /// since its last good copy, whose copy is due and no running call still blocks.
+    fn is_due(t: &Tenant, now_ms: f64) -> bool {
+        t.writes_since_copy > 0
+            && t.blocked_by.is_none()
+            && t.next_copy_at <= now_ms
+            && matches!(t.life, Life::Serving(_))
+    }
+
+    /// When the next background copy is due, if one is planned: `Async` mode only.
+    fn next_copy_due(&self) -> Option<f64> {
+        if self.policy.durability != Durability::Async {
+            return None;
+        }
+        lock(&self.tenants)
             .values()
-            .filter(|t| {
-                t.writes_since_copy > 0
-                    && t.blocked_by.is_none()
-                    && t.last_good_copy_at.elapsed() >= self.policy.interval
-            })
-            .filter_map(|t| match &t.life {
-                Life::Serving(h) => Some(h.clone()),
-                _ => None,
-            })
+            .filter(|t| Self::is_due(t, f64::INFINITY))
+            .map(|t| t.next_copy_at)
+            .min_by(f64::total_cmp)
+    }
+
+    /// One pass of the `Async` copier at `now_ms`: copies every tenant due then, in key
+    /// order, and returns the keys copied and those whose copy failed (each failure told as
+    /// `CopyFailed`). A copy that panics is reported as a failed one; the copier carries on.
+    fn copy_due(&self, now_ms: f64) -> (Vec<String>, Vec<String>) {
+        let (mut copied, mut failed) = (Vec::new(), Vec::new());
+        if self.policy.durability != Durability::Async {
+            return (copied, failed);
+        }
+        let mut due: Vec<Arc<TenantHandle>> = lock(&self.tenants)
+            .values()
+            .filter(|t| Self::is_due(t, now_ms))
+            .filter_map(|t| t.life.handle().cloned())
             .collect();
+        due.sort_by(|a, b| a.key.cmp(&b.key));
         for handle in due {
-            let copied = catch_unwind(AssertUnwindSafe(|| {
-                self.copy_now(&handle, Instant::now() + COPY_GRACE)
-            }))
-            .unwrap_or_else(|panic| {
+            // The grace alone bounds the wait for running calls.
+            let copy = catch_unwind(AssertUnwindSafe(|| self.copy_now(&handle, f64::INFINITY)));
+            let outcome = copy.unwrap_or_else(|panic| {
+                // Its bookkeeping did not run: the retry is planned here.
+                if let Some(t) = lock(&self.tenants).get_mut(&handle.key) {
+                    t.next_copy_at = now_ms + self.retry_ms();
+                }
                 Err(Error::Storage {
                     code: "PANIC".to_owned(),
                     message: format!("a copy of {} panicked: {}", handle.key, panic_text(&*panic)),
                 })
             });
-            match copied {
-                Ok(()) | Err(Error::TenantBusy { .. }) => {}
-                Err(error) => self.emit(RouterEvent::CopyFailed {
-                    key: handle.key.clone(),
-                    epoch: handle.epoch(),
-                    error,
-                }),
+            match outcome {
+                Ok(()) => copied.push(handle.key.clone()),
+                Err(Error::TenantBusy { .. }) => {}
+                Err(error) => {
+                    failed.push(handle.key.clone());
+                    self.emit(RouterEvent::CopyFailed {
+                        key: handle.key.clone(),
+                        epoch: handle.epoch(),
+                        error,
+                    });
+                }
             }
+        }
+        (copied, failed)
+    }
+
+    /// One pass of the copier thread, and how long it may sleep after it: until the next
+    /// copy is due on the router's clock, as the keeper's thread sleeps until its next
+    /// round (a clock moved by hand belongs with [`TenantRouter::tick`]).
+    fn copier_pass(&self) -> Duration {
+        let Ok(now) = self.now() else {
+            // Nothing can be timed: look again at the retry pace, in real time.
+            return ms_to_duration(self.retry_ms());
+        };
+        self.copy_due(now);
+        match (self.next_copy_due(), self.now()) {
+            (None, _) => MAX_SLEEP,
+            (Some(next), Ok(now)) => ms_to_duration((next - now).max(0.0)),
+            (Some(_), Err(_)) => ms_to_duration(self.retry_ms()),
         }
     }
 }
@@ -1170,18 +1414,20 @@ impl Shared {
 fn copier(shared: Weak<Shared>) {
     loop {
         let Some(router) = shared.upgrade() else { return };
-        router.copy_due();
-        let stop = lock(&router.stop_copier);
-        if *stop {
+        lock(&router.copier).woken = false;
+        let pause = router.copier_pass();
+        let state = lock(&router.copier);
+        if state.stop {
             return;
         }
-        // A tenth of the interval: a due tenant waits at most that much past its interval.
-        let pause = (router.policy.interval / 10).max(Duration::from_millis(10));
-        let (stop, _) = router
+        if state.woken {
+            continue;
+        }
+        let (state, _) = router
             .copier_wake
-            .wait_timeout(stop, pause)
+            .wait_timeout(state, pause)
             .unwrap_or_else(|p| p.into_inner());
-        if *stop {
+        if state.stop {
             return;
         }
     }

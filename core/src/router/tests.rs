@@ -1,5 +1,7 @@
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc;
 use std::sync::Barrier;
+use std::time::Instant;
 
 use super::*;
 use crate::clock::ManualClock;
@@ -69,6 +71,130 @@ impl World {
         let router = TenantRouter::start(options).unwrap();
         (router, events)
     }
+
+    /// A router without threads of its own, on a clock that reads the store's manual clock:
+    /// moving that clock moves every rule of the router, and nothing happens until a tick.
+    fn ticking_router(
+        &self,
+        replica: &str,
+        durability: Durability,
+        ttl_ms: i64,
+    ) -> (TenantRouter, Arc<Mutex<Vec<String>>>, Arc<TestClock>) {
+        let events = Arc::new(Mutex::new(Vec::new()));
+        let seen = events.clone();
+        let clock = Arc::new(TestClock {
+            now: self.wall.clone(),
+            reads: Mutex::new(0),
+            read: Condvar::new(),
+            no_point_in_time: AtomicBool::new(false),
+        });
+        let mut options = RouterOptions::new(
+            self.leases.clone(),
+            self.durable.clone(),
+            self.dir.path().join(replica),
+            replica.to_owned(),
+            ttl_ms,
+            500,
+        );
+        options.capacity = Some(8);
+        options.copy_policy = CopyPolicy {
+            interval: Duration::from_millis(INTERVAL_MS),
+            durability,
+        };
+        options.clock = clock.clone();
+        options.without_thread = true;
+        options.on_event = Some(Arc::new(move |event| {
+            let line = match event {
+                RouterEvent::Lost { key, epoch } => format!("lost {key} {epoch}"),
+                RouterEvent::Closed { key, epoch } => format!("closed {key} {epoch}"),
+                RouterEvent::CopyFailed { key, .. } => format!("copy_failed {key}"),
+            };
+            lock(&seen).push(line);
+        }));
+        (TenantRouter::start(options).unwrap(), events, clock)
+    }
+}
+
+/// The copy interval of a ticking router.
+const INTERVAL_MS: u64 = 1_000;
+
+/// The store's manual clock as a router reads it, counting the readings: a thread that
+/// waits for a deadline re-reads its clock, so a test can tell that it looked at the clock
+/// after a move, and chose to wait on.
+struct TestClock {
+    now: Arc<ManualClock>,
+    reads: Mutex<u64>,
+    read: Condvar,
+    /// Answers NaN, which is no point in time.
+    no_point_in_time: AtomicBool,
+}
+
+impl MonotonicClock for TestClock {
+    fn now_ms(&self) -> Result<f64> {
+        let now = if self.no_point_in_time.load(Ordering::SeqCst) {
+            f64::NAN
+        } else {
+            self.now.get() as f64
+        };
+        *lock(&self.reads) += 1;
+        self.read.notify_all();
+        Ok(now)
+    }
+}
+
+impl TestClock {
+    fn advance(&self, ms: i64) {
+        self.now.advance(ms).unwrap();
+    }
+
+    /// Blocks until `ready` holds and the clock was then read twice more: the second
+    /// reading proves that the one before it (taken after `ready` held, and after any move
+    /// of the clock made before this call) was followed by a choice to go on waiting. Only
+    /// the thread under test may read the clock meanwhile.
+    fn await_looked(&self, what: &str, ready: impl Fn() -> bool) {
+        // Not a time limit on the code under test: a bound on a test that would hang.
+        let give_up = Instant::now() + Duration::from_secs(20);
+        let mut since: Option<u64> = None;
+        loop {
+            let reads = *lock(&self.reads);
+            match since {
+                None if ready() => since = Some(reads),
+                Some(at) if reads >= at + 2 => return,
+                _ => {}
+            }
+            let guard = lock(&self.reads);
+            if *guard == reads {
+                let left = give_up
+                    .checked_duration_since(Instant::now())
+                    .unwrap_or_else(|| panic!("gave up waiting for {what} (did it stop waiting?)"));
+                drop(
+                    self.read
+                        .wait_timeout(guard, left)
+                        .unwrap_or_else(|p| p.into_inner()),
+                );
+            }
+        }
+    }
+}
+
+/// Runs `work` on a thread of its own; its answer comes through the receiver.
+fn spawn_answer<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> mpsc::Receiver<T> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(work());
+    });
+    rx
+}
+
+/// The answer of a [`spawn_answer`] thread, which must come within a bound of real time far
+/// above what the rule under test takes when it follows the test's clock.
+fn answer<T>(rx: &mpsc::Receiver<T>, what: &str) -> T {
+    rx.recv_timeout(Duration::from_secs(20))
+        .unwrap_or_else(|_| panic!("{what} never answered"))
+}
+
+fn tenant_of<T>(router: &TenantRouter, tenant: &str, read: impl FnOnce(&Tenant) -> T) -> T {
+    read(&lock(&router.shared.tenants)[&key(tenant)])
 }
 
 fn key(tenant: &str) -> String {
@@ -94,14 +220,6 @@ fn entries(root: &Path) -> Vec<String> {
 }
 
 use std::fs;
-
-fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !done() {
-        assert!(Instant::now() < deadline, "gave up waiting for {what}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
 
 /// A call of T1 on a thread of its own, already begun when this returns: the router counts
 /// it in flight until `rest` returns.
@@ -139,7 +257,7 @@ fn a_handoff_carries_the_data_to_the_next_replica() {
         other => panic!("{other:?}"),
     }
     a.handoff(&key(T1), Duration::from_secs(5)).unwrap();
-    assert!(a.status().is_empty());
+    assert!(a.status().unwrap().is_empty());
     let moved = b.open(ORG, T1).unwrap();
     assert_eq!(
         (moved.epoch(), moved.restored_from.map(|c| c.epoch)),
@@ -168,74 +286,74 @@ fn capacity_is_refused_before_anything_is_touched() {
     assert!(default_capacity() >= 1);
 }
 
+/// A drain's timeout is measured on the router's clock: the handoff gives up when that clock
+/// reaches it, not a moment before, however much real time passed.
 #[test]
-fn a_drain_waits_for_running_calls_and_times_out_without_releasing() {
+fn a_drain_times_out_on_the_routers_clock_and_leaves_the_tenant_serving() {
     let world = World::new();
-    let (router, _) = world.router("replica-a", 8, Durability::Async);
+    // A TTL longer than the drain, so that the gate stays open without renewals.
+    let (router, _, clock) = world.ticking_router("replica-a", Durability::Async, 600_000);
     let router = Arc::new(router);
     router.open(ORG, T1).unwrap();
-    let finish = Arc::new(Barrier::new(2));
-    let call = {
-        let finish = finish.clone();
-        running_call(&router, move |h| {
-            finish.wait();
-            append(h, "slow")
-        })
+    let slow = router.begin(&key(T1)).unwrap();
+    let handoff = {
+        let router = router.clone();
+        spawn_answer(move || router.handoff(&key(T1), Duration::from_secs(60)))
     };
-    match router.handoff(&key(T1), Duration::from_millis(50)) {
+    let draining = || tenant_of(&router, T1, |t| t.life.state() == TenantState::Draining);
+    clock.await_looked("the drain", draining);
+    clock.advance(59_999);
+    clock.await_looked("the drain, a moment before its timeout", || true);
+    assert!(handoff.try_recv().is_err(), "gave up before its timeout");
+    assert!(draining());
+    clock.advance(1);
+    match answer(&handoff, "the handoff") {
         Err(Error::DrainTimeout {
             in_flight,
             timeout_ms,
             ..
-        }) => assert_eq!((in_flight, timeout_ms), (1, 50)),
+        }) => assert_eq!((in_flight, timeout_ms), (1, 60_000)),
         other => panic!("{other:?}"),
     }
     // The tenant serves again, and nothing was released.
-    assert_eq!(router.status()[0].state, TenantState::Serving);
+    assert_eq!(router.status().unwrap()[0].state, TenantState::Serving);
     assert_eq!(world.leases.read(&key(T1)).unwrap().unwrap().owner, "replica-a");
     router.run(&key(T1), |h| append(h, "fast")).unwrap();
 
-    // A drain refuses new calls and completes once the running one ends.
-    let drain = {
+    // A drain refuses new calls and opens, and completes once the running call ends.
+    let handoff = {
         let router = router.clone();
-        std::thread::spawn(move || router.handoff(&key(T1), Duration::from_secs(20)))
+        spawn_answer(move || router.handoff(&key(T1), Duration::from_secs(60)))
     };
-    wait_for("the drain", || {
-        router
-            .status()
-            .first()
-            .is_some_and(|s| s.state == TenantState::Draining)
-    });
+    clock.await_looked("the second drain", draining);
     assert!(matches!(
         router.run(&key(T1), |_| Ok(())),
         Err(Error::Draining { .. })
     ));
     assert!(matches!(router.open(ORG, T1), Err(Error::Draining { .. })));
-    finish.wait();
-    call.join().unwrap().unwrap();
-    drain.join().unwrap().unwrap();
+    append(slow.handle(), "slow").unwrap();
+    slow.finish().unwrap();
+    answer(&handoff, "the handoff").unwrap();
     let record = world.leases.read(&key(T1)).unwrap().unwrap();
     assert!(record.lease_until_ms <= world.wall.get(), "released");
 }
 
+/// Once the clock passed the lease's TTL without a renewal, the next tick finds it lost:
+/// the tenant is fenced at once and closed after its last call.
 #[test]
-fn a_lost_lease_fences_the_tenant_and_closes_it_after_its_last_call() {
+fn a_lease_the_clock_let_run_out_is_lost_at_the_next_tick() {
     let world = World::new();
-    let (router, events) = world.router("replica-a", 8, Durability::Async);
-    let router = Arc::new(router);
+    let (router, events, clock) = world.ticking_router("replica-a", Durability::Async, 3_000);
     router.open(ORG, T1).unwrap();
-    let finish = Arc::new(Barrier::new(2));
-    let call = {
-        let finish = finish.clone();
-        running_call(&router, move |_| {
-            finish.wait();
-            Ok(())
-        })
-    };
-    // Another replica takes the tenant while this one still believes it holds it.
-    world.wall.advance(3_001).unwrap();
+    let call = router.begin(&key(T1)).unwrap();
+    // No tick, no renewal: another replica takes the tenant once its TTL passed, while this
+    // one still believes it holds it.
+    clock.advance(3_001);
     world.leases.acquire(&key(T1), "replica-b", 3_000).unwrap();
-    wait_for("the loss", || lock(&events).iter().any(|e| e.starts_with("lost")));
+    assert!(lock(&events).is_empty(), "nothing happens between ticks");
+    let report = router.tick().unwrap();
+    assert_eq!((report.keeper.lost, report.keeper.renewed), (1, 0));
+    assert_eq!(*lock(&events), [format!("lost {} 1", key(T1))]);
     assert!(matches!(
         router.run(&key(T1), |_| Ok(())),
         Err(Error::Fenced {
@@ -244,12 +362,7 @@ fn a_lost_lease_fences_the_tenant_and_closes_it_after_its_last_call() {
         })
     ));
     assert!(
-        !lock(&events).iter().any(|e| e.starts_with("closed")),
-        "a call is still running"
-    );
-    finish.wait();
-    assert!(
-        matches!(call.join().unwrap(), Err(Error::CallInDoubt { cause, .. })
+        matches!(call.finish(), Err(Error::CallInDoubt { cause, .. })
             if matches!(*cause, Error::Fenced { .. })),
         "its after-check fails, after its handler ran: in doubt"
     );
@@ -257,17 +370,59 @@ fn a_lost_lease_fences_the_tenant_and_closes_it_after_its_last_call() {
         *lock(&events),
         [format!("lost {} 1", key(T1)), format!("closed {} 1", key(T1))]
     );
-    assert!(router.status().is_empty());
+    assert!(router.status().unwrap().is_empty());
 }
 
+/// A written tenant is copied an interval after its last good copy began, on the router's
+/// clock: not a millisecond before.
 #[test]
-fn async_copies_follow_writes_and_show_lag_when_the_store_fails() {
+fn a_written_tenant_is_copied_an_interval_after_its_last_good_copy() {
     let world = World::new();
-    let (router, events) = world.router("replica-a", 8, Durability::Async);
+    let (router, _, clock) = world.ticking_router("replica-a", Durability::Async, 600_000);
+    router.open(ORG, T1).unwrap();
+    let opened_at = clock.now.get() as f64;
+    router.run(&key(T1), |h| append(h, "one")).unwrap();
+    let report = router.tick().unwrap();
+    assert!(report.copied.is_empty(), "an interval after the open: not yet");
+    assert_eq!(report.next_due_ms, Some(opened_at + INTERVAL_MS as f64));
+    clock.advance(INTERVAL_MS as i64 - 1);
+    assert!(router.tick().unwrap().copied.is_empty());
+    clock.advance(1);
+    assert_eq!(router.tick().unwrap().copied, [key(T1)]);
+    let status = router.status().unwrap().remove(0);
+    assert_eq!(
+        (status.writes_since_copy, status.last_copy.map(|c| c.seq)),
+        (0, Some(1))
+    );
+
+    // An idle tenant is not copied again; a written one an interval after that copy began.
+    clock.advance(INTERVAL_MS as i64);
+    assert!(router.tick().unwrap().copied.is_empty(), "nothing written since");
+    router.run(&key(T1), |h| append(h, "two")).unwrap();
+    assert_eq!(
+        router.tick().unwrap().copied,
+        [key(T1)],
+        "due since its interval passed"
+    );
+    router.run(&key(T1), |h| append(h, "three")).unwrap();
+    clock.advance(INTERVAL_MS as i64 - 1);
+    assert!(router.tick().unwrap().copied.is_empty());
+    clock.advance(1);
+    assert_eq!(router.tick().unwrap().copied, [key(T1)]);
+}
+
+/// Lag is measured on the router's clock from the last good copy; a failing store keeps it
+/// growing, reported at each failed try, and a failed copy is tried again a tenth of the
+/// interval after it ended.
+#[test]
+fn lag_grows_on_the_routers_clock_while_copies_fail_and_ends_with_the_next_good_one() {
+    let world = World::new();
+    let (router, events, clock) = world.ticking_router("replica-a", Durability::Async, 600_000);
     let handle = router.open(ORG, T1).unwrap();
     router.run(&key(T1), |h| append(h, "one")).unwrap();
-    wait_for("a background copy", || router.status()[0].last_copy.is_some());
-    assert_eq!(router.status()[0].writes_since_copy, 0);
+    clock.advance(700);
+    let status = router.status().unwrap().remove(0);
+    assert_eq!((status.lag_ms, status.writes_since_copy), (700, 1));
 
     // The durable store's epoch folder becomes unusable: copies fail, lag grows.
     let durable_root = world.dir.path().join("durable");
@@ -275,21 +430,66 @@ fn async_copies_follow_writes_and_show_lag_when_the_store_fails() {
     let aside = epoch_dir.with_extension("aside");
     fs::rename(&epoch_dir, &aside).unwrap();
     fs::write(&epoch_dir, b"in the way").unwrap();
-    router.run(&key(T1), |h| append(h, "two")).unwrap();
-    wait_for("a failed copy", || router.status()[0].last_copy_error.is_some());
-    let status = router.status().remove(0);
-    assert_eq!(status.writes_since_copy, 1);
+    clock.advance(300);
+    let report = router.tick().unwrap();
+    assert_eq!((report.copied.len(), report.failed.clone()), (0, vec![key(T1)]));
+    assert_eq!(*lock(&events), [format!("copy_failed {}", key(T1))]);
+    let status = router.status().unwrap().remove(0);
+    assert_eq!((status.lag_ms, status.writes_since_copy), (1_000, 1));
     assert!(status
         .last_copy_error
         .unwrap()
         .starts_with("GOTRY_TENANT_DURABLE_STORE_UNAVAILABLE"));
-    assert!(lock(&events).iter().any(|e| e.starts_with("copy_failed")));
+    let retry = INTERVAL_MS as i64 / 10;
+    assert_eq!(report.next_due_ms, Some(clock.now.get() as f64 + retry as f64));
+
     fs::remove_file(&epoch_dir).unwrap();
     fs::rename(&aside, &epoch_dir).unwrap();
-    wait_for("the copy after the outage", || {
-        router.status()[0].last_copy_error.is_none()
-    });
-    assert_eq!(router.status()[0].writes_since_copy, 0);
+    clock.advance(retry - 1);
+    let report = router.tick().unwrap();
+    assert!(report.copied.is_empty() && report.failed.is_empty(), "{report:?}");
+    assert_eq!(router.status().unwrap()[0].lag_ms, 1_000 + retry as u64 - 1);
+    clock.advance(1);
+    assert_eq!(router.tick().unwrap().copied, [key(T1)]);
+    let status = router.status().unwrap().remove(0);
+    assert_eq!(
+        (status.lag_ms, status.writes_since_copy, status.last_copy_error),
+        (0, 0, None)
+    );
+    clock.advance(5);
+    assert_eq!(router.status().unwrap()[0].lag_ms, 5);
+}
+
+/// Every reading of the router's clock follows the keeper's rule: a reading that is no point
+/// in time fails what needs it, and changes nothing.
+#[test]
+fn a_clock_that_reads_no_point_in_time_fails_what_needs_a_reading() {
+    let world = World::new();
+    let (router, _, clock) = world.ticking_router("replica-a", Durability::Async, 600_000);
+    router.open(ORG, T1).unwrap();
+    router.run(&key(T1), |h| append(h, "one")).unwrap();
+    clock.no_point_in_time.store(true, Ordering::SeqCst);
+    let refused = |answer: Result<()>| matches!(answer, Err(Error::InvalidArgument { .. }));
+    assert!(refused(router.status().map(drop)), "status");
+    assert!(refused(router.tick().map(drop)), "tick");
+    assert!(refused(router.open(ORG, T2).map(drop)), "open");
+    assert!(
+        refused(router.handoff(&key(T1), Duration::from_secs(1))),
+        "handoff"
+    );
+    assert!(
+        matches!(router.run(&key(T1), |_| Ok(())), Err(Error::Fenced { .. })),
+        "the gate fails closed"
+    );
+    clock.no_point_in_time.store(false, Ordering::SeqCst);
+    let status = router.status().unwrap();
+    assert_eq!(status.len(), 1, "nothing opened");
+    assert_eq!(
+        (status[0].state, status[0].writes_since_copy),
+        (TenantState::Serving, 1)
+    );
+    assert_eq!(world.leases.read(&key(T1)).unwrap().unwrap().owner, "replica-a");
+    router.handoff(&key(T1), Duration::from_secs(1)).unwrap();
 }
 
 #[test]
@@ -298,7 +498,10 @@ fn strict_durability_refuses_the_acknowledgement_without_a_copy() {
     let (router, _) = world.router("replica-a", 8, Durability::Strict);
     let handle = router.open(ORG, T1).unwrap();
     router.run(&key(T1), |h| append(h, "one")).unwrap();
-    assert_eq!(router.status()[0].last_copy, Some(CopyId { epoch: 1, seq: 1 }));
+    assert_eq!(
+        router.status().unwrap()[0].last_copy,
+        Some(CopyId { epoch: 1, seq: 1 })
+    );
     let epoch_dir = world.dir.path().join(format!(
         "durable/orgs/{ORG}/tenants/{T1}/epochs/{:020}",
         handle.epoch()
@@ -345,12 +548,12 @@ fn close_refuses_opens_in_flight_and_shows_timed_out_tenants_closed() {
         std::thread::spawn(move || b.open(ORG, T1))
     };
     in_verify.wait();
-    assert_eq!(b.status()[0].state, TenantState::Opening);
+    assert_eq!(b.status().unwrap()[0].state, TenantState::Opening);
     let report = b.close(Duration::from_secs(1));
     assert!(report.failed.is_empty(), "{:?}", report.failed);
     release.wait();
     assert!(matches!(opening.join().unwrap(), Err(Error::RouterClosed)));
-    assert!(b.status().is_empty());
+    assert!(b.status().unwrap().is_empty());
 
     // A tenant whose drain timed out at close is closed, not serving, until its call ends.
     let (c, events) = world.router("replica-c", 8, Durability::Async);
@@ -358,11 +561,11 @@ fn close_refuses_opens_in_flight_and_shows_timed_out_tenants_closed() {
     let call = c.begin(&key(T1)).unwrap();
     let report = c.close(Duration::from_millis(20));
     assert_eq!(report.timed_out, [key(T1)]);
-    let status = c.status();
+    let status = c.status().unwrap();
     assert_eq!((status[0].state, status[0].in_flight), (TenantState::Closed, 1));
     assert!(matches!(c.run(&key(T1), |_| Ok(())), Err(Error::RouterClosed)));
     assert!(matches!(call.finish(), Err(Error::CallInDoubt { .. })));
-    assert!(c.status().is_empty());
+    assert!(c.status().unwrap().is_empty());
     assert!(
         lock(&events)
             .iter()
@@ -372,32 +575,49 @@ fn close_refuses_opens_in_flight_and_shows_timed_out_tenants_closed() {
     );
 }
 
-/// A long call delays its own tenant's copy, and only once holds the other calls back.
+/// A long call delays its own tenant's copy, and only once holds the other calls back: the
+/// copy gives up when the router's clock passes the grace.
 #[test]
 fn a_long_call_delays_its_tenants_copy_not_its_other_calls() {
     let world = World::new();
-    let (router, events) = world.router("replica-a", 8, Durability::Async);
+    let (router, events, clock) = world.ticking_router("replica-a", Durability::Async, 600_000);
+    let router = Arc::new(router);
     router.open(ORG, T1).unwrap();
     router.run(&key(T1), |h| append(h, "one")).unwrap();
     let long = router.begin(&key(T1)).unwrap();
-    // The copier finds the tenant due and gives up on it after its grace.
-    wait_for("the copier to give up", || {
-        lock(&router.shared.tenants)[&key(T1)].blocked_by.is_some()
-    });
-    let tenant_now = |f: &dyn Fn(&Tenant) -> bool| f(&lock(&router.shared.tenants)[&key(T1)]);
-    assert!(tenant_now(&|t| !t.held_back), "calls are let in at once");
+    clock.advance(INTERVAL_MS as i64);
+    let tick = {
+        let router = router.clone();
+        spawn_answer(move || router.tick())
+    };
+    let held_back = || tenant_of(&router, T1, |t| t.held_back);
+    clock.await_looked("the copy to hold calls back", held_back);
+    clock.advance(COPY_GRACE_MS as i64 - 1);
+    clock.await_looked("the copy, a moment before its grace", || true);
+    assert!(tick.try_recv().is_err(), "gave up before the grace");
+    clock.advance(1);
+    let report = answer(&tick, "the tick").unwrap();
+    assert!(
+        report.copied.is_empty() && report.failed.is_empty(),
+        "a delay is no failure"
+    );
+    assert!(!held_back(), "calls are let in at once");
     for i in 0..20 {
         router.run(&key(T1), |h| append(h, &format!("q{i}"))).unwrap();
         assert!(
-            tenant_now(&|t| !t.held_back && t.blocked_by.is_some()),
+            router.tick().unwrap().copied.is_empty(),
+            "blocked until the long call returned"
+        );
+        assert!(
+            tenant_of(&router, T1, |t| !t.held_back && t.blocked_by.is_some()),
             "held back again"
         );
     }
-    assert_eq!(router.status()[0].last_copy, None);
-    assert_eq!(router.status()[0].last_copy_error, None, "a delay is no failure");
+    let status = router.status().unwrap().remove(0);
+    assert_eq!((status.last_copy, status.last_copy_error), (None, None));
     assert!(!lock(&events).iter().any(|e| e.starts_with("copy_failed")));
     long.finish().unwrap();
-    wait_for("the delayed copy", || router.status()[0].last_copy.is_some());
+    assert_eq!(router.tick().unwrap().copied, [key(T1)]);
 }
 
 #[test]
@@ -466,12 +686,12 @@ fn a_call_begun_by_hand_counts_until_finished_or_dropped() {
     router.open(ORG, T1).unwrap();
     let call = router.begin(&key(T1)).unwrap();
     append(call.handle(), "one").unwrap();
-    assert_eq!(router.status()[0].in_flight, 1);
+    assert_eq!(router.status().unwrap()[0].in_flight, 1);
     call.finish().unwrap();
     let dropped = router.begin(&key(T1)).unwrap();
-    assert_eq!(router.status()[0].in_flight, 1);
+    assert_eq!(router.status().unwrap()[0].in_flight, 1);
     drop(dropped);
-    let status = router.status().remove(0);
+    let status = router.status().unwrap().remove(0);
     assert_eq!(
         (status.in_flight, status.writes_since_copy),
         (0, 1),
@@ -485,31 +705,25 @@ fn a_call_begun_by_hand_counts_until_finished_or_dropped() {
 #[test]
 fn a_copy_waits_for_running_calls_and_holds_new_ones_back() {
     let world = World::new();
-    let (router, _) = world.router("replica-a", 8, Durability::Strict);
+    // The clock stands still: the copy's grace never ends, only the running call can.
+    let (router, _, clock) = world.ticking_router("replica-a", Durability::Strict, 600_000);
     router.open(ORG, T1).unwrap();
     let slow = router.begin(&key(T1)).unwrap();
     append(slow.handle(), "slow").unwrap();
     let router = Arc::new(router);
-    let finished = Arc::new(AtomicUsize::new(0));
     let quick = {
-        let (router, finished) = (router.clone(), finished.clone());
-        std::thread::spawn(move || {
-            router.run(&key(T1), |h| append(h, "quick")).unwrap();
-            finished.fetch_add(1, Ordering::SeqCst);
-        })
+        let router = router.clone();
+        spawn_answer(move || router.run(&key(T1), |h| append(h, "quick")))
     };
     // The quick call's strict copy waits for the slow call, which still runs.
-    std::thread::sleep(Duration::from_millis(300));
-    assert_eq!(
-        finished.load(Ordering::SeqCst),
-        0,
-        "a copy ran beside a running call"
-    );
-    assert_eq!(router.status()[0].last_copy, None);
+    clock.await_looked("the quick call's copy to wait", || {
+        tenant_of(&router, T1, |t| t.held_back)
+    });
+    assert!(quick.try_recv().is_err(), "a copy ran beside a running call");
+    assert_eq!(tenant_of(&router, T1, |t| t.last_copy), None);
     slow.finish().unwrap();
-    quick.join().unwrap();
-    assert_eq!(finished.load(Ordering::SeqCst), 1);
-    let status = &router.status()[0];
+    answer(&quick, "the quick call").unwrap();
+    let status = &router.status().unwrap()[0];
     assert_eq!((status.in_flight, status.last_copy.map(|c| c.seq)), (0, Some(2)));
 }
 
