@@ -435,10 +435,10 @@ def test_keep_copies_bounds_the_copies_a_strict_router_keeps(
 
 
 def test_keep_copies_is_a_count(site: Site) -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="keep_copies must not be negative"):
         site.router("replica-x", keep_copies=-1)
-    with pytest.raises(TypeError):
-        site.router("replica-y", keep_copies="8")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="keep_copies must be an int"):
+        site.router("replica-y", keep_copies="8")
 
 
 def test_strict_durability_acknowledges_only_copied_calls(site: Site) -> None:
