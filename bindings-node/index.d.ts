@@ -613,6 +613,12 @@ export interface TenantRouterOptions extends HostSnapshotOptions {
      * or a host's own timer), and nothing renews the leases between two ticks.
      */
     withoutThread?: boolean;
+    /**
+     * How many copies of each tenant the router keeps, deleting older ones as it writes new
+     * ones (a strict router writes one per acknowledged write): by default the core's number;
+     * 0 keeps every copy, for a host that runs `EpochCopies.gc` itself.
+     */
+    keepCopies?: number;
 }
 
 /** What one router round did. */

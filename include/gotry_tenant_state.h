@@ -1079,6 +1079,13 @@ typedef struct GotryRouterOptions {
      * the leases between two ticks.
      */
     bool without_thread;
+    /**
+     * How many copies of each tenant the router keeps, collecting older ones as it goes (a
+     * strict router writes one per acknowledged write); `gotry_router_options_default` writes
+     * the core's default. 0 keeps every copy, for a host that runs `gotry_epoch_copies_gc`
+     * itself.
+     */
+    size_t keep_copies;
 } GotryRouterOptions;
 
 /**
@@ -2498,8 +2505,8 @@ void gotry_history_free(struct GotryHistory *history);
 
 /**
  * Writes the default options: the capacity computed from this process's descriptor limit
- * now, copies every 30 s in the background, the system clock, no callbacks, the router's
- * own threads.
+ * now, copies every 30 s in the background, the core's number of copies kept, the system
+ * clock, no callbacks, the router's own threads.
  *
  * Returns `GOTRY_STATUS_NULL_ARGUMENT` when `out_options` is NULL.
  *

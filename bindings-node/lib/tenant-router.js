@@ -113,6 +113,7 @@ class TenantRouter {
             snapshotOf(options.snapshot),
             onEvent === null ? null : () => this.#deliver(),
             options.withoutThread === true,
+            options.keepCopies,
         ));
         this.leaseStore = options.leaseStore;
         this.durableStore = options.durableStore;
@@ -126,12 +127,13 @@ class TenantRouter {
     /**
      * `{ leaseStore, durableStore, stateRoot, replicaId, ttlMs, marginMs, capacity?,
      * copyPolicy?: { intervalMs?, durability?: one of durabilities() }, verify?, snapshot?,
-     * onEvent?, clock?, withoutThread? }`. The lease store's clock must be native (the keeper's
+     * onEvent?, clock?, withoutThread?, keepCopies? }`. The lease store's clock must be native (the keeper's
      * thread reads it), and so must `clock` (`systemMonotonicClock`, the default, or a
      * ManualClock), on which every timing rule of the router runs. With `withoutThread: true`
      * the router runs no thread of its own: rounds run only when `tick()` is called.
      * `capacity` defaults to what the descriptor limit allows; the copy policy to a copy
-     * every 30 s of written tenants, in the background (`async`). `verify(dir)` checks a
+     * every 30 s of written tenants, in the background (`async`); `keepCopies` to the core's
+     * number of copies kept per tenant (0 keeps every copy). `verify(dir)` checks a
      * restored copy (as EpochCopies' restore does), `snapshot(source, image)` reads the files
      * the host holds open (as EpochCopies' does), `onEvent(event)` is told `lost`, `closed`
      * and `copy_failed` on the event loop.

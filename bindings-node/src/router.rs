@@ -75,11 +75,11 @@ pub fn durabilities() -> Vec<&'static str> {
 impl NativeRouter {
     /// Starts a router for `replicaId`: its keeper's renewal thread on `leaseStore` and, in
     /// `async` durability, its copier; neither with `withoutThread`, whose rounds run only at
-    /// `tick`. `capacity`, `intervalMs` and `durability` (one of `durabilities()`) take the
-    /// core's defaults when null; the router's clock is `manualClock`, or the system's
-    /// monotonic clock. `verify` and `snapshot` are the JS layer's wrappers of the host's
-    /// functions; `onWake` (called with no argument on the JS thread) says that events wait in
-    /// `takeEvents`.
+    /// `tick`. `capacity`, `intervalMs`, `durability` (one of `durabilities()`) and
+    /// `keepCopies` (0: every copy kept) take the core's defaults when null; the router's
+    /// clock is `manualClock`, or the system's monotonic clock. `verify` and `snapshot` are
+    /// the JS layer's wrappers of the host's functions; `onWake` (called with no argument on
+    /// the JS thread) says that events wait in `takeEvents`.
     #[napi(factory)]
     #[allow(clippy::too_many_arguments)]
     pub fn start(
@@ -100,6 +100,7 @@ impl NativeRouter {
         >,
         on_wake: Option<Function<'_, (), Unknown<'static>>>,
         without_thread: Option<bool>,
+        keep_copies: Option<Unknown<'_>>,
     ) -> napi::Result<NativeRouter> {
         let options = || -> Result<RouterOptions> {
             let state_root = PathBuf::from(args::string("stateRoot", &state_root)?);
@@ -136,6 +137,10 @@ impl NativeRouter {
                 None => Arc::new(SystemMonotonicClock),
             };
             options.without_thread = without_thread.unwrap_or(false);
+            if let Some(keep) = args::optional_integer("keepCopies", keep_copies.as_ref())? {
+                options.keep_copies = usize::try_from(keep)
+                    .map_err(|_| invalid(format!("keepCopies must be 0 or more, got {keep}")))?;
+            }
             Ok(options)
         };
         let mut options = options().or_throw(&env)?;

@@ -291,6 +291,25 @@ test('strict durability: a call resolves once a copy holds it; a failing store r
     assert.deepEqual(ledgerOf(handle.root), ['one', 'two', 'three', 'four']);
 }));
 
+test('keepCopies bounds the copies a strict router keeps of a tenant; 0 keeps them all, a negative count is refused', () => inWorld(async w => {
+    const copies = new EpochCopies(w.durableStore);
+    const complete = async key => (await copies.list(key)).filter(c => c.complete).length;
+    for (const [replica, keepCopies, bound] of [['replica-1', 2, 4], ['replica-2', 0, Infinity]]) {
+        const { router } = await w.start(replica, { copyPolicy: { durability: 'strict' }, keepCopies });
+        const { tenant, key } = newTenant();
+        await router.open(ORG, tenant);
+        let most = 0;
+        for (let n = 0; n < 9; n += 1) {
+            await router.run(key, handle => append(handle, `row ${n}`));
+            most = Math.max(most, await complete(key));
+        }
+        // `keepCopies` after a collection, as many more until the next; every one when 0.
+        if (bound === Infinity) assert.equal(most, 9);
+        else assert.ok(most >= keepCopies && most <= bound, `${most} copies at most`);
+    }
+    await assert.rejects(w.start('replica-3', { keepCopies: -1 }), RangeError);
+}));
+
 test('async durability copies written tenants in the background, and a failing copy is told as copy_failed', () => inWorld(async w => {
     const { router, events } = await w.start('replica-1', { copyPolicy: { durability: 'async', intervalMs: 50 } });
     const { tenant, key } = newTenant();

@@ -155,7 +155,7 @@ impl PyTenantRouter {
     #[pyo3(signature = (
         lease_store, durable_store, state_root, replica_id, ttl_ms, margin_ms, *,
         capacity = None, copy_interval_ms = None, durability = None, verify = None,
-        snapshot = None, on_event = None, clock = None, start_thread = true
+        snapshot = None, on_event = None, clock = None, start_thread = true, keep_copies = None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -173,6 +173,7 @@ impl PyTenantRouter {
         on_event: Option<&Bound<'_, PyAny>>,
         clock: Option<&Bound<'_, PyAny>>,
         start_thread: bool,
+        keep_copies: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<PyTenantRouter> {
         let state_root = path_arg("state_root", state_root)?;
         let replica_id = store_text("replica_id", replica_id)?;
@@ -204,6 +205,9 @@ impl PyTenantRouter {
         options.copy_policy = policy;
         options.clock = monotonic_clock(clock)?;
         options.without_thread = !start_thread;
+        if let Some(value) = keep_copies.filter(|value| !value.is_none()) {
+            options.keep_copies = count("keep_copies", value)?;
+        }
         options.verify = hooks
             .verify
             .clone()

@@ -416,6 +416,31 @@ def test_the_context_manager_reports_what_it_could_not_hand_off(site: Site) -> N
 # ---- copies ------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize(("keep_copies", "most"), [(2, 4), (0, 9)])
+def test_keep_copies_bounds_the_copies_a_strict_router_keeps(
+    site: Site, keep_copies: int, most: int
+) -> None:
+    router = site.router(f"replica-{keep_copies}", durability="strict", keep_copies=keep_copies)
+    key = router.open(ORG, new_tenant()).key
+    copies = gts.EpochCopies(site.durable)
+    seen = []
+    for n in range(9):
+        router.run(key, append(f"row {n}"))
+        seen.append(sum(1 for c in copies.list(key) if c.complete))
+    # `keep_copies` after a collection, as many more until the next; every one with 0.
+    if keep_copies == 0:
+        assert max(seen) == most, seen
+    else:
+        assert keep_copies <= max(seen) <= most, seen
+
+
+def test_keep_copies_is_a_count(site: Site) -> None:
+    with pytest.raises(ValueError, match="keep_copies must not be negative"):
+        site.router("replica-x", keep_copies=-1)
+    with pytest.raises(ValueError, match="keep_copies must be an int"):
+        site.router("replica-y", keep_copies="8")
+
+
 def test_strict_durability_acknowledges_only_copied_calls(site: Site) -> None:
     router = site.router("replica-a", durability="strict")
     tenant = new_tenant()

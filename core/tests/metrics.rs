@@ -480,7 +480,7 @@ fn a_strict_router_keeps_a_bounded_number_of_copies_and_counts_its_collections()
     let before = metrics::encode();
     let router = router(dir.path(), durable.clone(), "replica-a", Durability::Strict);
     router.open(ORG, T1).unwrap();
-    let keep = DEFAULT_KEEP_COPIES.get();
+    let keep = DEFAULT_KEEP_COPIES;
     let copies = EpochCopies::new(durable);
     let mut most = 0;
     for _ in 0..3 * keep {

@@ -78,11 +78,16 @@ pub struct GotryRouterOptions {
     /// `gotry_router_tick` (its own timer, or a test with a manual clock), and nothing renews
     /// the leases between two ticks.
     pub without_thread: bool,
+    /// How many copies of each tenant the router keeps, collecting older ones as it goes (a
+    /// strict router writes one per acknowledged write); `gotry_router_options_default` writes
+    /// the core's default. 0 keeps every copy, for a host that runs `gotry_epoch_copies_gc`
+    /// itself.
+    pub keep_copies: usize,
 }
 
 /// Writes the default options: the capacity computed from this process's descriptor limit
-/// now, copies every 30 s in the background, the system clock, no callbacks, the router's
-/// own threads.
+/// now, copies every 30 s in the background, the core's number of copies kept, the system
+/// clock, no callbacks, the router's own threads.
 ///
 /// Returns `GOTRY_STATUS_NULL_ARGUMENT` when `out_options` is NULL.
 ///
@@ -112,6 +117,7 @@ impl GotryRouterOptions {
             on_event: None,
             event_user_data: std::ptr::null_mut(),
             without_thread: false,
+            keep_copies: gotry_core::DEFAULT_KEEP_COPIES,
         }
     }
 }
@@ -283,6 +289,7 @@ unsafe fn read_options(options: *const GotryRouterOptions) -> Result<Option<Gotr
             on_event: std::ptr::addr_of!((*options).on_event).read(),
             event_user_data: std::ptr::addr_of!((*options).event_user_data).read(),
             without_thread,
+            keep_copies: std::ptr::addr_of!((*options).keep_copies).read(),
         }))
     }
 }
@@ -352,6 +359,7 @@ pub unsafe extern "C" fn gotry_router_start(
             core.clock = clock.clock.clone() as Arc<dyn MonotonicClock>;
         }
         core.without_thread = options.without_thread;
+        core.keep_copies = options.keep_copies;
         core.verify = options.verify.map(|call| {
             let user_data = UserData(options.verify_user_data);
             let gate = gate.clone();

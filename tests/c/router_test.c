@@ -1203,6 +1203,56 @@ static void in_subdir(const char *base, const char *name, void (*scenario)(World
     world_close(&world);
 }
 
+/* A strict router writes a copy per acknowledged write and keeps `keep_copies` of each
+ * tenant: the store holds a bounded number of them. The default is the core's, never 0. */
+static void keeps_a_bounded_number_of_copies(World *world) {
+    GotryError *err = NULL;
+    const Tenant tenant = tenant_named("router-test/keep");
+    GotryRouterOptions options;
+    STATUS(gotry_router_options_default(&options), GOTRY_STATUS_OK);
+    CHECK(options.keep_copies > 0);
+    HostSnapshots host;
+    snapshots_init(&host);
+    options.durability = GOTRY_DURABILITY_STRICT;
+    options.keep_copies = 2;
+    options.snapshot = host_snapshot;
+    options.snapshot_user_data = &host;
+    char state_root[1100];
+    state_root_of(world, "replica-k", state_root, sizeof state_root);
+    GotryRouter *router = NULL;
+    STATUS(gotry_router_start(world->leases, world->durable, state_root, strlen(state_root), S("replica-k"), TTL_MS,
+                              MARGIN_MS, &options, &router, &err),
+           GOTRY_STATUS_OK);
+    GotryTenantHandle *handle = OPEN(router, &tenant);
+    HostLedger ledger;
+    CHECK(host_open(&ledger, view_of(handle).root, HOST_ROLLBACK) == 0);
+    snapshots_hold(&host, &ledger);
+    GotryEpochCopies *copies = NULL;
+    STATUS(gotry_epoch_copies_new(world->durable, &copies), GOTRY_STATUS_OK);
+    size_t most = 0;
+    for (int n = 0; n < 9; n++) {
+        WRITE(router, &tenant, &ledger, "row");
+        GotryCopyList *list = NULL;
+        size_t len = 0, complete = 0;
+        STATUS(gotry_epoch_copies_list(copies, tenant.key, strlen(tenant.key), &list, &err), GOTRY_STATUS_OK);
+        STATUS(gotry_copy_list_len(list, &len), GOTRY_STATUS_OK);
+        for (size_t i = 0; i < len; i++) {
+            GotryCopyListing listing;
+            STATUS(gotry_copy_list_get(list, i, &listing), GOTRY_STATUS_OK);
+            complete += listing.complete ? 1 : 0;
+        }
+        gotry_copy_list_free(list);
+        most = complete > most ? complete : most;
+    }
+    /* Two after a collection, two more until the next. */
+    CHECK(most >= 2 && most <= 4);
+    gotry_epoch_copies_free(copies);
+    snapshots_release(&host, &ledger);
+    host_close(&ledger);
+    gotry_tenant_handle_free(handle);
+    close_router(router, 1);
+}
+
 int main(int argc, char **argv) {
     if (argc != 2 || argv[1][0] != '/' || strlen(argv[1]) > 800) {
         fprintf(stderr, "usage: %s ABSOLUTE_SCRATCH_DIR\n", argv[0]);
@@ -1219,6 +1269,7 @@ int main(int argc, char **argv) {
     in_subdir(argv[1], "free", free_with_a_call_held);
     in_subdir(argv[1], "verify", verify_and_clock);
     in_subdir(argv[1], "tick", ticks_on_a_manual_clock);
+    in_subdir(argv[1], "keep", keeps_a_bounded_number_of_copies);
 #ifdef __cplusplus
     in_subdir(argv[1], "cpp", from_cpp);
 #endif

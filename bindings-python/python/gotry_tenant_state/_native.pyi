@@ -724,13 +724,17 @@ class TenantRouter:
         on_event: Callable[[RouterEvent], object] | None = None,
         clock: _SupportsNowMs | None = None,
         start_thread: bool = True,
+        keep_copies: int | None = None,
     ) -> Self:
         """``capacity`` None: about a third of the descriptors left after a quarter of the
         process's limit is reserved (256 with the common limit of 1024). ``copy_interval_ms``
         None: 30 s. ``durability`` None: ``"async"``. ``clock``: the router's monotonic clock,
         its holders' and its timing rules' (a ``ManualClock`` in tests), the system's when
         None. ``start_thread=False``: no renewal thread and no copier; rounds run at
-        ``tick()``, and nothing renews the leases between two ticks."""
+        ``tick()``, and nothing renews the leases between two ticks. ``keep_copies``: how many
+        copies of each tenant the router keeps, deleting older ones as it writes (a strict
+        router writes one per acknowledged write); the core's number when None, every copy
+        when 0 (for a host that runs ``EpochCopies.gc`` itself)."""
     @property
     def capacity(self) -> int: ...
     @property

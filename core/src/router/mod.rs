@@ -178,9 +178,9 @@ pub struct RouterOptions {
     pub capacity: Option<usize>,
     pub copy_policy: CopyPolicy,
     /// How many copies of each tenant the router keeps (see [`EpochCopies::with_retention`]);
-    /// [`DEFAULT_KEEP_COPIES`] unless set. `None` keeps every copy, for a host that runs
-    /// `gc` itself.
-    pub keep_copies: Option<NonZeroUsize>,
+    /// [`DEFAULT_KEEP_COPIES`] unless set. 0 keeps every copy, for a host that runs `gc`
+    /// itself: every door takes the number as it is.
+    pub keep_copies: usize,
     pub clock: Arc<dyn MonotonicClock>,
     pub verify: Option<SharedFoldCheck>,
     /// Reads the files of a tenant root that the host has open (see [`HostSnapshot`]).
@@ -213,7 +213,7 @@ impl RouterOptions {
             margin_ms,
             capacity: None,
             copy_policy: CopyPolicy::default(),
-            keep_copies: Some(DEFAULT_KEEP_COPIES),
+            keep_copies: DEFAULT_KEEP_COPIES,
             clock: Arc::new(crate::clock::SystemMonotonicClock),
             verify: None,
             snapshot: None,
@@ -226,7 +226,7 @@ impl RouterOptions {
 /// The copies a router keeps of each tenant by default: enough that a restore finding the
 /// newest ones damaged has older ones of the same tenure to fall back on, few enough that a
 /// strict router, which writes a copy per acknowledged write, stores a bounded number.
-pub const DEFAULT_KEEP_COPIES: NonZeroUsize = NonZeroUsize::new(8).expect("not zero");
+pub const DEFAULT_KEEP_COPIES: usize = 8;
 
 /// How long a strict call waits, in all, for a copy that holds it while other calls of its
 /// tenant keep running, before it answers CALL_IN_DOUBT (cause TENANT_BUSY); milliseconds on
@@ -555,7 +555,7 @@ impl TenantRouter {
             keeper,
             copies: EpochCopies::new(options.durable_store)
                 .with_host_snapshot(options.snapshot)
-                .with_retention(options.keep_copies),
+                .with_retention(NonZeroUsize::new(options.keep_copies)),
             state_root: options.state_root,
             capacity,
             policy: options.copy_policy,
