@@ -28,6 +28,7 @@ use gotry_tenant_state::{
 };
 use gotry_test_support::conformance;
 use gotry_test_support::mysql::{self as server, encode, ScratchTables};
+use gotry_test_support::tls::{self, tenure};
 use mysql::prelude::Queryable;
 
 /// A server for one test: its URL, and the tables the test made (dropped at the end).
@@ -1627,54 +1628,32 @@ struct TlsServer {
 impl TlsServer {
     /// The server, or a failure that says what to do when it is not set up.
     fn new() -> TlsServer {
-        let var = |name: &str| match std::env::var(name) {
-            Ok(value) if !value.is_empty() => value,
-            _ => panic!(
-                "this test needs a MariaDB/MySQL server that takes only TLS connections, and {name} is \
-                 not set: start one with eval \"$(scripts/mariadb-tls.sh)\" (scripts/test.sh does), \
-                 which sets {TLS_URL_VAR}, {TLS_CA_VAR} and {TLS_OTHER_CA_VAR}; or build the tests \
-                 with {}=1 to mark the tests that need a MySQL/MariaDB server ignored",
-                server::SKIP_VAR
-            ),
-        };
-        let url = var(TLS_URL_VAR);
+        let [url, ca, other_ca] = tls::server_vars(
+            [TLS_URL_VAR, TLS_CA_VAR, TLS_OTHER_CA_VAR],
+            "MariaDB/MySQL",
+            "mariadb-tls.sh",
+            server::SKIP_VAR,
+        );
         let options = MysqlOptions::from_url(&url).unwrap_or_else(|e| panic!("{TLS_URL_VAR}: {e}"));
         TlsServer {
-            ca: var(TLS_CA_VAR),
-            other_ca: var(TLS_OTHER_CA_VAR),
-            options,
             url,
+            options,
+            ca,
+            other_ca,
         }
     }
 
     /// The server's URL with `host` and `port` instead of its own, fresh tables, and `query`.
     fn url_at(&self, host: &str, port: u16, query: &str) -> String {
         let o = &self.options;
-        let user = o.user.as_deref().map(encode).unwrap_or_default();
-        let password = o
-            .password
-            .as_deref()
-            .map(|p| format!(":{}", encode(p)))
-            .unwrap_or_default();
-        let at = if user.is_empty() && password.is_empty() {
-            ""
-        } else {
-            "@"
-        };
-        let host = if host.contains(':') {
-            format!("[{host}]")
-        } else {
-            host.to_owned()
-        };
-        let prefix = server::fresh_prefix();
-        let query = if query.is_empty() {
-            String::new()
-        } else {
-            format!("&{query}")
-        };
-        format!(
-            "mysql://{user}{password}{at}{host}:{port}/{}?prefix={prefix}{query}",
-            encode(&o.database)
+        tls::url_at(
+            "mysql",
+            o.user.as_deref(),
+            o.password.as_deref(),
+            host,
+            port,
+            &o.database,
+            query,
         )
     }
 
@@ -1702,51 +1681,14 @@ impl TlsServer {
     /// Opening `url` fails with LEASE_STORE_UNAVAILABLE under `code`, naming `mode` and no
     /// secret. Returns the message.
     fn assert_refused(&self, url: &str, code: &str, mode: &str) -> String {
-        let started = Instant::now();
-        let error = open_lease_store(url).map(|_| ()).expect_err(&server::shown(url));
-        let shown = format!("{error} | {error:?}");
-        self.assert_no_secret(&shown);
-        assert!(matches!(error, Error::LeaseStoreUnavailable { .. }), "{shown}");
-        assert_eq!(
-            error.code_str(),
-            "GOTRY_TENANT_LEASE_STORE_UNAVAILABLE",
-            "{shown}"
-        );
-        assert!(error.to_string().starts_with(&format!("{code}: ")), "{shown}");
-        assert!(shown.contains(&format!("ssl-mode={mode}")), "{shown}");
-        println!(
-            "{} -> {error} (after {:?})",
-            server::shown(url),
-            started.elapsed()
-        );
-        error.to_string()
+        tls::assert_refused(
+            url,
+            &server::shown(url),
+            code,
+            &format!("ssl-mode={mode}"),
+            |shown| self.assert_no_secret(shown),
+        )
     }
-}
-
-/// A whole tenure over `store`: acquire, renew, release, and the log of it.
-fn tenure(store: &dyn LeaseStore) {
-    let grant = store.acquire("tls-k", "o", 60_000).unwrap();
-    assert_eq!(grant.record.epoch, 1);
-    let renewed = store.renew("tls-k", "o", 1, 60_000).unwrap();
-    assert_eq!(renewed.record.epoch, 1);
-    let released = store.release("tls-k", "o", 1).unwrap();
-    assert_eq!(released.epoch, 1);
-    assert!(store.acquire("tls-k", "p", 60_000).unwrap().record.epoch == 2);
-    let ops: Vec<LeaseOp> = store
-        .history(Some("tls-k"))
-        .unwrap()
-        .iter()
-        .map(|e| e.op)
-        .collect();
-    assert_eq!(
-        ops,
-        [
-            LeaseOp::Acquire,
-            LeaseOp::Renew,
-            LeaseOp::Release,
-            LeaseOp::Acquire
-        ]
-    );
 }
 
 #[test]

@@ -22,10 +22,11 @@ use gotry_tenant_state::lease_store::postgres::{
     SslMode, TLS_CERTIFICATE, TLS_REQUIRED_BY_SERVER, UNSAFE_DURABILITY,
 };
 use gotry_tenant_state::{
-    open_lease_store, Error, LeaseOp, LeaseStore, ManualClock, PostgresLeaseStore, PostgresOptions,
+    open_lease_store, Error, LeaseStore, ManualClock, PostgresLeaseStore, PostgresOptions,
 };
 use gotry_test_support::conformance;
 use gotry_test_support::postgres::{self as server, encode, ScratchTables};
+use gotry_test_support::tls::{self, tenure};
 
 fn open(scratch: &mut ScratchTables, url: &str, prefix: &str, timeout_ms: u64) -> PostgresLeaseStore {
     let mut options = PostgresOptions::from_url(url).expect("url");
@@ -620,49 +621,31 @@ struct TlsServer {
 impl TlsServer {
     /// The server, or a failure that says what to do when it is not set up.
     fn new() -> TlsServer {
-        let var = |name: &str| match std::env::var(name) {
-            Ok(value) if !value.is_empty() => value,
-            _ => panic!(
-                "this test needs a PostgreSQL server that takes only TLS connections, and {name} is \
-                 not set: start one with eval \"$(scripts/postgres-tls.sh)\" (scripts/test.sh does), \
-                 which sets {TLS_URL_VAR}, {TLS_CA_VAR} and {TLS_OTHER_CA_VAR}; or build the tests \
-                 with {}=1 to mark the tests that need a PostgreSQL server ignored",
-                server::SKIP_VAR
-            ),
-        };
-        let options =
-            PostgresOptions::from_url(&var(TLS_URL_VAR)).unwrap_or_else(|e| panic!("{TLS_URL_VAR}: {e}"));
+        let [url, ca, other_ca] = tls::server_vars(
+            [TLS_URL_VAR, TLS_CA_VAR, TLS_OTHER_CA_VAR],
+            "PostgreSQL",
+            "postgres-tls.sh",
+            server::SKIP_VAR,
+        );
+        let options = PostgresOptions::from_url(&url).unwrap_or_else(|e| panic!("{TLS_URL_VAR}: {e}"));
         TlsServer {
-            ca: var(TLS_CA_VAR),
-            other_ca: var(TLS_OTHER_CA_VAR),
             options,
+            ca,
+            other_ca,
         }
     }
 
     /// The server's URL with `host` and `port` instead of its own, fresh tables, and `query`.
     fn url_at(&self, host: &str, port: u16, query: &str) -> String {
         let o = &self.options;
-        let user = o.user.as_deref().map(encode).unwrap_or_default();
-        let password = o
-            .password
-            .as_deref()
-            .map(|p| format!(":{}", encode(p)))
-            .unwrap_or_default();
-        let at = if user.is_empty() && password.is_empty() {
-            ""
-        } else {
-            "@"
-        };
-        let prefix = server::fresh_prefix();
-        let query = if query.is_empty() {
-            String::new()
-        } else {
-            format!("&{query}")
-        };
-        format!(
-            "postgres://{user}{password}{at}{}/{}?prefix={prefix}{query}",
-            host_port(host, port),
-            encode(&o.database)
+        tls::url_at(
+            "postgres",
+            o.user.as_deref(),
+            o.password.as_deref(),
+            host,
+            port,
+            &o.database,
+            query,
         )
     }
 
@@ -672,7 +655,7 @@ impl TlsServer {
 
     /// Where a proxy reaches the server.
     fn address(&self) -> String {
-        host_port(&self.options.host, self.options.port)
+        tls::host_port(&self.options.host, self.options.port)
     }
 
     fn ca_query(mode: &str, ca: &str) -> String {
@@ -707,60 +690,14 @@ impl TlsServer {
     /// Opening `url` fails with LEASE_STORE_UNAVAILABLE under `code`, naming `mode` and no
     /// secret. Returns the message.
     fn assert_refused(&self, url: &str, code: &str, mode: &str) -> String {
-        let started = Instant::now();
-        let error = open_lease_store(url).map(|_| ()).expect_err(&server::shown(url));
-        let shown = format!("{error} | {error:?}");
-        self.assert_no_secret(&shown);
-        assert!(matches!(error, Error::LeaseStoreUnavailable { .. }), "{shown}");
-        assert_eq!(
-            error.code_str(),
-            "GOTRY_TENANT_LEASE_STORE_UNAVAILABLE",
-            "{shown}"
-        );
-        assert!(error.to_string().starts_with(&format!("{code}: ")), "{shown}");
-        assert!(shown.contains(&format!("sslmode={mode}")), "{shown}");
-        println!(
-            "{} -> {error} (after {:?})",
-            server::shown(url),
-            started.elapsed()
-        );
-        error.to_string()
+        tls::assert_refused(
+            url,
+            &server::shown(url),
+            code,
+            &format!("sslmode={mode}"),
+            |shown| self.assert_no_secret(shown),
+        )
     }
-}
-
-/// `host:port`, an IPv6 address in brackets.
-fn host_port(host: &str, port: u16) -> String {
-    if host.contains(':') {
-        format!("[{host}]:{port}")
-    } else {
-        format!("{host}:{port}")
-    }
-}
-
-/// A whole tenure over `store`: acquire, renew, release, and the log of it.
-fn tenure(store: &dyn LeaseStore) {
-    let grant = store.acquire("tls-k", "o", 60_000).unwrap();
-    assert_eq!(grant.record.epoch, 1);
-    let renewed = store.renew("tls-k", "o", 1, 60_000).unwrap();
-    assert_eq!(renewed.record.epoch, 1);
-    let released = store.release("tls-k", "o", 1).unwrap();
-    assert_eq!(released.epoch, 1);
-    assert_eq!(store.acquire("tls-k", "p", 60_000).unwrap().record.epoch, 2);
-    let ops: Vec<LeaseOp> = store
-        .history(Some("tls-k"))
-        .unwrap()
-        .iter()
-        .map(|e| e.op)
-        .collect();
-    assert_eq!(
-        ops,
-        [
-            LeaseOp::Acquire,
-            LeaseOp::Renew,
-            LeaseOp::Release,
-            LeaseOp::Acquire
-        ]
-    );
 }
 
 #[test]

@@ -11,3 +11,4 @@ pub mod lines;
 pub mod moto;
 pub mod mysql;
 pub mod postgres;
+pub mod tls;
