@@ -2,8 +2,11 @@
 // tenant's ledger kept open in better-sqlite3 (WAL mode) for the tenure and handed to the
 // router's copies through `betterSqlite3Snapshot`, one small row written per call, every
 // acknowledgement waiting for its copy. Against the same insert into a ledger of the same
-// size without the router, in the same process, rounds alternating; with the bytes the copies
-// stored per write (everything: pieces and manifests, read from the store's folder).
+// size without the router, in the same process, rounds alternating: as the host writes it
+// (WAL, synchronous=NORMAL: no fsync at commit) and made durable by itself (synchronous=FULL:
+// the WAL flushed at each commit). With the bytes of pieces and deltas the copies uploaded per
+// write (the core's metrics; each copy's manifest, about 1 KB, aside) and what the store keeps
+// per write (read from its folder: the router's retention deletes older copies as it goes).
 // Printed, not asserted. `node bench/copies.mjs` (BENCH_SIZES_MB=0.25,4,32, BENCH_CALLS=40);
 // with BENCH_DURABLE_URL (an s3:// URL, such as one on moto) the copies go there instead of a
 // folder, and the bytes stored are not read back.
@@ -13,7 +16,7 @@ import path from 'node:path';
 import { createRequire } from 'node:module';
 
 import {
-    DirectoryDurableStore, SqliteLeaseStore, TenantRouter, betterSqlite3Snapshot, leaseKeyFor, openDurableStore,
+    DirectoryDurableStore, SqliteLeaseStore, TenantRouter, betterSqlite3Snapshot, leaseKeyFor, metrics, openDurableStore,
 } from '@gotry/tenant-state';
 
 const Database = createRequire(import.meta.url)('better-sqlite3');
@@ -37,10 +40,11 @@ function treeBytes(folder) {
 }
 
 /** A ledger of about `mb` megabytes at `file`, open in WAL mode, as the host keeps it. */
-function ledger(file, mb) {
+function ledger(file, mb, synchronous = 'NORMAL') {
     fs.mkdirSync(path.dirname(file), { recursive: true });
     const db = new Database(file);
     db.pragma('journal_mode = WAL');
+    db.pragma(`synchronous = ${synchronous}`);
     db.exec('CREATE TABLE IF NOT EXISTS entries (n INTEGER PRIMARY KEY, body BLOB NOT NULL)');
     const insert = db.prepare('INSERT INTO entries (body) VALUES (?)');
     const rows = Math.ceil((mb * 1024 * 1024) / (ROW + 40));
@@ -73,6 +77,7 @@ for (const mb of SIZES_MB) {
     const handle = await router.open('acme', tenant);
     const routed = ledger(path.join(handle.root, 'ledger.db'), mb);
     const raw = ledger(path.join(here, 'raw', 'ledger.db'), mb);
+    const full = ledger(path.join(here, 'full', 'ledger.db'), mb, 'FULL');
     // The first copy stores the whole ledger; what follows is what one row costs.
     await router.run(key, () => write(routed));
 
@@ -82,21 +87,28 @@ for (const mb of SIZES_MB) {
         return Number(process.hrtime.bigint() - start) / 1e6 / CALLS;
     };
     const rawMs = [];
+    const fullMs = [];
     const routedMs = [];
     const stored = () => (DURABLE_URL ? 0 : treeBytes(durable));
-    const storedBefore = stored();
+    const uploaded = async () => Number((await metrics()).match(/^gotry_tenant_copy_bytes_total (\S+)$/m)[1]);
+    const [storedBefore, uploadedBefore] = [stored(), await uploaded()];
     for (let round = 0; round < ROUNDS; round += 1) {
         rawMs.push(await perCallMs(async () => write(raw)));
+        fullMs.push(await perCallMs(async () => write(full)));
         routedMs.push(await perCallMs(() => router.run(key, () => write(routed))));
     }
-    const storedPerWrite = (stored() - storedBefore) / (CALLS * ROUNDS);
-    const [r, s] = [median(rawMs), median(routedMs)];
+    const writes = CALLS * ROUNDS;
+    const [storedPerWrite, uploadedPerWrite] = [(stored() - storedBefore) / writes, ((await uploaded()) - uploadedBefore) / writes];
+    const [r, f, s] = [median(rawMs), median(fullMs), median(routedMs)];
     console.log(
-        `  ${String(mb).padStart(5)} MB ledger: router call ${s.toFixed(2)} ms, insert alone ${r.toFixed(3)} ms ` +
-            `(${(s / r).toFixed(0)} times)` + (DURABLE_URL ? ' on S3' : `, ${(storedPerWrite / 1024).toFixed(1)} KB stored per write`),
+        `  ${String(mb).padStart(5)} MB ledger: router call ${s.toFixed(2)} ms; insert alone ${r.toFixed(3)} ms ` +
+            `(${(s / r).toFixed(0)} times), durable by itself ${f.toFixed(3)} ms (${(s / f).toFixed(1)} times)` +
+            `; ${(uploadedPerWrite / 1024).toFixed(1)} KB of deltas uploaded per write` +
+            (DURABLE_URL ? ' on S3' : `, ${(storedPerWrite / 1024).toFixed(1)} KB kept per write`),
     );
     await router.close(1_000);
     routed.close();
     raw.close();
+    full.close();
     leaseStore.close();
 }
