@@ -22,7 +22,11 @@ pub(super) const IN_MEMORY: u64 = PIECE as u64;
 /// The content of one file of a snapshot, as the snapshot holds it.
 pub(super) enum Body<'a> {
     Memory(&'a [u8]),
-    Spooled { path: &'a Path, len: u64 },
+    Spooled {
+        path: &'a Path,
+        file: &'a File,
+        len: u64,
+    },
 }
 
 impl Body<'_> {
@@ -37,10 +41,9 @@ impl Body<'_> {
     pub(super) fn range(&self, start: u64, end: u64) -> Result<Cow<'_, [u8]>> {
         match self {
             Body::Memory(bytes) => Ok(Cow::Borrowed(&bytes[start as usize..end as usize])),
-            Body::Spooled { path, .. } => {
+            Body::Spooled { path, file, .. } => {
                 let mut buf = vec![0u8; usize::try_from(end - start).expect("a range of a piece")];
-                File::open(path)
-                    .and_then(|file| file.read_exact_at(&mut buf, start))
+                file.read_exact_at(&mut buf, start)
                     .map_err(|e| Error::io(format!("{} cannot be read", crate::paths::shown(path)), &e))?;
                 Ok(Cow::Owned(buf))
             }

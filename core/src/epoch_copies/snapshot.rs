@@ -94,15 +94,26 @@ pub(super) enum Held {
     /// no scratch file to write and read back.
     Image(Image),
     /// A file of the scratch folder: a host's image, or a content too large for memory.
-    Spooled(PathBuf, u64),
+    Spooled { path: PathBuf, file: File, len: u64 },
 }
 
 impl Held {
+    /// A content spooled at `path`, opened once here for every read the copy makes of it.
+    pub(super) fn spooled(path: PathBuf, len: u64) -> Result<Held> {
+        let file =
+            File::open(&path).map_err(|e| Error::io(format!("{} cannot be read", path.display()), &e))?;
+        Ok(Held::Spooled { path, file, len })
+    }
+
     fn body(&self) -> Body<'_> {
         match self {
             Held::Bytes(bytes) => Body::Memory(bytes),
             Held::Image(image) => Body::Memory(&image.0),
-            Held::Spooled(path, len) => Body::Spooled { path, len: *len },
+            Held::Spooled { path, file, len } => Body::Spooled {
+                path,
+                file,
+                len: *len,
+            },
         }
     }
 }
@@ -222,7 +233,7 @@ impl Snapshot {
                 files.push(SnapshotFile {
                     path: path.clone(),
                     sqlite: is_sqlite(&image),
-                    source: Source::Held(Held::Spooled(image, len)),
+                    source: Source::Held(Held::spooled(image, len)?),
                     seen: None,
                 });
             } else if is_sqlite(&source) {
@@ -529,7 +540,7 @@ fn read_plain(source: &Path, known: Option<&Known>, spool: &mut Spool<'_>) -> Re
                 &std::io::Error::from(ErrorKind::UnexpectedEof),
             ));
         };
-        Held::Spooled(path, len)
+        Held::spooled(path, len)?
     };
     let after = Seen::of(&fs::symlink_metadata(source).map_err(unreadable)?);
     let settled = began
@@ -596,7 +607,7 @@ fn read_sqlite(source: &Path, spool: &mut Spool<'_>) -> Result<Held> {
         let file = File::open(source).map_err(unreadable)?;
         if file.metadata().map_err(unreadable)?.len() == len {
             if let Some(path) = spool.copy(&file, len, source)? {
-                return Ok(Held::Spooled(path, len));
+                return Held::spooled(path, len);
             }
         }
     }
@@ -604,7 +615,7 @@ fn read_sqlite(source: &Path, spool: &mut Spool<'_>) -> Result<Held> {
         let image = spool.path()?;
         backup_from(&from, source, &image)?;
         let len = fs::metadata(&image).map_err(unreadable)?.len();
-        return Ok(Held::Spooled(image, len));
+        return Held::spooled(image, len);
     }
     let image = match from.serialize(MAIN_DB).map_err(sqlite)? {
         Data::Owned(image) => image,

@@ -268,7 +268,7 @@ pub(super) fn read_whole(
                 }
                 Ok(())
             })?;
-            Held::Spooled(path, len)
+            Held::spooled(path, len)?
         };
         let mark = WalMark {
             salts: header.salts,
