@@ -1,4 +1,4 @@
-//! Formats 2 to 4: a file is a base image plus a short chain of deltas, all objects of its
+//! Formats 2 to 5: a file is a base image plus a short chain of deltas, all objects of its
 //! lineage.
 //!
 //! A delta holds the blocks of the file that differ from the state before it (blocks of 4 KiB,

@@ -33,11 +33,12 @@ pub(super) struct ManifestFile {
     pub(super) sqlite: bool,
 }
 
-/// Formats 2 to 4: each file is a base and the deltas that turn it into the file, objects named
+/// Formats 2 to 5: each file is a base and the deltas that turn it into the file, objects named
 /// relative to the tenant's `epochs/` prefix, so that a copy can reference what earlier copies
-/// of its lineage stored. Format 2 has at most one delta (`delta`), formats 3 and 4 a chain
+/// of its lineage stored. Format 2 has at most one delta (`delta`), formats 3 to 5 a chain
 /// (`deltas`, applied in order); [`AnyManifest::parse`] reads both into `deltas`. Format 4
-/// stores a base larger than a piece as pieces (`base`, then `base_pieces`).
+/// stores a base larger than a piece as pieces (`base`, then `base_pieces`). Format 5 carries
+/// small objects in the manifest ([`ObjectRef::inline`]).
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct ManifestV2 {
@@ -80,6 +81,12 @@ impl FileV2 {
         self.base_objects().chain(&self.deltas)
     }
 
+    pub(super) fn objects_mut(&mut self) -> impl Iterator<Item = &mut ObjectRef> {
+        std::iter::once(&mut self.base)
+            .chain(&mut self.base_pieces)
+            .chain(&mut self.deltas)
+    }
+
     /// The base's pieces, in order.
     pub(super) fn base_objects(&self) -> impl Iterator<Item = &ObjectRef> {
         std::iter::once(&self.base).chain(&self.base_pieces)
@@ -89,10 +96,37 @@ impl FileV2 {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct ObjectRef {
-    /// `<epoch:020>/<seq:020>/files/<name>`, under the tenant's `epochs/` prefix.
+    /// `<epoch:020>/<seq:020>/files/<name>`, under the tenant's `epochs/` prefix. An inline
+    /// object keeps the name it was given, though nothing is stored under it: the name still
+    /// says which copy made it, which the check that a copy only looks back relies on.
     pub(super) object: String,
     pub(super) size: u64,
     pub(super) digest: String,
+    /// The object's bytes, in the manifest itself (format 5): a strict copy after a one-row
+    /// change is then one create-only object, not a delta and a manifest, each with its own
+    /// flushes or PUT. Checked against `digest` like a stored object.
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "inline_bytes")]
+    pub(super) inline: Option<Vec<u8>>,
+}
+
+/// Inline bytes as standard base64 in the manifest's JSON.
+mod inline_bytes {
+    use base64::engine::general_purpose::STANDARD;
+    use base64::Engine as _;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(bytes: &Option<Vec<u8>>, to: S) -> Result<S::Ok, S::Error> {
+        match bytes {
+            Some(bytes) => to.serialize_str(&STANDARD.encode(bytes)),
+            None => to.serialize_none(),
+        }
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(from: D) -> Result<Option<Vec<u8>>, D::Error> {
+        Option::<String>::deserialize(from)?
+            .map(|text| STANDARD.decode(text).map_err(serde::de::Error::custom))
+            .transpose()
+    }
 }
 
 impl ObjectRef {
@@ -125,19 +159,22 @@ impl AnyManifest {
             2 => {
                 let mut manifest: ManifestV2 = serde_json::from_slice(bytes).ok()?;
                 for file in &mut manifest.files {
-                    if !file.deltas.is_empty() || !file.base_pieces.is_empty() {
+                    let inline = file.objects().chain(&file.delta).any(|o| o.inline.is_some());
+                    if !file.deltas.is_empty() || !file.base_pieces.is_empty() || inline {
                         return None;
                     }
                     file.deltas.extend(file.delta.take());
                 }
                 Some(AnyManifest::V2(manifest))
             }
-            version @ (3 | 4) => serde_json::from_slice::<ManifestV2>(bytes)
+            version @ 3..=5 => serde_json::from_slice::<ManifestV2>(bytes)
                 .ok()
                 .filter(|m| {
-                    m.files
-                        .iter()
-                        .all(|f| f.delta.is_none() && (version == 4 || f.base_pieces.is_empty()))
+                    m.files.iter().all(|f| {
+                        f.delta.is_none()
+                            && (version >= 4 || f.base_pieces.is_empty())
+                            && (version >= 5 || f.objects().all(|o| o.inline.is_none()))
+                    })
                 })
                 .map(AnyManifest::V2),
             _ => None,
@@ -176,7 +213,8 @@ impl AnyManifest {
             })
     }
 
-    /// Every object the copy needs, by full store key, with its size.
+    /// Every object the copy needs from the store (its inline ones aside), by full store key,
+    /// with its size.
     pub(super) fn objects(&self, key: &str, id: CopyId) -> Result<Vec<(String, u64)>> {
         Ok(match self {
             AnyManifest::V1(m) => {
@@ -192,6 +230,7 @@ impl AnyManifest {
                 m.files
                     .iter()
                     .flat_map(FileV2::objects)
+                    .filter(|o| o.inline.is_none())
                     .map(|o| (format!("{prefix}{}", o.object), o.size))
                     .collect()
             }

@@ -464,10 +464,10 @@ impl Run {
                             self.checked.insert(object.clone());
                         }
                     } else {
-                        // Formats 2 to 4: a file's base pieces and deltas may live in earlier
+                        // Formats 2 to 5: a file's base pieces and deltas may live in earlier
                         // copies of the lineage; those this copy stored must be here, whole, at
                         // their size (their digests are the verify below), and it stored nothing
-                        // else.
+                        // else: nothing the manifest carries inline (format 5) is stored too.
                         let own = format!("{:020}/{:020}/files/", id.epoch, id.seq);
                         let mut named = BTreeSet::new();
                         for file in files {
@@ -481,6 +481,9 @@ impl Run {
                                 let Some(object) = part["object"].as_str() else {
                                     continue;
                                 };
+                                if part.get("inline").is_some() {
+                                    continue;
+                                }
                                 let Some(name) = object.strip_prefix(&own) else {
                                     continue;
                                 };
