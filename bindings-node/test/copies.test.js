@@ -191,22 +191,23 @@ test('a written copy says what it stored and what it reused of its lineage', asy
     appendLedger(root, 'a1');
     writeNotes(root, 'unchanged');
     const first = await copies.writeCopy(a, root);
-    // Nothing to build on yet: every file is stored whole.
+    // Nothing to build on yet: every file is made whole, and both are small enough to ride
+    // inline in the manifest (no object of their own).
     assert.deepEqual(
         [first.piecesUploaded, first.bytesUploaded, first.piecesReused, first.bytesReused],
-        [2, first.bytes, 0, 0],
+        [0, first.bytes, 0, 0],
     );
     const again = await copies.writeCopy(a, root);
     assert.equal(again.seq, 2);
-    // Nothing changed: both files are referenced where the first copy stored them.
+    // Nothing changed: both files are carried from the first copy, nothing made again.
     assert.deepEqual(
         [again.piecesUploaded, again.bytesUploaded, again.piecesReused, again.bytesReused],
-        [0, 0, 2, first.bytesUploaded],
+        [0, 0, 0, first.bytesUploaded],
     );
     writeNotes(root, 'changed');
     const third = await copies.writeCopy(a, root);
-    assert.deepEqual([third.piecesUploaded, third.bytesUploaded], [1, 'changed'.length]);
-    assert.equal(third.piecesReused, 1, 'the ledger');
+    assert.deepEqual([third.piecesUploaded, third.bytesUploaded], [0, 'changed'.length]);
+    assert.equal(third.bytesReused, first.bytes - 'unchanged'.length, 'the ledger');
 });
 
 test('B crashes before its first copy: C skips A\'s late copy as superseded', async () => {
@@ -503,7 +504,7 @@ test('a lease held by a LeaseKeeper writes and restores copies too', async () =>
     assert.equal((await copies.restore(lease, root)).restored, null);
     writeNotes(root, 'kept');
     assert.deepEqual(await copies.writeCopy(keeper.get(key), root), {
-        epoch: 1, seq: 1, files: 1, bytes: 4, piecesUploaded: 1, bytesUploaded: 4, piecesReused: 0, bytesReused: 0,
+        epoch: 1, seq: 1, files: 1, bytes: 4, piecesUploaded: 0, bytesUploaded: 4, piecesReused: 0, bytesReused: 0,
     });
     await keeper.shutdown();
     store.close();

@@ -36,6 +36,11 @@ pub(super) fn block_digests(bytes: &[u8]) -> Vec<[u8; 32]> {
             .map(|block| Sha256::digest(block).into())
             .collect()
     };
+    // Asked only when it matters: the answer reads the cgroup's files, a cost a small copy
+    // (a delta of a few blocks, hashed here) would pay each time.
+    if bytes.len() / PER_THREAD <= 1 {
+        return serial(bytes);
+    }
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(bytes.len() / PER_THREAD);
