@@ -6,11 +6,12 @@
 //! ```text
 //! orgs/<org>/tenants/<tenant>/epochs/<epoch:020>/tenure.json
 //! orgs/<org>/tenants/<tenant>/epochs/<epoch:020>/<seq:020>/files/<index:06>[.<piece:06>|.delta]
-//! orgs/<org>/tenants/<tenant>/epochs/<epoch:020>/<seq:020>/manifest.json
+//! orgs/<org>/tenants/<tenant>/epochs/<epoch:020>/<seq:020>.json
 //! ```
 //!
 //! Objects of a few KiB (a one-row change's delta) go inline in the manifest instead, so a
-//! small copy is one create-only object.
+//! small copy is one create-only object, beside the copies' folders (builds before format 5
+//! wrote the manifest into the copy's folder, as `<seq:020>/manifest.json`; both are read).
 //!
 //! A copy without its manifest does not exist, so a writer that dies mid-copy leaves
 //! nothing a restore could pick. A stale holder can still write, but only into its own,
@@ -73,8 +74,8 @@ mod snapshot;
 mod wal;
 
 use layout::{
-    copy_prefix, epoch_prefix, parse_padded, tenant_prefix, AnyManifest, FileV2, Layout, ManifestV2,
-    ObjectRef, TenureMarker, MANIFEST, TENURE,
+    copy_prefix, epoch_prefix, manifest_key, parse_padded, tenant_prefix, AnyManifest, EpochEntry, FileV2,
+    Layout, ManifestV2, ObjectRef, TenureMarker, LEGACY_MANIFEST, TENURE,
 };
 use restore::{relative_path, tree_size, write_durably, Restored, Scratch, Staged};
 pub use snapshot::SNAPSHOT_LOCK_WAIT;
@@ -458,7 +459,16 @@ impl EpochCopies {
         };
         let bytes = manifest.files.iter().map(|f| f.size).sum();
         let json = serde_json::to_vec(&manifest).expect("a manifest serializes");
-        self.create(&format!("{copy_prefix}{MANIFEST}"), &json)?;
+        self.create(
+            &manifest_key(
+                lease.key(),
+                CopyId {
+                    epoch: lease.epoch(),
+                    seq,
+                },
+            )?,
+            &json,
+        )?;
         tenure.lineage = Some(Arc::new(
             placed
                 .into_iter()
@@ -710,16 +720,14 @@ impl EpochCopies {
     ) -> Result<u64> {
         let mut present = BTreeSet::new();
         for object in found {
-            let rest = &object.key[prefix.len()..];
-            if rest == TENURE {
-                if !tenure.marker && !self.marker_is(lease, &object.key)? {
-                    return Err(conflict(lease, &object.key));
+            match EpochEntry::parse(&object.key[prefix.len()..]) {
+                Some(EpochEntry::Tenure) => {
+                    if !tenure.marker && !self.marker_is(lease, &object.key)? {
+                        return Err(conflict(lease, &object.key));
+                    }
+                    tenure.marker = true;
                 }
-                tenure.marker = true;
-                continue;
-            }
-            match rest.split_once('/').and_then(|(seq, _)| parse_padded(seq)) {
-                Some(seq) if tenure.seqs.contains(&seq) => {
+                Some(EpochEntry::Manifest(seq) | EpochEntry::Object(seq)) if tenure.seqs.contains(&seq) => {
                     present.insert(seq);
                 }
                 _ => return Err(conflict(lease, &object.key)),
@@ -859,7 +867,7 @@ impl EpochCopies {
             .map(|(id, copy)| CopyListing {
                 epoch: id.epoch,
                 seq: id.seq,
-                complete: copy.manifest,
+                complete: copy.manifest.is_some(),
                 objects: copy.objects.len(),
                 bytes: copy.objects.iter().map(|o| o.size).sum(),
             })
@@ -942,7 +950,7 @@ impl EpochCopies {
         for (id, copy) in layout.copies.iter().rev() {
             let dead = id.epoch <= floor || report.kept.len() >= keep;
             if !dead {
-                if copy.manifest
+                if copy.manifest.is_some()
                     && !plan.superseded.contains(id)
                     && self.looks_valid(lease.key(), *id, &sizes)?
                 {
@@ -974,7 +982,7 @@ impl EpochCopies {
         let dead_set: BTreeSet<CopyId> = dead.iter().copied().collect();
         let mut referenced = BTreeSet::new();
         for (id, copy) in &layout.copies {
-            if copy.manifest && !dead_set.contains(id) {
+            if copy.manifest.is_some() && !dead_set.contains(id) {
                 // A manifest that cannot be read references nothing a restore would take.
                 if let Some(Some(manifest)) = self.read_manifest(key, *id)? {
                     referenced.extend(manifest.objects(key, *id)?.into_iter().map(|(o, _)| o));
@@ -983,8 +991,10 @@ impl EpochCopies {
         }
         for id in dead {
             let copy = &layout.copies[id];
-            let (manifest, files): (Vec<_>, Vec<_>) =
-                copy.objects.iter().partition(|o| o.key.ends_with(MANIFEST));
+            let (manifest, files): (Vec<_>, Vec<_>) = copy
+                .objects
+                .iter()
+                .partition(|o| Some(&o.key) == copy.manifest.as_ref());
             for object in manifest.into_iter().chain(files) {
                 if !referenced.contains(&object.key) {
                     self.store.delete(&object.key)?;
@@ -999,25 +1009,34 @@ impl EpochCopies {
         let mut layout = Layout::default();
         for object in self.store.list(&prefix)? {
             let rest = &object.key[prefix.len()..];
-            let mut parts = rest.splitn(3, '/');
-            let Some(epoch) = parts
-                .next()
-                .and_then(parse_padded)
-                .and_then(|e| i64::try_from(e).ok())
-            else {
+            let Some((epoch, rest)) = rest.split_once('/') else {
                 continue;
             };
-            match (parts.next(), parts.next()) {
-                (Some(TENURE), None) => {
+            let Some(epoch) = parse_padded(epoch).and_then(|e| i64::try_from(e).ok()) else {
+                continue;
+            };
+            match EpochEntry::parse(rest) {
+                Some(EpochEntry::Tenure) => {
                     layout.markers.insert(epoch, object.key);
                 }
-                (Some(seq), Some(name)) => {
-                    let Some(seq) = parse_padded(seq) else { continue };
+                Some(EpochEntry::Manifest(seq)) => {
                     let copy = layout.copies.entry(CopyId { epoch, seq }).or_default();
-                    copy.manifest |= name == MANIFEST;
+                    // Both names for one copy (two writers in one epoch): the one this build
+                    // reads first.
+                    if copy.manifest.is_none() || !object.key.ends_with(LEGACY_MANIFEST) {
+                        copy.manifest = Some(object.key.clone());
+                    }
                     copy.objects.push(object);
                 }
-                _ => {}
+                Some(EpochEntry::Object(seq)) => {
+                    layout
+                        .copies
+                        .entry(CopyId { epoch, seq })
+                        .or_default()
+                        .objects
+                        .push(object);
+                }
+                None => {}
             }
         }
         Ok(layout)
@@ -1050,7 +1069,7 @@ impl EpochCopies {
             .copies
             .iter()
             .rev()
-            .filter(|(id, copy)| copy.manifest && in_range(id.epoch))
+            .filter(|(id, copy)| copy.manifest.is_some() && in_range(id.epoch))
             .map(|(id, _)| *id)
             .collect();
         Ok(Plan {
@@ -1125,11 +1144,13 @@ impl EpochCopies {
     /// The copy's manifest: `None` when there is none, `Some(None)` when it is not one this
     /// build reads.
     fn read_manifest(&self, key: &str, id: CopyId) -> Result<Option<Option<AnyManifest>>> {
-        let manifest_key = format!("{}{MANIFEST}", copy_prefix(key, id)?);
-        Ok(self
-            .store
-            .get(&manifest_key)?
-            .map(|bytes| AnyManifest::parse(&bytes)))
+        let bytes = match self.store.get(&manifest_key(key, id)?)? {
+            Some(bytes) => Some(bytes),
+            None => self
+                .store
+                .get(&format!("{}{LEGACY_MANIFEST}", copy_prefix(key, id)?))?,
+        };
+        Ok(bytes.map(|bytes| AnyManifest::parse(&bytes)))
     }
 
     /// Writes copy `id` into the empty folder `into` and checks it: the files it restored (for

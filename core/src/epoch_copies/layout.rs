@@ -9,7 +9,12 @@ use std::collections::BTreeMap;
 use super::*;
 use crate::ids::{assert_ledger_tenant_id, assert_organization_id};
 
-pub(super) const MANIFEST: &str = "manifest.json";
+/// Where builds before format 5 wrote a copy's manifest: `<seq:020>/manifest.json`.
+pub(super) const LEGACY_MANIFEST: &str = "manifest.json";
+/// A manifest is `<epoch:020>/<seq:020>.json`, beside its copy's folder rather than in it: a
+/// copy whose objects all ride inline makes no folder, which on a directory store saves a
+/// folder and its flush, a third of what a small copy costs.
+const MANIFEST_SUFFIX: &str = ".json";
 pub(super) const TENURE: &str = "tenure.json";
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -282,7 +287,9 @@ pub(super) struct TenureMarker {
 
 #[derive(Debug, Default)]
 pub(super) struct ListedCopy {
-    pub(super) manifest: bool,
+    /// The key of its manifest, when it has one: the copy exists.
+    pub(super) manifest: Option<String>,
+    /// Everything the copy's names hold, its manifest included.
     pub(super) objects: Vec<ObjectInfo>,
 }
 
@@ -312,6 +319,41 @@ pub(super) fn epoch_prefix(key: &str, epoch: i64) -> Result<String> {
 
 pub(super) fn copy_prefix(key: &str, id: CopyId) -> Result<String> {
     Ok(format!("{}{:020}/", epoch_prefix(key, id.epoch)?, id.seq))
+}
+
+/// The key of copy `id`'s manifest, as this build writes it.
+pub(super) fn manifest_key(key: &str, id: CopyId) -> Result<String> {
+    Ok(format!(
+        "{}{:020}{MANIFEST_SUFFIX}",
+        epoch_prefix(key, id.epoch)?,
+        id.seq
+    ))
+}
+
+/// What a key below an epoch's prefix is: the tenure marker, a copy's manifest (of either
+/// name), or one of a copy's objects, with the copy's sequence number.
+pub(super) enum EpochEntry {
+    Tenure,
+    Manifest(u64),
+    Object(u64),
+}
+
+impl EpochEntry {
+    pub(super) fn parse(rest: &str) -> Option<EpochEntry> {
+        if rest == TENURE {
+            return Some(EpochEntry::Tenure);
+        }
+        if let Some(seq) = rest.strip_suffix(MANIFEST_SUFFIX).and_then(parse_padded) {
+            return Some(EpochEntry::Manifest(seq));
+        }
+        let (seq, name) = rest.split_once('/')?;
+        let seq = parse_padded(seq)?;
+        Some(if name == LEGACY_MANIFEST {
+            EpochEntry::Manifest(seq)
+        } else {
+            EpochEntry::Object(seq)
+        })
+    }
 }
 
 pub(super) fn parse_padded(text: &str) -> Option<u64> {

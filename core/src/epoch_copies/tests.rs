@@ -250,10 +250,7 @@ fn copy_bytes(world: &World, epoch: i64, seq: u64) -> u64 {
     // The manifest is not part of the copy's bytes.
     let manifest = world
         .durable
-        .get(&format!(
-            "{}{MANIFEST}",
-            copy_prefix(&key(), CopyId { epoch, seq }).unwrap()
-        ))
+        .get(&manifest_key(&key(), CopyId { epoch, seq }).unwrap())
         .unwrap()
         .unwrap();
     copy.bytes - manifest.len() as u64
@@ -328,20 +325,14 @@ fn tamper(world: &World, object: &str, change: impl FnOnce(&mut Vec<u8>)) {
 fn manifest_of(world: &World, seq: u64) -> ManifestV2 {
     let bytes = world
         .durable
-        .get(&format!(
-            "{}{MANIFEST}",
-            copy_prefix(&key(), CopyId { epoch: 1, seq }).unwrap()
-        ))
+        .get(&manifest_key(&key(), CopyId { epoch: 1, seq }).unwrap())
         .unwrap()
         .unwrap();
     serde_json::from_slice(&bytes).unwrap()
 }
 
 fn forge_manifest(world: &World, seq: u64, manifest: &ManifestV2) {
-    let object = format!(
-        "{}{MANIFEST}",
-        copy_prefix(&key(), CopyId { epoch: 1, seq }).unwrap()
-    );
+    let object = manifest_key(&key(), CopyId { epoch: 1, seq }).unwrap();
     let path = world.objects.as_ref().unwrap().join(object);
     fs::write(path, serde_json::to_vec(manifest).unwrap()).unwrap();
 }
@@ -513,7 +504,7 @@ fn anything_foreign_in_the_holders_prefix_is_a_conflict() {
         // A name about to be written that exists already is one too.
         let b = world.next_holder("replica-b");
         let next = format!(
-            "{}00000000000000000001/manifest.json",
+            "{}00000000000000000001.json",
             epoch_prefix(&key(), 2).unwrap()
         );
         let fresh = world.copies();
@@ -652,8 +643,8 @@ fn gc_keeps_the_newest_valid_copies() {
         .list(&own)
         .unwrap()
         .into_iter()
-        .find(|o| !o.key.ends_with(MANIFEST))
-        .unwrap();
+        .next()
+        .expect("the copy stored an object of its own");
     world.durable.delete(&broken.key).unwrap();
 
     assert!(matches!(copies.gc(&b, 0), Err(Error::InvalidArgument { .. })));
@@ -1032,10 +1023,7 @@ fn empty_folders_survive_a_copy_and_a_folder_that_is_a_file_is_a_manifest_fault(
         let mut forged = manifest_of(&world, 2);
         forged.folders = vec!["gotry-state/gotry-state.db/inside".to_owned()];
         // Through the store's own interface, so on every backend.
-        let manifest_key = format!(
-            "{}{MANIFEST}",
-            copy_prefix(&key(), CopyId { epoch: 1, seq: 2 }).unwrap()
-        );
+        let manifest_key = manifest_key(&key(), CopyId { epoch: 1, seq: 2 }).unwrap();
         world.durable.delete(&manifest_key).unwrap();
         world
             .durable

@@ -404,10 +404,10 @@ impl Run {
                         assert_eq!(marker["key"], key(), "{}", object.key);
                     }
                 }
-                [epoch, seq, "manifest.json"] => {
+                [epoch, manifest] if manifest.ends_with(".json") => {
                     let id = CopyId {
                         epoch: number(epoch) as i64,
-                        seq: number(seq),
+                        seq: number(manifest.strip_suffix(".json").unwrap()),
                     };
                     copies.entry(id).or_default().manifest = Some(object.key.clone());
                 }
@@ -416,7 +416,10 @@ impl Run {
                         epoch: number(epoch) as i64,
                         seq: number(seq),
                     };
-                    let number = index.strip_suffix(".delta").unwrap_or(index);
+                    let number = index
+                        .strip_suffix(".delta")
+                        .or_else(|| index.strip_suffix(".carried"))
+                        .unwrap_or(index);
                     assert!(
                         (number.len() == 6 && number.bytes().all(|b| b.is_ascii_digit())) || is_piece(number),
                         "round {round}: {}",

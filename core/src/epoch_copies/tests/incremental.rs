@@ -46,10 +46,7 @@ fn entries_of(root: &Path) -> Vec<String> {
 fn manifest_at(world: &World, epoch: i64, seq: u64) -> ManifestV2 {
     let bytes = world
         .durable
-        .get(&format!(
-            "{}{MANIFEST}",
-            copy_prefix(&key(), CopyId { epoch, seq }).unwrap()
-        ))
+        .get(&manifest_key(&key(), CopyId { epoch, seq }).unwrap())
         .unwrap()
         .expect("the copy has its manifest");
     serde_json::from_slice(&bytes).unwrap()
@@ -126,7 +123,7 @@ fn corrupt_ref(world: &World, id: CopyId, object: &ObjectRef) {
     let bytes = target.inline.as_mut().expect("inline");
     let at = bytes.len() / 2;
     bytes[at] ^= 0x40;
-    let key = format!("{}{MANIFEST}", copy_prefix(&key(), id).unwrap());
+    let key = manifest_key(&key(), id).unwrap();
     world.durable.delete(&key).unwrap();
     let json = serde_json::to_vec(&manifest).unwrap();
     assert_eq!(world.durable.put_new(&key, &json).unwrap(), PutOutcome::Created);
@@ -420,7 +417,7 @@ struct HeldBack {
 
 impl DurableStore for HeldBack {
     fn put_new(&self, key: &str, bytes: &[u8]) -> Result<PutOutcome> {
-        if key.ends_with(MANIFEST) && self.armed.swap(false, Ordering::SeqCst) {
+        if key.ends_with(".json") && !key.ends_with(TENURE) && self.armed.swap(false, Ordering::SeqCst) {
             lock(&self.reached).take().unwrap().send(()).unwrap();
             lock(&self.release).take().unwrap().recv().unwrap();
         }
@@ -1152,7 +1149,9 @@ fn small_objects_go_inline_within_the_budget_and_give_way_to_what_changes() {
 }
 
 /// Inline objects are format 5's: a manifest of an earlier format that carries one is no
-/// manifest this build wrote, and is passed over as a manifest fault.
+/// manifest this build wrote, and is passed over as a manifest fault. A copy of format 4, its
+/// manifest where those builds wrote it (in the copy's folder), restores, lists and is
+/// collected.
 #[test]
 fn a_manifest_of_format_4_with_an_inline_object_is_a_manifest_fault() {
     let world = World::directory();
@@ -1166,10 +1165,24 @@ fn a_manifest_of_format_4_with_an_inline_object_is_a_manifest_fault() {
     assert!(new_delta(&world, &second, LEDGER).inline.is_some());
     let mut manifest = manifest_at(&world, 1, 1);
     manifest.format_version = 4;
-    forge_manifest(&world, 1, &manifest);
+    let first = CopyId { epoch: 1, seq: 1 };
+    world
+        .durable
+        .delete(&manifest_key(&key(), first).unwrap())
+        .unwrap();
+    let legacy = format!("{}{LEGACY_MANIFEST}", copy_prefix(&key(), first).unwrap());
+    world
+        .durable
+        .put_new(&legacy, &serde_json::to_vec(&manifest).unwrap())
+        .unwrap();
     let mut manifest = manifest_at(&world, 1, 2);
     manifest.format_version = 4;
     forge_manifest(&world, 2, &manifest);
+    let listed = copies.list(&key()).unwrap();
+    assert!(
+        listed[0].complete && (listed[0].epoch, listed[0].seq) == (1, 1),
+        "{listed:?}"
+    );
     let (report, root_b) = next_holder_restores_checked(&world);
     assert_eq!(report.restored, id(1, 1), "a format 4 copy restores");
     assert_eq!(
@@ -1181,4 +1194,16 @@ fn a_manifest_of_format_4_with_an_inline_object_is_a_manifest_fault() {
         }]
     );
     assert_eq!(entries_of(&root_b), ["1"]);
+    let c = world.next_holder("replica-c");
+    let root_c = world.root("c");
+    world.copies().restore(&c, &root_c, None).unwrap();
+    add_entry(&root_c, "c");
+    world.copies().write_copy(&c, &root_c).unwrap();
+    let gc = world.copies().gc(&c, 1).unwrap();
+    assert!(gc.deleted.contains(&first), "{gc:?}");
+    assert_eq!(
+        world.durable.get(&legacy).unwrap(),
+        None,
+        "the legacy manifest is gone"
+    );
 }
