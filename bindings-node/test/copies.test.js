@@ -79,12 +79,28 @@ function filesOf(dir) {
 
 const pad = (n, width) => String(n).padStart(width, '0');
 
-/** Where the directory backend keeps one file of one copy. */
-// The object a copy stored for file `index`: the whole file, or only its changed blocks (a
-// `.delta` against a base of an earlier copy) when that was smaller.
-function objectPath(storeDir, tenant, epoch, seq, index) {
-    const whole = path.join(storeDir, 'orgs', ORG, 'tenants', tenant, 'epochs', pad(epoch, 20), pad(seq, 20), 'files', pad(index, 6));
-    return fs.existsSync(whole) ? whole : `${whole}.delta`;
+/**
+ * Flips a byte of what copy (epoch, seq) made for file `index` (files are numbered in path
+ * order) on the directory backend: its object, or its bytes inline in the manifest when they
+ * were small enough to ride there, so a test damages the same bytes wherever they are kept.
+ */
+function damageObject(storeDir, tenant, epoch, seq, index) {
+    const epochs = path.join(storeDir, 'orgs', ORG, 'tenants', tenant, 'epochs');
+    const manifestPath = path.join(epochs, pad(epoch, 20), `${pad(seq, 20)}.json`);
+    const manifest = JSON.parse(fs.readFileSync(manifestPath, 'utf8'));
+    const file = manifest.files[index];
+    const own = `${pad(epoch, 20)}/${pad(seq, 20)}/files/${pad(index, 6)}`;
+    const made = [file.base, ...(file.base_pieces ?? []), ...(file.deltas ?? [])].filter(o => o.object.startsWith(own));
+    assert.ok(made.length > 0, `copy ${epoch}/${seq} made nothing for file ${index}`);
+    const object = made[made.length - 1];
+    if (object.inline === undefined) {
+        flipByte(path.join(epochs, object.object));
+        return;
+    }
+    const bytes = Buffer.from(object.inline, 'base64');
+    bytes[Math.floor(bytes.length / 2)] ^= 0xff;
+    object.inline = bytes.toString('base64');
+    fs.writeFileSync(manifestPath, JSON.stringify(manifest));
 }
 
 function flipByte(file) {
@@ -150,9 +166,9 @@ async function staleWriter(durable) {
     assert.deepEqual([late.epoch, late.seq], [1, 3]);
     const listed = await copies.list(key);
     assert.deepEqual(listed.map(c => [c.epoch, c.seq, c.complete]), [[1, 1, true], [1, 2, true], [1, 3, true], [2, 1, true]]);
-    // Each copy stores its manifest and the files that changed (every copy here changed one at
-    // least); the ones it did not change it references in an earlier copy of its lineage.
-    assert.ok(listed.every(c => c.objects >= 2 && c.objects <= 3 && c.bytes > 0), JSON.stringify(listed));
+    // Each copy is its manifest alone: files this small ride inline in it, those that changed
+    // and those carried from the copy before.
+    assert.ok(listed.every(c => c.objects === 1 && c.bytes > 0), JSON.stringify(listed));
 
     expireAll();
     const c = await acquire(key, 'replica-c');
@@ -244,7 +260,7 @@ test('a flipped byte is skipped as checksum; no copy that verifies is RestoreVer
     appendLedger(rootA, 'two');
     await copies.writeCopy(a, rootA);
     // Files are numbered in path order: the ledger (gotry-state/...) is 0, the notes 1.
-    flipByte(objectPath(dir, tenant, 1, 2, 0));
+    damageObject(dir, tenant, 1, 2, 0);
 
     expireAll();
     const b = await acquire(key, 'b');
@@ -254,7 +270,7 @@ test('a flipped byte is skipped as checksum; no copy that verifies is RestoreVer
     assert.deepEqual(report.skipped, [{ epoch: 1, seq: 2, reason: 'checksum' }]);
     assert.deepEqual(ledgerOf(rootB), ['one']);
 
-    flipByte(objectPath(dir, tenant, 1, 1, 1));
+    damageObject(dir, tenant, 1, 1, 1);
     expireAll();
     const c = await acquire(key, 'c');
     const rootC = tenantRoot(tenant);

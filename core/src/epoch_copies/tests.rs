@@ -503,10 +503,7 @@ fn anything_foreign_in_the_holders_prefix_is_a_conflict() {
 
         // A name about to be written that exists already is one too.
         let b = world.next_holder("replica-b");
-        let next = format!(
-            "{}00000000000000000001.json",
-            epoch_prefix(&key(), 2).unwrap()
-        );
+        let next = format!("{}00000000000000000001.json", epoch_prefix(&key(), 2).unwrap());
         let fresh = world.copies();
         fresh.restore(&b, &root, None).unwrap();
         world.durable.put_new(&next, b"{}").unwrap();
