@@ -359,8 +359,12 @@ export interface SkippedCopy extends CopyId {
 export interface WrittenCopy extends CopyId {
     files: number;
     bytes: number;
-    /** Objects this copy stored (whole files and deltas of changed blocks), its manifest aside. */
+    /**
+     * Objects this copy stored beside its manifest (whole files and deltas of changed blocks too
+     * large to ride inline in it).
+     */
     piecesUploaded: number;
+    /** Bytes of all this copy made, those its manifest carries inline included. */
     bytesUploaded: number;
     /** Objects of earlier copies of its lineage it references instead of storing them again. */
     piecesReused: number;

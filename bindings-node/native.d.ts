@@ -402,10 +402,16 @@ export interface WrittenCopy {
   seq: number
   files: number
   bytes: number
-  /** Objects this copy stored (whole files and deltas), its manifest aside, and their bytes. */
+  /**
+   * Objects this copy stored beside its manifest (those too large to ride inline in it), and
+   * the bytes of all it made, inline ones included.
+   */
   piecesUploaded: number
   bytesUploaded: number
-  /** Objects of earlier copies of its lineage that it references instead of storing them. */
+  /**
+   * Objects of earlier copies of its lineage that it references instead of storing them, and
+   * the bytes it references (inline ones carried from an earlier manifest included).
+   */
   piecesReused: number
   bytesReused: number
 }

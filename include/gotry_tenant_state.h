@@ -704,12 +704,12 @@ typedef struct GotryWrittenCopy {
      */
     uint64_t bytes;
     /**
-     * Objects this copy stored (whole files and deltas of changed blocks), its manifest aside:
-     * what the copy cost the store.
+     * Objects this copy stored beside its manifest (whole files and deltas of changed blocks
+     * too large to ride inline in it): what the copy cost the store in objects.
      */
     size_t pieces_uploaded;
     /**
-     * Bytes of those objects.
+     * Bytes of all the copy made, those its manifest carries inline included.
      */
     uint64_t bytes_uploaded;
     /**
@@ -718,7 +718,8 @@ typedef struct GotryWrittenCopy {
      */
     size_t pieces_reused;
     /**
-     * Bytes of those objects.
+     * Bytes it references of earlier copies, those it carries inline from an earlier manifest
+     * included.
      */
     uint64_t bytes_reused;
 } GotryWrittenCopy;

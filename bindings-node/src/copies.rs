@@ -76,10 +76,12 @@ pub struct JsWrittenCopy {
     pub seq: f64,
     pub files: f64,
     pub bytes: f64,
-    /// Objects this copy stored (whole files and deltas), its manifest aside, and their bytes.
+    /// Objects this copy stored beside its manifest (those too large to ride inline in it), and
+    /// the bytes of all it made, inline ones included.
     pub pieces_uploaded: f64,
     pub bytes_uploaded: f64,
-    /// Objects of earlier copies of its lineage that it references instead of storing them.
+    /// Objects of earlier copies of its lineage that it references instead of storing them, and
+    /// the bytes it references (inline ones carried from an earlier manifest included).
     pub pieces_reused: f64,
     pub bytes_reused: f64,
 }

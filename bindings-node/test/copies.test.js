@@ -79,12 +79,28 @@ function filesOf(dir) {
 
 const pad = (n, width) => String(n).padStart(width, '0');
 
-/** Where the directory backend keeps one file of one copy. */
-// The object a copy stored for file `index`: the whole file, or only its changed blocks (a
-// `.delta` against a base of an earlier copy) when that was smaller.
-function objectPath(storeDir, tenant, epoch, seq, index) {
-    const whole = path.join(storeDir, 'orgs', ORG, 'tenants', tenant, 'epochs', pad(epoch, 20), pad(seq, 20), 'files', pad(index, 6));
-    return fs.existsSync(whole) ? whole : `${whole}.delta`;
+/**
+ * Flips a byte of what copy (epoch, seq) made for file `index` (files are numbered in path
+ * order) on the directory backend: its object, or its bytes inline in the manifest when they
+ * were small enough to ride there, so a test damages the same bytes wherever they are kept.
+ */
+function damageObject(storeDir, tenant, epoch, seq, index) {
+    const epochs = path.join(storeDir, 'orgs', ORG, 'tenants', tenant, 'epochs');
+    const manifestPath = path.join(epochs, pad(epoch, 20), `${pad(seq, 20)}.json`);
+    const manifest = JSON.parse(fs.readFileSync(manifestPath, 'utf8'));
+    const file = manifest.files[index];
+    const own = `${pad(epoch, 20)}/${pad(seq, 20)}/files/${pad(index, 6)}`;
+    const made = [file.base, ...(file.base_pieces ?? []), ...(file.deltas ?? [])].filter(o => o.object.startsWith(own));
+    assert.ok(made.length > 0, `copy ${epoch}/${seq} made nothing for file ${index}`);
+    const object = made[made.length - 1];
+    if (object.inline === undefined) {
+        flipByte(path.join(epochs, object.object));
+        return;
+    }
+    const bytes = Buffer.from(object.inline, 'base64');
+    bytes[Math.floor(bytes.length / 2)] ^= 0xff;
+    object.inline = bytes.toString('base64');
+    fs.writeFileSync(manifestPath, JSON.stringify(manifest));
 }
 
 function flipByte(file) {
@@ -150,9 +166,9 @@ async function staleWriter(durable) {
     assert.deepEqual([late.epoch, late.seq], [1, 3]);
     const listed = await copies.list(key);
     assert.deepEqual(listed.map(c => [c.epoch, c.seq, c.complete]), [[1, 1, true], [1, 2, true], [1, 3, true], [2, 1, true]]);
-    // Each copy stores its manifest and the files that changed (every copy here changed one at
-    // least); the ones it did not change it references in an earlier copy of its lineage.
-    assert.ok(listed.every(c => c.objects >= 2 && c.objects <= 3 && c.bytes > 0), JSON.stringify(listed));
+    // Each copy is its manifest alone: files this small ride inline in it, those that changed
+    // and those carried from the copy before.
+    assert.ok(listed.every(c => c.objects === 1 && c.bytes > 0), JSON.stringify(listed));
 
     expireAll();
     const c = await acquire(key, 'replica-c');
@@ -191,22 +207,23 @@ test('a written copy says what it stored and what it reused of its lineage', asy
     appendLedger(root, 'a1');
     writeNotes(root, 'unchanged');
     const first = await copies.writeCopy(a, root);
-    // Nothing to build on yet: every file is stored whole.
+    // Nothing to build on yet: every file is made whole, and both are small enough to ride
+    // inline in the manifest (no object of their own).
     assert.deepEqual(
         [first.piecesUploaded, first.bytesUploaded, first.piecesReused, first.bytesReused],
-        [2, first.bytes, 0, 0],
+        [0, first.bytes, 0, 0],
     );
     const again = await copies.writeCopy(a, root);
     assert.equal(again.seq, 2);
-    // Nothing changed: both files are referenced where the first copy stored them.
+    // Nothing changed: both files are carried from the first copy, nothing made again.
     assert.deepEqual(
         [again.piecesUploaded, again.bytesUploaded, again.piecesReused, again.bytesReused],
-        [0, 0, 2, first.bytesUploaded],
+        [0, 0, 0, first.bytesUploaded],
     );
     writeNotes(root, 'changed');
     const third = await copies.writeCopy(a, root);
-    assert.deepEqual([third.piecesUploaded, third.bytesUploaded], [1, 'changed'.length]);
-    assert.equal(third.piecesReused, 1, 'the ledger');
+    assert.deepEqual([third.piecesUploaded, third.bytesUploaded], [0, 'changed'.length]);
+    assert.equal(third.bytesReused, first.bytes - 'unchanged'.length, 'the ledger');
 });
 
 test('B crashes before its first copy: C skips A\'s late copy as superseded', async () => {
@@ -243,7 +260,7 @@ test('a flipped byte is skipped as checksum; no copy that verifies is RestoreVer
     appendLedger(rootA, 'two');
     await copies.writeCopy(a, rootA);
     // Files are numbered in path order: the ledger (gotry-state/...) is 0, the notes 1.
-    flipByte(objectPath(dir, tenant, 1, 2, 0));
+    damageObject(dir, tenant, 1, 2, 0);
 
     expireAll();
     const b = await acquire(key, 'b');
@@ -253,7 +270,7 @@ test('a flipped byte is skipped as checksum; no copy that verifies is RestoreVer
     assert.deepEqual(report.skipped, [{ epoch: 1, seq: 2, reason: 'checksum' }]);
     assert.deepEqual(ledgerOf(rootB), ['one']);
 
-    flipByte(objectPath(dir, tenant, 1, 1, 1));
+    damageObject(dir, tenant, 1, 1, 1);
     expireAll();
     const c = await acquire(key, 'c');
     const rootC = tenantRoot(tenant);
@@ -503,7 +520,7 @@ test('a lease held by a LeaseKeeper writes and restores copies too', async () =>
     assert.equal((await copies.restore(lease, root)).restored, null);
     writeNotes(root, 'kept');
     assert.deepEqual(await copies.writeCopy(keeper.get(key), root), {
-        epoch: 1, seq: 1, files: 1, bytes: 4, piecesUploaded: 1, bytesUploaded: 4, piecesReused: 0, bytesReused: 0,
+        epoch: 1, seq: 1, files: 1, bytes: 4, piecesUploaded: 0, bytesUploaded: 4, piecesReused: 0, bytesReused: 0,
     });
     await keeper.shutdown();
     store.close();

@@ -219,7 +219,8 @@ impl PyWrittenCopy {
         self.0.bytes
     }
 
-    /// Objects this copy stored (bases and deltas), the manifest aside.
+    /// Objects this copy stored beside its manifest (bases and deltas too large to ride inline
+    /// in it).
     #[getter]
     fn pieces_uploaded(&self) -> usize {
         self.0.pieces_uploaded

@@ -4,6 +4,8 @@ the errors of the copies with their fields, and the GIL released while a copy mo
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import pickle
 import secrets
@@ -70,6 +72,29 @@ class World:
             / f"{seq:020}"
             / name
         )
+
+    def damage(self, epoch: int, seq: int, index: int) -> None:
+        """Flips a byte of what copy (epoch, seq) made for file `index` (files are numbered in
+        path order): its object, or its bytes inline in the manifest when they were small
+        enough to ride there, so a test damages the same bytes wherever they are kept."""
+        epochs = self.object_path(epoch, seq, "x").parent.parent.parent
+        manifest_path = epochs / f"{epoch:020}" / f"{seq:020}.json"
+        manifest = json.loads(manifest_path.read_bytes())
+        file = manifest["files"][index]
+        own = f"{epoch:020}/{seq:020}/files/{index:06}"
+        made = [
+            o
+            for o in [file["base"], *file.get("base_pieces", []), *file.get("deltas", [])]
+            if o["object"].startswith(own)
+        ]
+        assert made, f"copy {epoch}/{seq} made nothing for file {index}"
+        if "inline" not in made[-1]:
+            flip_a_byte(epochs / made[-1]["object"])
+            return
+        inline = bytearray(base64.b64decode(made[-1]["inline"]))
+        inline[len(inline) // 2] ^= 0xFF
+        made[-1]["inline"] = base64.b64encode(bytes(inline)).decode()
+        manifest_path.write_text(json.dumps(manifest))
 
     def close(self) -> None:
         self.leases.close()
@@ -219,7 +244,7 @@ def test_a_stale_writers_late_copy_is_superseded_even_when_the_newer_copy_is_dam
     assert copies_b.write_copy(b, root_b).seq == 1
     write_state(root_a, ["a1", "a2", "a-late"])
     assert copies_a.write_copy(a, root_a).seq == 3
-    flip_a_byte(world.object_path(2, 1, "files/000000"))
+    world.damage(2, 1, 0)
 
     world.let_leases_expire()
     c = world.holder("replica-c")
@@ -234,7 +259,7 @@ def test_a_flipped_byte_is_skipped_and_the_older_copy_restored(directory_world: 
     world = directory_world
     b = b_after_a_ran_out(world)
     # Index 0 is the ledger: files are numbered in the order of their paths.
-    flip_a_byte(world.object_path(1, 2, "files/000000"))
+    world.damage(1, 2, 0)
     report = gts.EpochCopies(world.durable).restore(b, world.root("b"))
     assert report.restored == gts.CopyId(1, 1)
     assert report.skipped == [gts.SkippedCopy(1, 2, "checksum")]
@@ -245,8 +270,8 @@ def test_a_flipped_byte_is_skipped_and_the_older_copy_restored(directory_world: 
 def test_no_copy_that_verifies_is_restore_invalid_with_every_skipped_copy(directory_world: World) -> None:
     world = directory_world
     b = b_after_a_ran_out(world)
-    flip_a_byte(world.object_path(1, 2, "files/000000"))
-    flip_a_byte(world.object_path(1, 1, "files/000001"))
+    world.damage(1, 2, 0)
+    world.damage(1, 1, 1)
     root_b = world.root("b")
     write_state(root_b, ["untouched"])
     with pytest.raises(gts.RestoreVerificationError) as caught:

@@ -6,8 +6,12 @@
 //! ```text
 //! orgs/<org>/tenants/<tenant>/epochs/<epoch:020>/tenure.json
 //! orgs/<org>/tenants/<tenant>/epochs/<epoch:020>/<seq:020>/files/<index:06>[.<piece:06>|.delta]
-//! orgs/<org>/tenants/<tenant>/epochs/<epoch:020>/<seq:020>/manifest.json
+//! orgs/<org>/tenants/<tenant>/epochs/<epoch:020>/<seq:020>.json
 //! ```
+//!
+//! Objects of a few KiB (a one-row change's delta) go inline in the manifest instead, so a
+//! small copy is one create-only object, beside the copies' folders (builds before format 5
+//! wrote the manifest into the copy's folder, as `<seq:020>/manifest.json`; both are read).
 //!
 //! A copy without its manifest does not exist, so a writer that dies mid-copy leaves
 //! nothing a restore could pick. A stale holder can still write, but only into its own,
@@ -70,19 +74,20 @@ mod snapshot;
 mod wal;
 
 use layout::{
-    copy_prefix, epoch_prefix, parse_padded, tenant_prefix, AnyManifest, FileV2, Layout, ManifestV2,
-    ObjectRef, TenureMarker, MANIFEST, TENURE,
+    copy_prefix, epoch_prefix, manifest_key, parse_padded, tenant_prefix, AnyManifest, EpochEntry, FileV2,
+    Layout, ManifestV2, ObjectRef, TenureMarker, LEGACY_MANIFEST, TENURE,
 };
 use restore::{relative_path, tree_size, write_durably, Restored, Scratch, Staged};
 pub use snapshot::SNAPSHOT_LOCK_WAIT;
 use snapshot::{assert_root_not_open, backup_sqlite, Snapshot};
 
 /// The manifest format this build writes: a base, in pieces when it is large, and a chain of
-/// deltas per file. It restores this one, format 3 (a base of one object), format 2 (a base
+/// deltas per file, small ones inline in the manifest. It restores this one, format 4 (no
+/// inline objects), format 3 (a base of one object), format 2 (a base
 /// and at most one delta) and format 1 (every file one whole object of its own copy, checked by
 /// SHA-256 and `integrity_check` at restore).
-pub const FORMAT_VERSION: u32 = 4;
-/// The format of the tenure marker, which formats 2 to 4 left as they were.
+pub const FORMAT_VERSION: u32 = 5;
+/// The format of the tenure marker, which formats 2 to 5 left as they were.
 const MARKER_FORMAT: u32 = 1;
 const SQLITE_HEADER: &[u8; 16] = b"SQLite format 3\0";
 
@@ -106,11 +111,13 @@ pub struct WrittenCopy {
     pub files: usize,
     /// The size of the files the copy holds.
     pub bytes: u64,
-    /// What this copy stored: its objects (bases and deltas) and their bytes, the manifest
-    /// aside (one more object).
+    /// What this copy made (bases and deltas): the objects it stored beside its manifest, and
+    /// the bytes of all it made, those its manifest carries inline included (format 5). The
+    /// manifest itself is aside: one more object.
     pub pieces_uploaded: usize,
     pub bytes_uploaded: u64,
-    /// What it references of earlier copies of its lineage instead of storing it again.
+    /// What it references of earlier copies of its lineage instead of making it again: objects
+    /// of the store, and bytes (those it carries inline from an earlier manifest included).
     pub pieces_reused: usize,
     pub bytes_reused: u64,
 }
@@ -229,11 +236,42 @@ fn next_step(known: Option<&Known>, blocks: &[[u8; 32]], len: u64, digest: &str,
     }
 }
 
-/// One file of a copy being written, and what storing it cost.
+/// One file of a copy being written.
 struct Placed {
     known: Known,
-    uploaded: (usize, u64),
-    reused: (usize, u64),
+    /// The objects this copy made for it (stored, or inline for now), by name.
+    fresh: BTreeSet<String>,
+}
+
+/// The largest object a manifest carries inline: a one-row change of a database is a delta of
+/// a few 4 KiB blocks.
+const INLINE_MOST: usize = 16 << 10;
+/// The most inline bytes a manifest carries, those it carries forward from its lineage
+/// included (base64 makes them a third larger): a manifest stays one small object to write
+/// and to read, however many small files the root holds.
+const INLINE_BUDGET: usize = 32 << 10;
+
+/// An object of a copy being written: stored now when it is too large to go inline, else held
+/// for the manifest ([`EpochCopies::settle_inline`] decides which of those fit).
+fn stored_or_inline(
+    object: String,
+    bytes: std::borrow::Cow<'_, [u8]>,
+    digest: String,
+    store: impl Fn(&str, &[u8]) -> Result<()>,
+) -> Result<ObjectRef> {
+    let size = bytes.len() as u64;
+    let inline = if bytes.len() <= INLINE_MOST {
+        Some(bytes.into_owned())
+    } else {
+        store(&object, &bytes)?;
+        None
+    };
+    Ok(ObjectRef {
+        object,
+        size,
+        digest,
+        inline,
+    })
 }
 
 /// The tenure id as markers spell it.
@@ -382,7 +420,7 @@ impl EpochCopies {
         let epochs = tenant_prefix(lease.key())?;
         snapshot_taken();
         let lineage = tenure.lineage.clone().unwrap_or_default();
-        let placed = in_parallel(&snapshot.files, |index, file| {
+        let mut placed = in_parallel(&snapshot.files, |index, file| {
             self.place(
                 file.content(),
                 file,
@@ -394,14 +432,21 @@ impl EpochCopies {
         })
         .into_iter()
         .collect::<Result<Vec<_>>>()?;
-        let sum = |pick: fn(&Placed) -> (usize, u64)| {
-            placed
-                .iter()
-                .map(pick)
-                .fold((0, 0), |(n, b), (m, c)| (n + m, b + c))
-        };
-        let (pieces_uploaded, bytes_uploaded) = sum(|p| p.uploaded);
-        let (pieces_reused, bytes_reused) = sum(|p| p.reused);
+        self.settle_inline(&mut placed, &copy_prefix[epochs.len()..], &epochs)?;
+        let (mut pieces_uploaded, mut bytes_uploaded, mut pieces_reused, mut bytes_reused) = (0, 0, 0, 0);
+        for p in &placed {
+            let mut counted = BTreeSet::new();
+            for object in p.known.file.objects() {
+                let piece = usize::from(object.inline.is_none());
+                if !p.fresh.contains(&object.object) {
+                    pieces_reused += piece;
+                    bytes_reused += object.size;
+                } else if counted.insert(&object.object) {
+                    pieces_uploaded += piece;
+                    bytes_uploaded += object.size;
+                }
+            }
+        }
         let manifest = ManifestV2 {
             format_version: FORMAT_VERSION,
             key: lease.key().to_owned(),
@@ -414,7 +459,16 @@ impl EpochCopies {
         };
         let bytes = manifest.files.iter().map(|f| f.size).sum();
         let json = serde_json::to_vec(&manifest).expect("a manifest serializes");
-        self.create(&format!("{copy_prefix}{MANIFEST}"), &json)?;
+        self.create(
+            &manifest_key(
+                lease.key(),
+                CopyId {
+                    epoch: lease.epoch(),
+                    seq,
+                },
+            )?,
+            &json,
+        )?;
         tenure.lineage = Some(Arc::new(
             placed
                 .into_iter()
@@ -479,8 +533,7 @@ impl EpochCopies {
                         seen: file.seen,
                         ..known.clone()
                     },
-                    uploaded: (0, 0),
-                    reused: tally(known.file.objects()),
+                    fresh: BTreeSet::new(),
                 });
             }
             (Step::Delta(chain), Some(known)) => {
@@ -495,16 +548,15 @@ impl EpochCopies {
                         Ok(())
                     })?,
                 };
-                let object = name(&format!("files/{index:06}.delta"));
-                store(&object, &bytes)?;
-                let added = ObjectRef {
-                    object,
-                    size: bytes.len() as u64,
-                    digest: delta::digest(&bytes),
-                };
+                let digest_of_delta = delta::digest(&bytes);
+                let added = stored_or_inline(
+                    name(&format!("files/{index:06}.delta")),
+                    bytes.into(),
+                    digest_of_delta,
+                    &store,
+                )?;
                 return Ok(Placed {
-                    uploaded: (1, added.size),
-                    reused: tally(known.file.base_objects().chain(kept)),
+                    fresh: BTreeSet::from([added.object.clone()]),
                     known: Known {
                         file: FileV2 {
                             path: file.path.clone(),
@@ -573,12 +625,7 @@ impl EpochCopies {
                 } else {
                     name(&format!("files/{index:06}"))
                 };
-                store(&object, &body.range(*start, *end)?)?;
-                Ok(ObjectRef {
-                    object,
-                    size: end - start,
-                    digest: digest.clone(),
-                })
+                stored_or_inline(object, body.range(*start, *end)?, digest.clone(), &store)
             });
             (checked.is_none_or(|c| c.join().unwrap_or(false)), stored)
         });
@@ -592,20 +639,13 @@ impl EpochCopies {
             });
         }
         let stored = stored.into_iter().collect::<Result<Vec<_>>>()?;
-        let uploaded = tally(stored.iter());
-        let fresh: BTreeSet<&str> = stored.iter().map(|o| o.object.as_str()).collect();
+        let fresh = stored.iter().map(|o| o.object.clone()).collect();
         for object in &stored {
             have.insert(&object.digest, object.clone());
         }
-        let pieces: Vec<ObjectRef> = spans
-            .iter()
-            .map(|(_, _, digest)| have[digest.as_str()].clone())
-            .collect();
-        let reused = tally(pieces.iter().filter(|o| !fresh.contains(o.object.as_str())));
-        let mut pieces = pieces.into_iter();
+        let mut pieces = spans.iter().map(|(_, _, digest)| have[digest.as_str()].clone());
         Ok(Placed {
-            uploaded,
-            reused,
+            fresh,
             known: Known {
                 file: FileV2 {
                     path: file.path.clone(),
@@ -626,6 +666,49 @@ impl EpochCopies {
         })
     }
 
+    /// Keeps inline as much as [`INLINE_BUDGET`] allows: first what this copy made, then what
+    /// it carries from its lineage's manifests, each in file order, and stores the rest. What
+    /// is made first: the room goes to what changes (a ledger's deltas), and a small file that
+    /// stays the same is stored once, as an object of this copy (`own`, its folder under
+    /// `epochs`), instead of holding the room forever.
+    fn settle_inline(&self, placed: &mut [Placed], own: &str, epochs: &str) -> Result<()> {
+        let mut room = INLINE_BUDGET;
+        let mut spilled = Vec::new();
+        for made_here in [true, false] {
+            for (f, p) in placed.iter().enumerate() {
+                for (k, object) in p.known.file.objects().enumerate() {
+                    let Some(len) = object.inline.as_ref().map(Vec::len) else {
+                        continue;
+                    };
+                    if p.fresh.contains(&object.object) != made_here {
+                        continue;
+                    }
+                    if len <= room {
+                        room -= len;
+                    } else {
+                        spilled.push((f, k));
+                    }
+                }
+            }
+        }
+        let mut puts = Vec::with_capacity(spilled.len());
+        for (f, k) in spilled {
+            let p = &mut placed[f];
+            let object = p.known.file.objects_mut().nth(k).expect("an object found above");
+            if !p.fresh.contains(&object.object) {
+                object.object = format!("{own}files/{f:06}.{k:06}.carried");
+                p.fresh.insert(object.object.clone());
+            }
+            puts.push((object.object.clone(), object.inline.take().expect("inline above")));
+        }
+        for stored in in_parallel(&puts, |_, (name, bytes)| {
+            self.create(&format!("{epochs}{name}"), bytes)
+        }) {
+            stored?;
+        }
+        Ok(())
+    }
+
     /// Checks that the tenure's prefix holds only this holder's objects and reserves the
     /// next sequence number (also past copies that failed half-way, whose names are used).
     fn claim_next_seq(
@@ -637,16 +720,14 @@ impl EpochCopies {
     ) -> Result<u64> {
         let mut present = BTreeSet::new();
         for object in found {
-            let rest = &object.key[prefix.len()..];
-            if rest == TENURE {
-                if !tenure.marker && !self.marker_is(lease, &object.key)? {
-                    return Err(conflict(lease, &object.key));
+            match EpochEntry::parse(&object.key[prefix.len()..]) {
+                Some(EpochEntry::Tenure) => {
+                    if !tenure.marker && !self.marker_is(lease, &object.key)? {
+                        return Err(conflict(lease, &object.key));
+                    }
+                    tenure.marker = true;
                 }
-                tenure.marker = true;
-                continue;
-            }
-            match rest.split_once('/').and_then(|(seq, _)| parse_padded(seq)) {
-                Some(seq) if tenure.seqs.contains(&seq) => {
+                Some(EpochEntry::Manifest(seq) | EpochEntry::Object(seq)) if tenure.seqs.contains(&seq) => {
                     present.insert(seq);
                 }
                 _ => return Err(conflict(lease, &object.key)),
@@ -786,7 +867,7 @@ impl EpochCopies {
             .map(|(id, copy)| CopyListing {
                 epoch: id.epoch,
                 seq: id.seq,
-                complete: copy.manifest,
+                complete: copy.manifest.is_some(),
                 objects: copy.objects.len(),
                 bytes: copy.objects.iter().map(|o| o.size).sum(),
             })
@@ -869,7 +950,7 @@ impl EpochCopies {
         for (id, copy) in layout.copies.iter().rev() {
             let dead = id.epoch <= floor || report.kept.len() >= keep;
             if !dead {
-                if copy.manifest
+                if copy.manifest.is_some()
                     && !plan.superseded.contains(id)
                     && self.looks_valid(lease.key(), *id, &sizes)?
                 {
@@ -896,12 +977,12 @@ impl EpochCopies {
 
     /// Deletes the copies `dead`, each manifest first (from then on the copy does not exist,
     /// whatever is left of it), then every object of theirs that no other copy's manifest
-    /// references: copies of formats 2 to 4 share the objects of their lineage.
+    /// references: copies of formats 2 to 5 share the objects of their lineage.
     fn delete_copies(&self, key: &str, layout: &Layout, dead: &[CopyId]) -> Result<()> {
         let dead_set: BTreeSet<CopyId> = dead.iter().copied().collect();
         let mut referenced = BTreeSet::new();
         for (id, copy) in &layout.copies {
-            if copy.manifest && !dead_set.contains(id) {
+            if copy.manifest.is_some() && !dead_set.contains(id) {
                 // A manifest that cannot be read references nothing a restore would take.
                 if let Some(Some(manifest)) = self.read_manifest(key, *id)? {
                     referenced.extend(manifest.objects(key, *id)?.into_iter().map(|(o, _)| o));
@@ -910,8 +991,10 @@ impl EpochCopies {
         }
         for id in dead {
             let copy = &layout.copies[id];
-            let (manifest, files): (Vec<_>, Vec<_>) =
-                copy.objects.iter().partition(|o| o.key.ends_with(MANIFEST));
+            let (manifest, files): (Vec<_>, Vec<_>) = copy
+                .objects
+                .iter()
+                .partition(|o| Some(&o.key) == copy.manifest.as_ref());
             for object in manifest.into_iter().chain(files) {
                 if !referenced.contains(&object.key) {
                     self.store.delete(&object.key)?;
@@ -926,25 +1009,34 @@ impl EpochCopies {
         let mut layout = Layout::default();
         for object in self.store.list(&prefix)? {
             let rest = &object.key[prefix.len()..];
-            let mut parts = rest.splitn(3, '/');
-            let Some(epoch) = parts
-                .next()
-                .and_then(parse_padded)
-                .and_then(|e| i64::try_from(e).ok())
-            else {
+            let Some((epoch, rest)) = rest.split_once('/') else {
                 continue;
             };
-            match (parts.next(), parts.next()) {
-                (Some(TENURE), None) => {
+            let Some(epoch) = parse_padded(epoch).and_then(|e| i64::try_from(e).ok()) else {
+                continue;
+            };
+            match EpochEntry::parse(rest) {
+                Some(EpochEntry::Tenure) => {
                     layout.markers.insert(epoch, object.key);
                 }
-                (Some(seq), Some(name)) => {
-                    let Some(seq) = parse_padded(seq) else { continue };
+                Some(EpochEntry::Manifest(seq)) => {
                     let copy = layout.copies.entry(CopyId { epoch, seq }).or_default();
-                    copy.manifest |= name == MANIFEST;
+                    // Both names for one copy (two writers in one epoch): the one this build
+                    // reads first.
+                    if copy.manifest.is_none() || !object.key.ends_with(LEGACY_MANIFEST) {
+                        copy.manifest = Some(object.key.clone());
+                    }
                     copy.objects.push(object);
                 }
-                _ => {}
+                Some(EpochEntry::Object(seq)) => {
+                    layout
+                        .copies
+                        .entry(CopyId { epoch, seq })
+                        .or_default()
+                        .objects
+                        .push(object);
+                }
+                None => {}
             }
         }
         Ok(layout)
@@ -977,7 +1069,7 @@ impl EpochCopies {
             .copies
             .iter()
             .rev()
-            .filter(|(id, copy)| copy.manifest && in_range(id.epoch))
+            .filter(|(id, copy)| copy.manifest.is_some() && in_range(id.epoch))
             .map(|(id, _)| *id)
             .collect();
         Ok(Plan {
@@ -1052,11 +1144,13 @@ impl EpochCopies {
     /// The copy's manifest: `None` when there is none, `Some(None)` when it is not one this
     /// build reads.
     fn read_manifest(&self, key: &str, id: CopyId) -> Result<Option<Option<AnyManifest>>> {
-        let manifest_key = format!("{}{MANIFEST}", copy_prefix(key, id)?);
-        Ok(self
-            .store
-            .get(&manifest_key)?
-            .map(|bytes| AnyManifest::parse(&bytes)))
+        let bytes = match self.store.get(&manifest_key(key, id)?)? {
+            Some(bytes) => Some(bytes),
+            None => self
+                .store
+                .get(&format!("{}{LEGACY_MANIFEST}", copy_prefix(key, id)?))?,
+        };
+        Ok(bytes.map(|bytes| AnyManifest::parse(&bytes)))
     }
 
     /// Writes copy `id` into the empty folder `into` and checks it: the files it restored (for
@@ -1175,10 +1269,11 @@ impl EpochCopies {
     ) -> Result<std::result::Result<Known, SkipReason>> {
         use std::os::unix::fs::FileExt;
         let fetch = |object: &ObjectRef| -> Result<Option<Vec<u8>>> {
-            Ok(self
-                .store
-                .get(&format!("{prefix}{}", object.object))?
-                .filter(|bytes| bytes.len() as u64 == object.size))
+            let bytes = match &object.inline {
+                Some(inline) => Some(inline.clone()),
+                None => self.store.get(&format!("{prefix}{}", object.object))?,
+            };
+            Ok(bytes.filter(|bytes| bytes.len() as u64 == object.size))
         };
         let pieces: Vec<&ObjectRef> = file.base_objects().collect();
         // Every piece but the last is whole blocks, so the pieces' block digests are the base's.
@@ -1272,9 +1367,11 @@ impl EpochCopies {
     }
 }
 
-/// How many objects, and how many bytes.
+/// How many objects of the store, and how many bytes (inline ones included).
 fn tally<'a>(objects: impl Iterator<Item = &'a ObjectRef>) -> (usize, u64) {
-    objects.fold((0, 0), |(n, b), o| (n + 1, b + o.size))
+    objects.fold((0, 0), |(n, b), o| {
+        (n + usize::from(o.inline.is_none()), b + o.size)
+    })
 }
 
 /// The reason that speaks for a whole copy among its files' verdicts: a damaged object is a

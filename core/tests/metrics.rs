@@ -317,7 +317,10 @@ fn a_restore_that_skips_a_corrupt_copy_counts_it_by_reason() {
     // The newest copy's manifest, made unreadable.
     let mut manifests: Vec<std::path::PathBuf> = walk(&dir.path().join("durable"))
         .into_iter()
-        .filter(|p| p.file_name().is_some_and(|n| n == "manifest.json"))
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n != "tenure.json" && n.to_string_lossy().ends_with(".json"))
+        })
         .collect();
     manifests.sort();
     let newest = manifests.last().expect("the copies wrote manifests");

@@ -67,15 +67,16 @@ pub struct GotryWrittenCopy {
     pub files: usize,
     /// Bytes of those files (SQLite files as their backup image).
     pub bytes: u64,
-    /// Objects this copy stored (whole files and deltas of changed blocks), its manifest aside:
-    /// what the copy cost the store.
+    /// Objects this copy stored beside its manifest (whole files and deltas of changed blocks
+    /// too large to ride inline in it): what the copy cost the store in objects.
     pub pieces_uploaded: usize,
-    /// Bytes of those objects.
+    /// Bytes of all the copy made, those its manifest carries inline included.
     pub bytes_uploaded: u64,
     /// Objects of earlier copies of the lineage that this copy references instead of storing
     /// them again.
     pub pieces_reused: usize,
-    /// Bytes of those objects.
+    /// Bytes it references of earlier copies, those it carries inline from an earlier manifest
+    /// included.
     pub bytes_reused: u64,
 }
 

@@ -470,9 +470,10 @@ class WrittenCopy:
         """Bytes of the files copied (SQLite files as their backup image), the manifest aside."""
     @property
     def pieces_uploaded(self) -> int:
-        """Objects this copy stored (bases and deltas), the manifest aside."""
+        """Objects this copy stored beside its manifest (bases and deltas too large to ride inline in it)."""
     @property
-    def bytes_uploaded(self) -> int: ...
+    def bytes_uploaded(self) -> int:
+        """Bytes of all this copy made, those its manifest carries inline included."""
     @property
     def pieces_reused(self) -> int:
         """Objects of earlier copies of the lineage this copy references instead of storing again."""

@@ -77,17 +77,25 @@ impl Fixture {
         self.sandbox.run(all)
     }
 
-    /// Flips one byte of the ledger (the copy's only file) of epoch 1's copy `seq`, below the
-    /// store's create-only interface, as a disk fault would.
+    /// Damages the ledger (the copy's only file) of epoch 1's copy `seq` below the store's
+    /// create-only interface, as a disk fault would. A ledger this small rides inline in the
+    /// manifest (base64): one character of it changes to another of the alphabet, which
+    /// changes the bytes it stands for, not the manifest's form.
     fn flip_a_byte(&self, seq: u64) {
-        let object = self.durable.join(format!(
-            "orgs/{ORG}/tenants/{TENANT}/epochs/{:020}/{seq:020}/files/{:06}",
-            1, 0
+        let path = self.durable.join(format!(
+            "orgs/{ORG}/tenants/{TENANT}/epochs/{:020}/{seq:020}.json",
+            1
         ));
-        let mut bytes = std::fs::read(&object).unwrap();
-        let middle = bytes.len() / 2;
-        bytes[middle] ^= 0x01;
-        std::fs::write(&object, bytes).unwrap();
+        let mut manifest: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        let inline = manifest["files"][0]["base"]["inline"]
+            .as_str()
+            .expect("a base that rides inline")
+            .to_owned();
+        let middle = inline.len() / 2;
+        let swapped = if &inline[middle..=middle] == "A" { "B" } else { "A" };
+        let damaged = format!("{}{swapped}{}", &inline[..middle], &inline[middle + 1..]);
+        manifest["files"][0]["base"]["inline"] = json!(damaged);
+        std::fs::write(&path, serde_json::to_vec(&manifest).unwrap()).unwrap();
     }
 }
 
@@ -128,8 +136,8 @@ fn list_in_json_names_each_copy() {
         .collect();
     assert_eq!(ids, [(1, 1, true), (1, 2, true)]);
     for copy in copies {
-        // The ledger and the manifest.
-        assert_eq!(copy["objects"], 2, "{copy}");
+        // The manifest alone: a ledger this small rides inline in it.
+        assert_eq!(copy["objects"], 1, "{copy}");
         assert!(copy["bytes"].as_u64().unwrap() > 0, "{copy}");
         // Each of the two holds its ledger whole (a base), referencing nothing earlier.
         assert_eq!(

@@ -1,4 +1,4 @@
-//! Formats 2 to 4: a file is a base image plus a short chain of deltas, all objects of its
+//! Formats 2 to 5: a file is a base image plus a short chain of deltas, all objects of its
 //! lineage.
 //!
 //! A delta holds the blocks of the file that differ from the state before it (blocks of 4 KiB,
@@ -36,6 +36,11 @@ pub(super) fn block_digests(bytes: &[u8]) -> Vec<[u8; 32]> {
             .map(|block| Sha256::digest(block).into())
             .collect()
     };
+    // Asked only when it matters: the answer reads the cgroup's files, a cost a small copy
+    // (a delta of a few blocks, hashed here) would pay each time.
+    if bytes.len() / PER_THREAD <= 1 {
+        return serial(bytes);
+    }
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(bytes.len() / PER_THREAD);

@@ -9,7 +9,12 @@ use std::collections::BTreeMap;
 use super::*;
 use crate::ids::{assert_ledger_tenant_id, assert_organization_id};
 
-pub(super) const MANIFEST: &str = "manifest.json";
+/// Where builds before format 5 wrote a copy's manifest: `<seq:020>/manifest.json`.
+pub(super) const LEGACY_MANIFEST: &str = "manifest.json";
+/// A manifest is `<epoch:020>/<seq:020>.json`, beside its copy's folder rather than in it: a
+/// copy whose objects all ride inline makes no folder, which on a directory store saves a
+/// folder and its flush, a third of what a small copy costs.
+const MANIFEST_SUFFIX: &str = ".json";
 pub(super) const TENURE: &str = "tenure.json";
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -33,11 +38,12 @@ pub(super) struct ManifestFile {
     pub(super) sqlite: bool,
 }
 
-/// Formats 2 to 4: each file is a base and the deltas that turn it into the file, objects named
+/// Formats 2 to 5: each file is a base and the deltas that turn it into the file, objects named
 /// relative to the tenant's `epochs/` prefix, so that a copy can reference what earlier copies
-/// of its lineage stored. Format 2 has at most one delta (`delta`), formats 3 and 4 a chain
+/// of its lineage stored. Format 2 has at most one delta (`delta`), formats 3 to 5 a chain
 /// (`deltas`, applied in order); [`AnyManifest::parse`] reads both into `deltas`. Format 4
-/// stores a base larger than a piece as pieces (`base`, then `base_pieces`).
+/// stores a base larger than a piece as pieces (`base`, then `base_pieces`). Format 5 carries
+/// small objects in the manifest ([`ObjectRef::inline`]).
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct ManifestV2 {
@@ -80,6 +86,12 @@ impl FileV2 {
         self.base_objects().chain(&self.deltas)
     }
 
+    pub(super) fn objects_mut(&mut self) -> impl Iterator<Item = &mut ObjectRef> {
+        std::iter::once(&mut self.base)
+            .chain(&mut self.base_pieces)
+            .chain(&mut self.deltas)
+    }
+
     /// The base's pieces, in order.
     pub(super) fn base_objects(&self) -> impl Iterator<Item = &ObjectRef> {
         std::iter::once(&self.base).chain(&self.base_pieces)
@@ -89,10 +101,37 @@ impl FileV2 {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct ObjectRef {
-    /// `<epoch:020>/<seq:020>/files/<name>`, under the tenant's `epochs/` prefix.
+    /// `<epoch:020>/<seq:020>/files/<name>`, under the tenant's `epochs/` prefix. An inline
+    /// object keeps the name it was given, though nothing is stored under it: the name still
+    /// says which copy made it, which the check that a copy only looks back relies on.
     pub(super) object: String,
     pub(super) size: u64,
     pub(super) digest: String,
+    /// The object's bytes, in the manifest itself (format 5): a strict copy after a one-row
+    /// change is then one create-only object, not a delta and a manifest, each with its own
+    /// flushes or PUT. Checked against `digest` like a stored object.
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "inline_bytes")]
+    pub(super) inline: Option<Vec<u8>>,
+}
+
+/// Inline bytes as standard base64 in the manifest's JSON.
+mod inline_bytes {
+    use base64::engine::general_purpose::STANDARD;
+    use base64::Engine as _;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(bytes: &Option<Vec<u8>>, to: S) -> Result<S::Ok, S::Error> {
+        match bytes {
+            Some(bytes) => to.serialize_str(&STANDARD.encode(bytes)),
+            None => to.serialize_none(),
+        }
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(from: D) -> Result<Option<Vec<u8>>, D::Error> {
+        Option::<String>::deserialize(from)?
+            .map(|text| STANDARD.decode(text).map_err(serde::de::Error::custom))
+            .transpose()
+    }
 }
 
 impl ObjectRef {
@@ -125,19 +164,22 @@ impl AnyManifest {
             2 => {
                 let mut manifest: ManifestV2 = serde_json::from_slice(bytes).ok()?;
                 for file in &mut manifest.files {
-                    if !file.deltas.is_empty() || !file.base_pieces.is_empty() {
+                    let inline = file.objects().chain(&file.delta).any(|o| o.inline.is_some());
+                    if !file.deltas.is_empty() || !file.base_pieces.is_empty() || inline {
                         return None;
                     }
                     file.deltas.extend(file.delta.take());
                 }
                 Some(AnyManifest::V2(manifest))
             }
-            version @ (3 | 4) => serde_json::from_slice::<ManifestV2>(bytes)
+            version @ 3..=5 => serde_json::from_slice::<ManifestV2>(bytes)
                 .ok()
                 .filter(|m| {
-                    m.files
-                        .iter()
-                        .all(|f| f.delta.is_none() && (version == 4 || f.base_pieces.is_empty()))
+                    m.files.iter().all(|f| {
+                        f.delta.is_none()
+                            && (version >= 4 || f.base_pieces.is_empty())
+                            && (version >= 5 || f.objects().all(|o| o.inline.is_none()))
+                    })
                 })
                 .map(AnyManifest::V2),
             _ => None,
@@ -176,7 +218,8 @@ impl AnyManifest {
             })
     }
 
-    /// Every object the copy needs, by full store key, with its size.
+    /// Every object the copy needs from the store (its inline ones aside), by full store key,
+    /// with its size.
     pub(super) fn objects(&self, key: &str, id: CopyId) -> Result<Vec<(String, u64)>> {
         Ok(match self {
             AnyManifest::V1(m) => {
@@ -192,6 +235,7 @@ impl AnyManifest {
                 m.files
                     .iter()
                     .flat_map(FileV2::objects)
+                    .filter(|o| o.inline.is_none())
                     .map(|o| (format!("{prefix}{}", o.object), o.size))
                     .collect()
             }
@@ -243,7 +287,9 @@ pub(super) struct TenureMarker {
 
 #[derive(Debug, Default)]
 pub(super) struct ListedCopy {
-    pub(super) manifest: bool,
+    /// The key of its manifest, when it has one: the copy exists.
+    pub(super) manifest: Option<String>,
+    /// Everything the copy's names hold, its manifest included.
     pub(super) objects: Vec<ObjectInfo>,
 }
 
@@ -273,6 +319,41 @@ pub(super) fn epoch_prefix(key: &str, epoch: i64) -> Result<String> {
 
 pub(super) fn copy_prefix(key: &str, id: CopyId) -> Result<String> {
     Ok(format!("{}{:020}/", epoch_prefix(key, id.epoch)?, id.seq))
+}
+
+/// The key of copy `id`'s manifest, as this build writes it.
+pub(super) fn manifest_key(key: &str, id: CopyId) -> Result<String> {
+    Ok(format!(
+        "{}{:020}{MANIFEST_SUFFIX}",
+        epoch_prefix(key, id.epoch)?,
+        id.seq
+    ))
+}
+
+/// What a key below an epoch's prefix is: the tenure marker, a copy's manifest (of either
+/// name), or one of a copy's objects, with the copy's sequence number.
+pub(super) enum EpochEntry {
+    Tenure,
+    Manifest(u64),
+    Object(u64),
+}
+
+impl EpochEntry {
+    pub(super) fn parse(rest: &str) -> Option<EpochEntry> {
+        if rest == TENURE {
+            return Some(EpochEntry::Tenure);
+        }
+        if let Some(seq) = rest.strip_suffix(MANIFEST_SUFFIX).and_then(parse_padded) {
+            return Some(EpochEntry::Manifest(seq));
+        }
+        let (seq, name) = rest.split_once('/')?;
+        let seq = parse_padded(seq)?;
+        Some(if name == LEGACY_MANIFEST {
+            EpochEntry::Manifest(seq)
+        } else {
+            EpochEntry::Object(seq)
+        })
+    }
 }
 
 pub(super) fn parse_padded(text: &str) -> Option<u64> {

@@ -935,7 +935,7 @@ mod tests {
             fs::write(root.join("old"), b"replaced").unwrap();
 
             let manifest_path = dir.join(format!(
-                "store/orgs/{ORG}/tenants/{SOURCE_TENANT}/epochs/{:020}/{:020}/manifest.json",
+                "store/orgs/{ORG}/tenants/{SOURCE_TENANT}/epochs/{:020}/{:020}.json",
                 lease.epoch(),
                 2
             ));

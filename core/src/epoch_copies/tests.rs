@@ -203,9 +203,20 @@ fn a_stale_writer_never_wins() {
         let late = copies.write_copy(&a, &root_a).unwrap();
         assert_eq!((late.epoch, late.seq, late.files), (1, 3, 2), "{backend}");
         assert_eq!(late.bytes, tree_size(&root_a).unwrap().1, "{backend}");
-        assert_eq!(late.bytes_uploaded, copy_bytes(&world, 1, 3), "{backend}");
+        assert_eq!(
+            late.bytes_uploaded,
+            copy_bytes(&world, 1, 3) + inline_bytes(&manifest_of(&world, 3)),
+            "{backend}"
+        );
         // The stale holder builds on its own last copy, in its own epoch only.
-        assert!(late.pieces_reused + late.pieces_uploaded >= 2, "{late:?}");
+        let built_on: BTreeSet<CopyId> = manifest_of(&world, 3)
+            .files
+            .iter()
+            .flat_map(FileV2::objects)
+            .filter_map(ObjectRef::copy)
+            .collect();
+        assert!(built_on.iter().any(|c| c.seq < 3), "{built_on:?}");
+        assert!(built_on.iter().all(|c| c.epoch == 1), "{built_on:?}");
 
         let c = world.next_holder("replica-c");
         let root_c = world.root("c");
@@ -216,16 +227,30 @@ fn a_stale_writer_never_wins() {
     }
 }
 
+/// The bytes a copy's manifest carries inline that the copy made itself: the copy's report
+/// counts them as uploaded, and those it carries forward as reused.
+fn inline_bytes(manifest: &ManifestV2) -> u64 {
+    let own = Some(CopyId {
+        epoch: manifest.epoch,
+        seq: manifest.seq,
+    });
+    manifest
+        .files
+        .iter()
+        .flat_map(FileV2::objects)
+        .filter(|o| o.copy() == own)
+        .filter_map(|o| o.inline.as_ref())
+        .map(|bytes| bytes.len() as u64)
+        .sum()
+}
+
 fn copy_bytes(world: &World, epoch: i64, seq: u64) -> u64 {
     let listing = world.copies().list(&key()).unwrap();
     let copy = listing.iter().find(|c| c.epoch == epoch && c.seq == seq).unwrap();
     // The manifest is not part of the copy's bytes.
     let manifest = world
         .durable
-        .get(&format!(
-            "{}{MANIFEST}",
-            copy_prefix(&key(), CopyId { epoch, seq }).unwrap()
-        ))
+        .get(&manifest_key(&key(), CopyId { epoch, seq }).unwrap())
         .unwrap()
         .unwrap();
     copy.bytes - manifest.len() as u64
@@ -279,14 +304,13 @@ fn four_copies(world: &World) -> TenantLease {
     world.next_holder("replica-b")
 }
 
-/// The object of copy `seq`'s own folder that its ledger is stored in (a delta or a base).
-fn own_ledger_object(manifest: &ManifestV2, seq: u64) -> String {
-    let file = &manifest.files[ledger_index(manifest)];
-    let own = file
-        .objects()
+/// The object copy `seq` made for its ledger (a delta or a base, inline or stored).
+fn own_ledger_object(manifest: &mut ManifestV2, seq: u64) -> &mut ObjectRef {
+    let ledger = ledger_index(manifest);
+    manifest.files[ledger]
+        .objects_mut()
         .find(|o| o.copy() == Some(CopyId { epoch: 1, seq }))
-        .expect("a changed ledger stores something in its own copy");
-    format!("{}{}", tenant_prefix(&key()).unwrap(), own.object)
+        .expect("a changed ledger stores something of its own")
 }
 
 /// Replaces an object in place, as a disk fault or an operator would: below the store's
@@ -301,20 +325,14 @@ fn tamper(world: &World, object: &str, change: impl FnOnce(&mut Vec<u8>)) {
 fn manifest_of(world: &World, seq: u64) -> ManifestV2 {
     let bytes = world
         .durable
-        .get(&format!(
-            "{}{MANIFEST}",
-            copy_prefix(&key(), CopyId { epoch: 1, seq }).unwrap()
-        ))
+        .get(&manifest_key(&key(), CopyId { epoch: 1, seq }).unwrap())
         .unwrap()
         .unwrap();
     serde_json::from_slice(&bytes).unwrap()
 }
 
 fn forge_manifest(world: &World, seq: u64, manifest: &ManifestV2) {
-    let object = format!(
-        "{}{MANIFEST}",
-        copy_prefix(&key(), CopyId { epoch: 1, seq }).unwrap()
-    );
+    let object = manifest_key(&key(), CopyId { epoch: 1, seq }).unwrap();
     let path = world.objects.as_ref().unwrap().join(object);
     fs::write(path, serde_json::to_vec(manifest).unwrap()).unwrap();
 }
@@ -332,30 +350,43 @@ fn every_untrustworthy_copy_is_skipped_with_its_reason() {
     let world = World::directory();
     let b = four_copies(&world);
 
-    // 4: a flipped byte.
-    let object = own_ledger_object(&manifest_of(&world, 4), 4);
-    tamper(&world, &object, |bytes| {
+    // 4: a flipped byte, in the manifest when the object is inline (a small ledger's is).
+    let mut manifest = manifest_of(&world, 4);
+    let object = own_ledger_object(&mut manifest, 4);
+    let flip = |bytes: &mut Vec<u8>| {
         let at = bytes.len() / 2;
         bytes[at] ^= 0x40;
-    });
+    };
+    match object.inline.as_mut() {
+        Some(inline) => {
+            flip(inline);
+            forge_manifest(&world, 4, &manifest);
+        }
+        None => tamper(
+            &world,
+            &format!("{}{}", tenant_prefix(&key()).unwrap(), object.object),
+            flip,
+        ),
+    }
     // 3: a truncated ledger whose forged manifest has the right size and digests (only the
     // full check a restore may ask for tells it).
     let mut manifest = manifest_of(&world, 3);
     let ledger = ledger_index(&manifest);
-    let object = own_ledger_object(&manifest, 3);
+    let object = own_ledger_object(&mut manifest, 3).object.clone();
     let whole = fs::read(world.root("a").join("gotry-state/gotry-state.db")).unwrap();
     let truncated = whole[..whole.len() / 2].to_vec();
-    tamper(&world, &object, |bytes| *bytes = truncated.clone());
     let digest = delta::digest(&truncated);
     let file = &mut manifest.files[ledger];
     file.size = truncated.len() as u64;
     file.digest = digest.clone();
     file.base = ObjectRef {
-        object: object[tenant_prefix(&key()).unwrap().len()..].to_owned(),
+        object,
         size: file.size,
         digest,
+        inline: Some(truncated),
     };
     file.deltas.clear();
+    file.base_pieces.clear();
     forge_manifest(&world, 3, &manifest);
     // 2: another tenant's copy placed in this prefix.
     let mut manifest = manifest_of(&world, 2);
@@ -472,10 +503,7 @@ fn anything_foreign_in_the_holders_prefix_is_a_conflict() {
 
         // A name about to be written that exists already is one too.
         let b = world.next_holder("replica-b");
-        let next = format!(
-            "{}00000000000000000001/manifest.json",
-            epoch_prefix(&key(), 2).unwrap()
-        );
+        let next = format!("{}00000000000000000001.json", epoch_prefix(&key(), 2).unwrap());
         let fresh = world.copies();
         fresh.restore(&b, &root, None).unwrap();
         world.durable.put_new(&next, b"{}").unwrap();
@@ -601,8 +629,10 @@ fn gc_keeps_the_newest_valid_copies() {
     world.copies().restore(&b, &root, None).unwrap();
     let copies = world.copies();
     copies.write_copy(&b, &root).unwrap();
-    // The newest copy is broken in a way gc can see: an object of its own is gone.
+    // The newest copy is broken in a way gc can see: an object of its own is gone (a file too
+    // large to go inline).
     write_state(&root, &["1", "2", "3", "4", "5"]);
+    fs::write(root.join("notes/large.bin"), vec![5u8; 2 * INLINE_MOST]).unwrap();
     copies.write_copy(&b, &root).unwrap();
     let own = copy_prefix(&key(), CopyId { epoch: 2, seq: 2 }).unwrap();
     let broken = world
@@ -610,8 +640,8 @@ fn gc_keeps_the_newest_valid_copies() {
         .list(&own)
         .unwrap()
         .into_iter()
-        .find(|o| !o.key.ends_with(MANIFEST))
-        .unwrap();
+        .next()
+        .expect("the copy stored an object of its own");
     world.durable.delete(&broken.key).unwrap();
 
     assert!(matches!(copies.gc(&b, 0), Err(Error::InvalidArgument { .. })));
@@ -990,10 +1020,7 @@ fn empty_folders_survive_a_copy_and_a_folder_that_is_a_file_is_a_manifest_fault(
         let mut forged = manifest_of(&world, 2);
         forged.folders = vec!["gotry-state/gotry-state.db/inside".to_owned()];
         // Through the store's own interface, so on every backend.
-        let manifest_key = format!(
-            "{}{MANIFEST}",
-            copy_prefix(&key(), CopyId { epoch: 1, seq: 2 }).unwrap()
-        );
+        let manifest_key = manifest_key(&key(), CopyId { epoch: 1, seq: 2 }).unwrap();
         world.durable.delete(&manifest_key).unwrap();
         world
             .durable

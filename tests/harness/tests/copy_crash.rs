@@ -404,10 +404,10 @@ impl Run {
                         assert_eq!(marker["key"], key(), "{}", object.key);
                     }
                 }
-                [epoch, seq, "manifest.json"] => {
+                [epoch, manifest] if manifest.ends_with(".json") => {
                     let id = CopyId {
                         epoch: number(epoch) as i64,
-                        seq: number(seq),
+                        seq: number(manifest.strip_suffix(".json").unwrap()),
                     };
                     copies.entry(id).or_default().manifest = Some(object.key.clone());
                 }
@@ -416,7 +416,10 @@ impl Run {
                         epoch: number(epoch) as i64,
                         seq: number(seq),
                     };
-                    let number = index.strip_suffix(".delta").unwrap_or(index);
+                    let number = index
+                        .strip_suffix(".delta")
+                        .or_else(|| index.strip_suffix(".carried"))
+                        .unwrap_or(index);
                     assert!(
                         (number.len() == 6 && number.bytes().all(|b| b.is_ascii_digit())) || is_piece(number),
                         "round {round}: {}",
@@ -464,10 +467,10 @@ impl Run {
                             self.checked.insert(object.clone());
                         }
                     } else {
-                        // Formats 2 to 4: a file's base pieces and deltas may live in earlier
+                        // Formats 2 to 5: a file's base pieces and deltas may live in earlier
                         // copies of the lineage; those this copy stored must be here, whole, at
                         // their size (their digests are the verify below), and it stored nothing
-                        // else.
+                        // else: nothing the manifest carries inline (format 5) is stored too.
                         let own = format!("{:020}/{:020}/files/", id.epoch, id.seq);
                         let mut named = BTreeSet::new();
                         for file in files {
@@ -481,6 +484,9 @@ impl Run {
                                 let Some(object) = part["object"].as_str() else {
                                     continue;
                                 };
+                                if part.get("inline").is_some() {
+                                    continue;
+                                }
                                 let Some(name) = object.strip_prefix(&own) else {
                                     continue;
                                 };

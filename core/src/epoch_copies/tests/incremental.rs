@@ -46,10 +46,7 @@ fn entries_of(root: &Path) -> Vec<String> {
 fn manifest_at(world: &World, epoch: i64, seq: u64) -> ManifestV2 {
     let bytes = world
         .durable
-        .get(&format!(
-            "{}{MANIFEST}",
-            copy_prefix(&key(), CopyId { epoch, seq }).unwrap()
-        ))
+        .get(&manifest_key(&key(), CopyId { epoch, seq }).unwrap())
         .unwrap()
         .expect("the copy has its manifest");
     serde_json::from_slice(&bytes).unwrap()
@@ -93,6 +90,45 @@ fn file_of<'a>(manifest: &'a ManifestV2, path: &str) -> &'a FileV2 {
     manifest.files.iter().find(|f| f.path == path).unwrap()
 }
 
+/// The delta `written` added to the file at `path`: one, made by that copy, stored as an object
+/// of its own only when it is too large to go inline (format 5), so that a small change is one
+/// object, the manifest.
+fn new_delta(world: &World, written: &WrittenCopy, path: &str) -> ObjectRef {
+    let manifest = manifest_at(world, written.epoch, written.seq);
+    let delta = file_of(&manifest, path).deltas.last().cloned().expect("a delta");
+    assert_eq!(delta.copy(), id(written.epoch, written.seq), "{written:?}");
+    let inline = delta.inline.as_ref().map(Vec::len);
+    assert_eq!(inline.is_some(), delta.size as usize <= INLINE_MOST, "{delta:?}");
+    assert_eq!(
+        written.pieces_uploaded,
+        usize::from(inline.is_none()),
+        "{written:?}"
+    );
+    delta
+}
+
+/// Damages an object of copy `id`: a stored one in the store, an inline one in the copy's
+/// manifest (the same damage to the same bytes, wherever they are kept).
+fn corrupt_ref(world: &World, id: CopyId, object: &ObjectRef) {
+    if object.inline.is_none() {
+        return corrupt(world, &full_key(object));
+    }
+    let mut manifest = manifest_at(world, id.epoch, id.seq);
+    let target = manifest
+        .files
+        .iter_mut()
+        .flat_map(FileV2::objects_mut)
+        .find(|o| o.object == object.object)
+        .expect("the manifest carries the object");
+    let bytes = target.inline.as_mut().expect("inline");
+    let at = bytes.len() / 2;
+    bytes[at] ^= 0x40;
+    let key = manifest_key(&key(), id).unwrap();
+    world.durable.delete(&key).unwrap();
+    let json = serde_json::to_vec(&manifest).unwrap();
+    assert_eq!(world.durable.put_new(&key, &json).unwrap(), PutOutcome::Created);
+}
+
 /// Replaces an object through the store's own interface (delete, then create), so that the
 /// same damage can be done on every backend.
 fn corrupt(world: &World, object: &str) {
@@ -133,9 +169,10 @@ fn a_copy_whose_pieces_span_three_epochs_restores() {
         add_entry(&root_c, "c1");
         let written = copies_c.write_copy(&c, &root_c).unwrap();
         assert_eq!((written.epoch, written.seq), (3, 1), "{backend}");
-        // Only the ledger changed: one delta here, the rest referenced where it lies.
-        assert_eq!(written.pieces_uploaded, 1, "{backend}: {written:?}");
-        assert_eq!(written.pieces_reused, 3, "{backend}: {written:?}");
+        // Only the ledger changed: one delta here, inline, the rest referenced where it lies
+        // (the two small files inline, carried from manifest to manifest).
+        assert!(new_delta(&world, &written, LEDGER).inline.is_some(), "{backend}");
+        assert_eq!(written.pieces_reused, 1, "{backend}: {written:?}");
 
         let manifest = manifest_at(&world, 3, 1);
         let epochs: BTreeSet<i64> = stored_by(&manifest).iter().map(|c| c.epoch).collect();
@@ -276,7 +313,8 @@ fn a_corrupted_piece_is_skipped_with_checksum_and_the_next_older_copy_restored()
             .cloned()
             .expect("a one-row change is a delta");
         assert_eq!(own.copy(), id(1, 3));
-        corrupt(&world, &full_key(&own));
+        assert!(own.inline.is_some(), "{backend}: {own:?}");
+        corrupt_ref(&world, CopyId { epoch: 1, seq: 3 }, &own);
         assert_eq!(
             copies.verify(&key(), CopyId { epoch: 1, seq: 3 }, None).unwrap(),
             Some(SkipReason::Checksum),
@@ -340,7 +378,7 @@ fn a_wal_checkpoint_by_the_host_between_two_copies_restores_the_committed_state(
         host.execute("INSERT INTO entries (text) VALUES ('h3')", [])
             .unwrap();
         let second = copies.write_copy(&a, &root).unwrap();
-        assert_eq!(second.pieces_uploaded, 1, "{backend}: {second:?}");
+        new_delta(&world, &second, LEDGER);
         assert!(
             second.bytes_uploaded < first.bytes_uploaded / 8,
             "{backend}: the checkpoint moved pages, not their content: {second:?}"
@@ -366,9 +404,9 @@ fn a_wal_checkpoint_by_the_host_between_two_copies_restores_the_committed_state(
     }
 }
 
-/// A store that, once armed, holds the copy's writer back right after it created an object
-/// whose name ends in `.delta` (the copy's pieces are stored, its manifest is not) until the
-/// test lets it go on.
+/// A store that, once armed, holds the copy's writer back just before it creates its manifest
+/// (what the copy stores beside it is stored, the copy does not exist yet) until the test lets
+/// it go on.
 #[derive(Debug)]
 struct HeldBack {
     inner: Arc<dyn DurableStore>,
@@ -379,12 +417,11 @@ struct HeldBack {
 
 impl DurableStore for HeldBack {
     fn put_new(&self, key: &str, bytes: &[u8]) -> Result<PutOutcome> {
-        let outcome = self.inner.put_new(key, bytes)?;
-        if key.ends_with(".delta") && self.armed.swap(false, Ordering::SeqCst) {
+        if key.ends_with(".json") && !key.ends_with(TENURE) && self.armed.swap(false, Ordering::SeqCst) {
             lock(&self.reached).take().unwrap().send(()).unwrap();
             lock(&self.release).take().unwrap().recv().unwrap();
         }
-        Ok(outcome)
+        self.inner.put_new(key, bytes)
     }
     fn get(&self, key: &str) -> Result<Option<Vec<u8>>> {
         self.inner.get(key)
@@ -526,15 +563,20 @@ fn a_one_row_change_of_a_multi_mb_ledger_uploads_a_few_blocks() {
         assert_eq!(second.bytes, size, "{backend}");
         assert_eq!(
             (second.pieces_uploaded, second.pieces_reused),
-            (1, pieces),
-            "{backend}"
+            (0, pieces),
+            "{backend}: one object, the manifest with the delta inline"
         );
         assert_eq!(second.bytes_reused, size, "{backend}");
         assert!(
             second.bytes_uploaded <= 4 * delta::BLOCK as u64 + 64,
             "{backend}: {second:?}"
         );
-        assert_eq!(second.bytes_uploaded, copy_bytes(&world, 1, 2), "{backend}");
+        assert_eq!(
+            second.bytes_uploaded,
+            copy_bytes(&world, 1, 2) + inline_bytes(&manifest_at(&world, 1, 2)),
+            "{backend}"
+        );
+        assert_eq!(copy_bytes(&world, 1, 2), 0, "{backend}");
         // What the listing's reader is told the copy references, as its report said.
         assert_eq!(
             copies.reused(&key(), CopyId { epoch: 1, seq: 2 }).unwrap(),
@@ -615,7 +657,7 @@ fn a_long_tenure_stores_about_what_changed_and_restores_from_a_short_chain() {
                 .unwrap();
             add_entry(&root, &step.to_string());
             let written = copies.write_copy(&a, &root).unwrap();
-            assert_eq!(written.pieces_uploaded, 1, "{backend}: {written:?}");
+            new_delta(&world, &written, LEDGER);
             stored += written.bytes_uploaded;
             let now = delta::block_digests(&fs::read(root.join(LEDGER)).unwrap());
             since_base += delta::changed_blocks(&base_blocks, &now).len() as u64 * delta::BLOCK as u64;
@@ -645,7 +687,7 @@ fn a_long_tenure_stores_about_what_changed_and_restores_from_a_short_chain() {
         // The restored chain is the next copy's lineage: it goes on from it.
         add_entry(&root_b, "b");
         let next = copies_b.write_copy(&b, &root_b).unwrap();
-        assert_eq!(next.pieces_uploaded, 1, "{backend}: {next:?}");
+        new_delta(&world, &next, LEDGER);
         assert!(next.bytes_uploaded < next.bytes / 4, "{backend}: {next:?}");
     }
 }
@@ -681,7 +723,7 @@ fn a_held_wal_ledger_is_copied_from_its_frames() {
                 _ => {}
             }
             let written = copies.write_copy(&a, &root).unwrap();
-            assert_eq!(written.pieces_uploaded, 1, "{backend} {n}: {written:?}");
+            new_delta(&world, &written, LEDGER);
             assert!(
                 written.bytes_uploaded * 16 < first.bytes_uploaded,
                 "{backend} {n}: {written:?}"
@@ -817,7 +859,7 @@ fn a_held_ledger_of_pages_larger_than_a_block_is_copied_from_its_frames() {
             .unwrap();
         let written = copies.write_copy(&a, &root).unwrap();
         // One delta: the pages changed since the last copy, or now and then a merge of them.
-        assert_eq!(written.pieces_uploaded, 1, "{n}: {written:?}");
+        new_delta(&world, &written, LEDGER);
         assert!(
             written.bytes_uploaded * 4 < first.bytes_uploaded,
             "{n}: {written:?}"
@@ -940,8 +982,8 @@ fn a_large_file_is_a_base_of_pieces_and_a_new_base_stores_only_the_pieces_that_c
         content[5 * piece..].fill(3);
         fs::write(&big, &content).unwrap();
         let first = copies.write_copy(&a, &root).unwrap();
-        // The two pieces of zeros are one object.
-        assert_eq!(first.pieces_uploaded, 5, "{backend}: {first:?}");
+        // The two pieces of zeros are one object, and the short tail goes inline.
+        assert_eq!(first.pieces_uploaded, 4, "{backend}: {first:?}");
         assert_eq!(
             first.bytes_uploaded,
             content.len() as u64 - piece as u64,
@@ -967,12 +1009,14 @@ fn a_large_file_is_a_base_of_pieces_and_a_new_base_stores_only_the_pieces_that_c
         let manifest = manifest_at(&world, 1, second.seq);
         let file = file_of(&manifest, "big.bin");
         assert!(file.deltas.is_empty(), "{backend}: a new base, not a delta");
+        // The tail, inline, is carried in the new manifest.
         assert_eq!(
             (second.pieces_uploaded, second.pieces_reused),
-            (3, 3),
+            (3, 2),
             "{backend}: {second:?}"
         );
         assert_eq!(second.bytes_uploaded, 3 * piece as u64, "{backend}");
+        assert_eq!(second.bytes_reused, 2 * piece as u64 + 1000, "{backend}");
         let (report, root_b) = next_holder_restores_checked(&world);
         assert_eq!(report.restored, id(1, second.seq), "{backend}");
         assert!(
@@ -1013,4 +1057,153 @@ fn a_copy_of_format_3_still_restores_and_one_naming_pieces_is_a_manifest_fault()
         }]
     );
     assert_eq!(entries_of(&root_b), ["1"]);
+}
+
+/// Format 5: small objects ride in the manifest. A one-row change is one object, the manifest;
+/// the bytes a manifest carries inline never pass the budget, however many small files change;
+/// what does not fit is stored, and nothing is both; small files that stay the same give their
+/// room up to what changes; every copy restores byte for byte.
+#[test]
+fn small_objects_go_inline_within_the_budget_and_give_way_to_what_changes() {
+    const SMALL: usize = 5000;
+    for (backend, world) in worlds() {
+        let a = world.holder("replica-a");
+        let (root, copies) = (world.root("a"), world.copies());
+        padded_root(&root, 64);
+        fs::create_dir_all(root.join("small")).unwrap();
+        let write_small = |round: u8| {
+            for n in 0..12u8 {
+                fs::write(root.join(format!("small/{n:02}.txt")), vec![round ^ n; SMALL]).unwrap();
+            }
+        };
+        let check = |written: &WrittenCopy| -> ManifestV2 {
+            let manifest = manifest_at(&world, written.epoch, written.seq);
+            let inline: Vec<&ObjectRef> = manifest
+                .files
+                .iter()
+                .flat_map(FileV2::objects)
+                .filter(|o| o.inline.is_some())
+                .collect();
+            let carried: usize = inline.iter().map(|o| o.size as usize).sum();
+            assert!(carried <= INLINE_BUDGET, "{backend}: {carried} inline bytes");
+            assert!(inline.iter().all(|o| o.size as usize <= INLINE_MOST), "{backend}");
+            let listed = copies
+                .list(&key())
+                .unwrap()
+                .into_iter()
+                .find(|c| (c.epoch, c.seq) == (written.epoch, written.seq))
+                .unwrap();
+            // The manifest and what the copy stored: nothing inline is stored too.
+            assert_eq!(
+                listed.objects,
+                written.pieces_uploaded + 1,
+                "{backend}: {written:?}"
+            );
+            manifest
+        };
+        write_small(1);
+        add_entry(&root, "1");
+        let first = copies.write_copy(&a, &root).unwrap();
+        check(&first);
+        // The ledger's base, and the small files that did not fit.
+        assert_eq!(
+            first.pieces_uploaded,
+            1 + 12 - INLINE_BUDGET / SMALL,
+            "{backend}: {first:?}"
+        );
+        for round in 2..=4u8 {
+            write_small(round);
+            add_entry(&root, &round.to_string());
+            let written = copies.write_copy(&a, &root).unwrap();
+            check(&written);
+        }
+        // Only the ledger changes now: its delta goes inline first, and the room left over is
+        // what the small files keep; after one copy that stores those that no longer fit, a
+        // one-row change is the manifest alone.
+        let mut alone = 0;
+        for n in 5..=8 {
+            add_entry(&root, &n.to_string());
+            let written = copies.write_copy(&a, &root).unwrap();
+            let manifest = check(&written);
+            let delta = file_of(&manifest, LEDGER).deltas.last().unwrap();
+            assert!(delta.inline.is_some(), "{backend}: {delta:?}");
+            alone += usize::from(written.pieces_uploaded == 0);
+        }
+        assert!(
+            alone >= 3,
+            "{backend}: {alone} of 4 one-row copies were one object"
+        );
+        let (report, root_b) = next_holder_restores_checked(&world);
+        assert_eq!(report.restored, id(1, 8), "{backend}");
+        assert!(report.skipped.is_empty(), "{backend}: {:?}", report.skipped);
+        for n in 0..12u8 {
+            assert_eq!(
+                fs::read(root_b.join(format!("small/{n:02}.txt"))).unwrap(),
+                vec![4 ^ n; SMALL],
+                "{backend}"
+            );
+        }
+        let expected: Vec<String> = (1..=8).map(|n| n.to_string()).collect();
+        assert_eq!(entries_of(&root_b), expected, "{backend}");
+    }
+}
+
+/// Inline objects are format 5's: a manifest of an earlier format that carries one is no
+/// manifest this build wrote, and is passed over as a manifest fault. A copy of format 4, its
+/// manifest where those builds wrote it (in the copy's folder), restores, lists and is
+/// collected.
+#[test]
+fn a_manifest_of_format_4_with_an_inline_object_is_a_manifest_fault() {
+    let world = World::directory();
+    let a = world.holder("replica-a");
+    let (root, copies) = (world.root("a"), world.copies());
+    padded_root(&root, 64);
+    add_entry(&root, "1");
+    copies.write_copy(&a, &root).unwrap();
+    add_entry(&root, "2");
+    let second = copies.write_copy(&a, &root).unwrap();
+    assert!(new_delta(&world, &second, LEDGER).inline.is_some());
+    let mut manifest = manifest_at(&world, 1, 1);
+    manifest.format_version = 4;
+    let first = CopyId { epoch: 1, seq: 1 };
+    world
+        .durable
+        .delete(&manifest_key(&key(), first).unwrap())
+        .unwrap();
+    let legacy = format!("{}{LEGACY_MANIFEST}", copy_prefix(&key(), first).unwrap());
+    world
+        .durable
+        .put_new(&legacy, &serde_json::to_vec(&manifest).unwrap())
+        .unwrap();
+    let mut manifest = manifest_at(&world, 1, 2);
+    manifest.format_version = 4;
+    forge_manifest(&world, 2, &manifest);
+    let listed = copies.list(&key()).unwrap();
+    assert!(
+        listed[0].complete && (listed[0].epoch, listed[0].seq) == (1, 1),
+        "{listed:?}"
+    );
+    let (report, root_b) = next_holder_restores_checked(&world);
+    assert_eq!(report.restored, id(1, 1), "a format 4 copy restores");
+    assert_eq!(
+        report.skipped,
+        [SkippedCopy {
+            epoch: 1,
+            seq: 2,
+            reason: SkipReason::Manifest
+        }]
+    );
+    assert_eq!(entries_of(&root_b), ["1"]);
+    let c = world.next_holder("replica-c");
+    let root_c = world.root("c");
+    world.copies().restore(&c, &root_c, None).unwrap();
+    add_entry(&root_c, "c");
+    world.copies().write_copy(&c, &root_c).unwrap();
+    let gc = world.copies().gc(&c, 1).unwrap();
+    assert!(gc.deleted.contains(&first), "{gc:?}");
+    assert_eq!(
+        world.durable.get(&legacy).unwrap(),
+        None,
+        "the legacy manifest is gone"
+    );
 }
