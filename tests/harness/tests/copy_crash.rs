@@ -180,6 +180,9 @@ struct Run {
     leases: PathBuf,
     rng: Rng,
     pad_bytes: usize,
+    /// The most bytes of the state file each copy stores as an object (see the worker's
+    /// `--state-bytes`).
+    state_bytes: usize,
     /// Objects already found whole, and complete copies already verified.
     checked: HashSet<String>,
     verified: BTreeSet<CopyId>,
@@ -192,7 +195,13 @@ struct Run {
 }
 
 impl Run {
-    fn new(name: &'static str, url: String, folder: Option<PathBuf>, seed: u64, pad_bytes: usize) -> Run {
+    fn new(
+        name: &'static str,
+        url: String,
+        folder: Option<PathBuf>,
+        seed: u64,
+        (pad_bytes, state_bytes): (usize, usize),
+    ) -> Run {
         let work = tempfile::tempdir().unwrap();
         let leases = work.path().join("leases.db");
         // Created once up front, so the first worker does not create the schema mid-round.
@@ -206,6 +215,7 @@ impl Run {
             leases,
             rng: Rng::new(seed),
             pad_bytes,
+            state_bytes,
             checked: HashSet::new(),
             verified: BTreeSet::new(),
             handed_over: None,
@@ -233,6 +243,7 @@ impl Run {
             .args(["--clock-offset-ms", &Self::offset(round).to_string()])
             .args(["--ttl-ms", &TTL_MS.to_string()])
             .args(["--pad-bytes", &self.pad_bytes.to_string()])
+            .args(["--state-bytes", &self.state_bytes.to_string()])
             .args(["--seed", &self.rng.next_u64().to_string()])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -775,8 +786,10 @@ fn sigkill_during_directory_copies_never_leaves_a_copy_a_restore_would_take() {
     let dir = tempfile::tempdir().unwrap();
     let folder = dir.path().join("store");
     let url = format!("file://{}", folder.display());
-    let mut run = Run::new("directory", url, Some(folder), seed, 4 << 20);
-    run.run(20, seed);
+    // A small state object: on a folder, storing it is quick and hashing a large one would
+    // take most of the copy, outside the window.
+    let mut run = Run::new("directory", url, Some(folder), seed, (4 << 20, 64 << 10));
+    run.run(30, seed);
 }
 
 #[test]
@@ -787,8 +800,9 @@ fn sigkill_during_s3_copies_never_leaves_a_copy_a_restore_would_take() {
     let seed = seed() ^ 0x5_3000;
     let url = moto.url(&format!("copy-crash-{}", std::process::id()));
     // moto is a Python server: a smaller ledger keeps a copy near the directory's duration.
-    let mut run = Run::new("s3", url, None, seed, 2 << 20);
-    run.run(8, seed);
+    // A large state object: on S3 its PUT takes most of the copy, inside the window.
+    let mut run = Run::new("s3", url, None, seed, (2 << 20, 1 << 20));
+    run.run(16, seed);
     drop(moto);
 }
 

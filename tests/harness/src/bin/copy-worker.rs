@@ -3,7 +3,7 @@
 //! killed (or has written `--copies`).
 //!
 //! `copy-worker --leases FILE --store URL --key ORG/TENANT --owner NAME --root DIR
-//!  --clock-offset-ms N [--ttl-ms T] [--pad-bytes B] [--seed S] [--copies N]`
+//!  --clock-offset-ms N [--ttl-ms T] [--pad-bytes B] [--state-bytes B] [--seed S] [--copies N]`
 //!
 //! The lease store is the SQLite file `--leases`, read on the system clock shifted by
 //! `--clock-offset-ms` (see [`OffsetClock`]); `--store` is any durable store URL. The
@@ -41,6 +41,7 @@ struct Args {
     clock_offset_ms: i64,
     ttl_ms: i64,
     pad_bytes: usize,
+    state_bytes: usize,
     seed: u64,
     copies: Option<u64>,
 }
@@ -72,6 +73,10 @@ fn parse() -> Result<Args, String> {
         clock_offset_ms: number("clock-offset-ms", None)?,
         ttl_ms: number("ttl-ms", Some(60_000))?,
         pad_bytes: usize::try_from(unsigned("pad-bytes", 3 << 20)?).map_err(|e| e.to_string())?,
+        state_bytes: usize::try_from(unsigned("state-bytes", 64 << 10)?)
+            .map_err(|e| e.to_string())?
+            // A quarter of it still too large to ride inline (16 KiB).
+            .max(64 << 10),
         seed: unsigned("seed", u64::from(std::process::id()))?,
         copies: flags.get("copies").map(|_| unsigned("copies", 0)).transpose()?,
     })
@@ -181,10 +186,14 @@ fn run(args: &Args) -> Result<(), String> {
 
     let mut written = 0u64;
     while args.copies.is_none_or(|limit| written < limit) {
-        // Between copies the host changes a plain file too, whole (by rename).
+        // Between copies the host changes a plain file too, whole (by rename), of a quarter of
+        // `--state-bytes` and up: too large to ride inline in the manifest, so each copy stores
+        // an object before its manifest, the window the kills must land in (the ledger's small
+        // deltas ride inline).
         let state = format!("{} epoch {} copy {written}", args.owner, lease.epoch());
         let mut payload = state.into_bytes();
-        let padding = 1 + rng.below(8 << 10) as usize;
+        let least = args.state_bytes / 4;
+        let padding = least + rng.below((args.state_bytes - least) as u64) as usize;
         payload.extend(rng.bytes(padding));
         cc::write_blob(&args.root.join(cc::STATE_FILE), &payload)
             .map_err(|e| format!("writing the state file: {e}"))?;
