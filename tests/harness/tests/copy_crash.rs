@@ -300,7 +300,10 @@ impl Run {
         }
 
         // Where to kill: some time after the start, or some way into the copy after the
-        // k-th acknowledgement.
+        // k-th acknowledgement. That copy starts once the worker has rewritten its state file
+        // and ends with the window (its objects stored, its manifest not yet): the kill falls
+        // from half a typical copy after the acknowledgement to one and a half, which holds
+        // the window whole.
         let typical = self.typical_copy();
         let mut acks = Vec::new();
         let plan = if self.rng.below(10) < 3 {
@@ -313,7 +316,7 @@ impl Run {
                 let (_, line) = worker.expect_line();
                 acks.push(ack_of(&line));
             }
-            let wait = typical.mul_f64(self.rng.below(1_000) as f64 / 1_000.0);
+            let wait = typical.mul_f64(0.5 + self.rng.below(1_000) as f64 / 1_000.0);
             std::thread::sleep(wait);
             format!("{} ms after ack {k}", wait.as_millis())
         };
@@ -789,7 +792,7 @@ fn sigkill_during_directory_copies_never_leaves_a_copy_a_restore_would_take() {
     // A small state object: on a folder, storing it is quick and hashing a large one would
     // take most of the copy, outside the window.
     let mut run = Run::new("directory", url, Some(folder), seed, (4 << 20, 64 << 10));
-    run.run(30, seed);
+    run.run(40, seed);
 }
 
 #[test]
