@@ -236,13 +236,6 @@ fn next_step(known: Option<&Known>, blocks: &[[u8; 32]], len: u64, digest: &str,
     }
 }
 
-/// One file of a copy being written.
-struct Placed {
-    known: Known,
-    /// The objects this copy made for it (stored, or inline for now), by name.
-    fresh: BTreeSet<String>,
-}
-
 /// The largest object a manifest carries inline: a one-row change of a database is a delta of
 /// a few 4 KiB blocks.
 const INLINE_MOST: usize = 16 << 10;
@@ -432,21 +425,18 @@ impl EpochCopies {
         })
         .into_iter()
         .collect::<Result<Vec<_>>>()?;
-        self.settle_inline(&mut placed, &copy_prefix[epochs.len()..], &epochs)?;
-        let (mut pieces_uploaded, mut bytes_uploaded, mut pieces_reused, mut bytes_reused) = (0, 0, 0, 0);
-        for p in &placed {
-            let mut counted = BTreeSet::new();
-            for object in p.known.file.objects() {
-                let piece = usize::from(object.inline.is_none());
-                if !p.fresh.contains(&object.object) {
-                    pieces_reused += piece;
-                    bytes_reused += object.size;
-                } else if counted.insert(&object.object) {
-                    pieces_uploaded += piece;
-                    bytes_uploaded += object.size;
-                }
-            }
-        }
+        let id = CopyId {
+            epoch: lease.epoch(),
+            seq,
+        };
+        self.settle_inline(&mut placed, id, &copy_prefix[epochs.len()..], &epochs)?;
+        // An object's name says which copy made it: what this one made is uploaded (once,
+        // however often the file references it), the rest reused, as `reused` reads it back.
+        let objects = || placed.iter().flat_map(|known| known.file.objects());
+        let (pieces_reused, bytes_reused) = tally(objects().filter(|o| o.copy() != Some(id)));
+        let mut counted = BTreeSet::new();
+        let (pieces_uploaded, bytes_uploaded) =
+            tally(objects().filter(|o| o.copy() == Some(id) && counted.insert(&o.object)));
         let manifest = ManifestV2 {
             format_version: FORMAT_VERSION,
             key: lease.key().to_owned(),
@@ -454,25 +444,16 @@ impl EpochCopies {
             seq,
             replica_id: lease.replica_id().to_owned(),
             written_at_ms: wall_ms(),
-            files: placed.iter().map(|p| p.known.file.clone()).collect(),
+            files: placed.iter().map(|known| known.file.clone()).collect(),
             folders: snapshot.folders.clone(),
         };
         let bytes = manifest.files.iter().map(|f| f.size).sum();
         let json = serde_json::to_vec(&manifest).expect("a manifest serializes");
-        self.create(
-            &manifest_key(
-                lease.key(),
-                CopyId {
-                    epoch: lease.epoch(),
-                    seq,
-                },
-            )?,
-            &json,
-        )?;
+        self.create(&manifest_key(lease.key(), id)?, &json)?;
         tenure.lineage = Some(Arc::new(
             placed
                 .into_iter()
-                .map(|p| (p.known.file.path.clone(), p.known))
+                .map(|known| (known.file.path.clone(), known))
                 .collect(),
         ));
         lease.assert_held()?;
@@ -504,7 +485,7 @@ impl EpochCopies {
         name: impl Fn(&str) -> String + Sync,
         store: impl Fn(&str, &[u8]) -> Result<()> + Sync,
         index: usize,
-    ) -> Result<Placed> {
+    ) -> Result<Known> {
         use snapshot::Content;
         let (blocks, size, digest, step, wal) = match &content {
             Content::Whole(body, wal) => {
@@ -527,13 +508,10 @@ impl EpochCopies {
         let wal = wal.cloned();
         match (step, known) {
             (Step::Same, Some(known)) => {
-                return Ok(Placed {
-                    known: Known {
-                        wal,
-                        seen: file.seen,
-                        ..known.clone()
-                    },
-                    fresh: BTreeSet::new(),
+                return Ok(Known {
+                    wal,
+                    seen: file.seen,
+                    ..known.clone()
                 });
             }
             (Step::Delta(chain), Some(known)) => {
@@ -555,25 +533,22 @@ impl EpochCopies {
                     digest_of_delta,
                     &store,
                 )?;
-                return Ok(Placed {
-                    fresh: BTreeSet::from([added.object.clone()]),
-                    known: Known {
-                        file: FileV2 {
-                            path: file.path.clone(),
-                            size,
-                            digest,
-                            sqlite: file.sqlite,
-                            base: known.file.base.clone(),
-                            base_pieces: known.file.base_pieces.clone(),
-                            delta: None,
-                            deltas: kept.iter().cloned().chain([added]).collect(),
-                        },
-                        blocks,
-                        base_blocks: known.base_blocks.clone(),
-                        chain,
-                        wal,
-                        seen: file.seen,
+                return Ok(Known {
+                    file: FileV2 {
+                        path: file.path.clone(),
+                        size,
+                        digest,
+                        sqlite: file.sqlite,
+                        base: known.file.base.clone(),
+                        base_pieces: known.file.base_pieces.clone(),
+                        delta: None,
+                        deltas: kept.iter().cloned().chain([added]).collect(),
                     },
+                    blocks,
+                    base_blocks: known.base_blocks.clone(),
+                    chain,
+                    wal,
+                    seen: file.seen,
                 });
             }
             _ => {}
@@ -639,48 +614,44 @@ impl EpochCopies {
             });
         }
         let stored = stored.into_iter().collect::<Result<Vec<_>>>()?;
-        let fresh = stored.iter().map(|o| o.object.clone()).collect();
         for object in &stored {
             have.insert(&object.digest, object.clone());
         }
         let mut pieces = spans.iter().map(|(_, _, digest)| have[digest.as_str()].clone());
-        Ok(Placed {
-            fresh,
-            known: Known {
-                file: FileV2 {
-                    path: file.path.clone(),
-                    size,
-                    digest,
-                    sqlite: file.sqlite,
-                    base: pieces.next().expect("a base has a piece"),
-                    base_pieces: pieces.collect(),
-                    delta: None,
-                    deltas: Vec::new(),
-                },
-                blocks: blocks.clone(),
-                base_blocks: blocks,
-                chain: Vec::new(),
-                wal,
-                seen: file.seen,
+        Ok(Known {
+            file: FileV2 {
+                path: file.path.clone(),
+                size,
+                digest,
+                sqlite: file.sqlite,
+                base: pieces.next().expect("a base has a piece"),
+                base_pieces: pieces.collect(),
+                delta: None,
+                deltas: Vec::new(),
             },
+            blocks: blocks.clone(),
+            base_blocks: blocks,
+            chain: Vec::new(),
+            wal,
+            seen: file.seen,
         })
     }
 
     /// Keeps inline as much as [`INLINE_BUDGET`] allows: first what this copy made, then what
     /// it carries from its lineage's manifests, each in file order, and stores the rest. What
     /// is made first: the room goes to what changes (a ledger's deltas), and a small file that
-    /// stays the same is stored once, as an object of this copy (`own`, its folder under
-    /// `epochs`), instead of holding the room forever.
-    fn settle_inline(&self, placed: &mut [Placed], own: &str, epochs: &str) -> Result<()> {
+    /// stays the same is stored once, as an object of this copy (`id`, whose folder under
+    /// `epochs` is `own`), instead of holding the room forever.
+    fn settle_inline(&self, placed: &mut [Known], id: CopyId, own: &str, epochs: &str) -> Result<()> {
         let mut room = INLINE_BUDGET;
         let mut spilled = Vec::new();
         for made_here in [true, false] {
-            for (f, p) in placed.iter().enumerate() {
-                for (k, object) in p.known.file.objects().enumerate() {
+            for (f, known) in placed.iter().enumerate() {
+                for (k, object) in known.file.objects().enumerate() {
                     let Some(len) = object.inline.as_ref().map(Vec::len) else {
                         continue;
                     };
-                    if p.fresh.contains(&object.object) != made_here {
+                    if (object.copy() == Some(id)) != made_here {
                         continue;
                     }
                     if len <= room {
@@ -693,11 +664,13 @@ impl EpochCopies {
         }
         let mut puts = Vec::with_capacity(spilled.len());
         for (f, k) in spilled {
-            let p = &mut placed[f];
-            let object = p.known.file.objects_mut().nth(k).expect("an object found above");
-            if !p.fresh.contains(&object.object) {
+            let object = placed[f]
+                .file
+                .objects_mut()
+                .nth(k)
+                .expect("an object found above");
+            if object.copy() != Some(id) {
                 object.object = format!("{own}files/{f:06}.{k:06}.carried");
-                p.fresh.insert(object.object.clone());
             }
             puts.push((object.object.clone(), object.inline.take().expect("inline above")));
         }
