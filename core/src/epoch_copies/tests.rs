@@ -305,21 +305,54 @@ fn four_copies(world: &World) -> TenantLease {
 }
 
 /// The object copy `seq` made for its ledger (a delta or a base, inline or stored).
-fn own_ledger_object(manifest: &mut ManifestV2, seq: u64) -> &mut ObjectRef {
-    let ledger = ledger_index(manifest);
-    manifest.files[ledger]
-        .objects_mut()
+fn own_ledger_object(manifest: &ManifestV2, seq: u64) -> &ObjectRef {
+    manifest.files[ledger_index(manifest)]
+        .objects()
         .find(|o| o.copy() == Some(CopyId { epoch: 1, seq }))
         .expect("a changed ledger stores something of its own")
 }
 
-/// Replaces an object in place, as a disk fault or an operator would: below the store's
-/// create-only interface. Only the directory backend lets a test do that.
-fn tamper(world: &World, object: &str, change: impl FnOnce(&mut Vec<u8>)) {
-    let path = world.objects.as_ref().expect("a directory world").join(object);
-    let mut bytes = fs::read(&path).unwrap();
-    change(&mut bytes);
-    fs::write(&path, bytes).unwrap();
+/// Damages an object of copy `id`: a stored one in the store, an inline one in the copy's
+/// manifest (the same damage to the same bytes, wherever they are kept).
+fn corrupt_ref(world: &World, id: CopyId, object: &ObjectRef) {
+    if object.inline.is_none() {
+        return corrupt(world, &full_key(object));
+    }
+    let key = manifest_key(&key(), id).unwrap();
+    let mut manifest: ManifestV2 =
+        serde_json::from_slice(&world.durable.get(&key).unwrap().unwrap()).unwrap();
+    let target = manifest
+        .files
+        .iter_mut()
+        .flat_map(FileV2::objects_mut)
+        .find(|o| o.object == object.object)
+        .expect("the manifest carries the object");
+    flip_middle(target.inline.as_mut().expect("inline"));
+    world.durable.delete(&key).unwrap();
+    let json = serde_json::to_vec(&manifest).unwrap();
+    assert_eq!(world.durable.put_new(&key, &json).unwrap(), PutOutcome::Created);
+}
+
+/// Replaces an object through the store's own interface (delete, then create), so that the
+/// same damage can be done on every backend.
+fn corrupt(world: &World, object: &str) {
+    let mut bytes = world.durable.get(object).unwrap().unwrap();
+    flip_middle(&mut bytes);
+    world.durable.delete(object).unwrap();
+    assert_eq!(
+        world.durable.put_new(object, &bytes).unwrap(),
+        PutOutcome::Created
+    );
+}
+
+/// The damage both of the above do: one bit of the middle byte.
+fn flip_middle(bytes: &mut [u8]) {
+    let at = bytes.len() / 2;
+    bytes[at] ^= 0x40;
+}
+
+fn full_key(object: &ObjectRef) -> String {
+    format!("{}{}", tenant_prefix(&key()).unwrap(), object.object)
 }
 
 fn manifest_of(world: &World, seq: u64) -> ManifestV2 {
@@ -351,28 +384,17 @@ fn every_untrustworthy_copy_is_skipped_with_its_reason() {
     let b = four_copies(&world);
 
     // 4: a flipped byte, in the manifest when the object is inline (a small ledger's is).
-    let mut manifest = manifest_of(&world, 4);
-    let object = own_ledger_object(&mut manifest, 4);
-    let flip = |bytes: &mut Vec<u8>| {
-        let at = bytes.len() / 2;
-        bytes[at] ^= 0x40;
-    };
-    match object.inline.as_mut() {
-        Some(inline) => {
-            flip(inline);
-            forge_manifest(&world, 4, &manifest);
-        }
-        None => tamper(
-            &world,
-            &format!("{}{}", tenant_prefix(&key()).unwrap(), object.object),
-            flip,
-        ),
-    }
+    let manifest = manifest_of(&world, 4);
+    corrupt_ref(
+        &world,
+        CopyId { epoch: 1, seq: 4 },
+        own_ledger_object(&manifest, 4),
+    );
     // 3: a truncated ledger whose forged manifest has the right size and digests (only the
     // full check a restore may ask for tells it).
     let mut manifest = manifest_of(&world, 3);
     let ledger = ledger_index(&manifest);
-    let object = own_ledger_object(&mut manifest, 3).object.clone();
+    let object = own_ledger_object(&manifest, 3).object.clone();
     let whole = fs::read(world.root("a").join("gotry-state/gotry-state.db")).unwrap();
     let truncated = whole[..whole.len() / 2].to_vec();
     let digest = delta::digest(&truncated);

@@ -107,45 +107,6 @@ fn new_delta(world: &World, written: &WrittenCopy, path: &str) -> ObjectRef {
     delta
 }
 
-/// Damages an object of copy `id`: a stored one in the store, an inline one in the copy's
-/// manifest (the same damage to the same bytes, wherever they are kept).
-fn corrupt_ref(world: &World, id: CopyId, object: &ObjectRef) {
-    if object.inline.is_none() {
-        return corrupt(world, &full_key(object));
-    }
-    let mut manifest = manifest_at(world, id.epoch, id.seq);
-    let target = manifest
-        .files
-        .iter_mut()
-        .flat_map(FileV2::objects_mut)
-        .find(|o| o.object == object.object)
-        .expect("the manifest carries the object");
-    let bytes = target.inline.as_mut().expect("inline");
-    let at = bytes.len() / 2;
-    bytes[at] ^= 0x40;
-    let key = manifest_key(&key(), id).unwrap();
-    world.durable.delete(&key).unwrap();
-    let json = serde_json::to_vec(&manifest).unwrap();
-    assert_eq!(world.durable.put_new(&key, &json).unwrap(), PutOutcome::Created);
-}
-
-/// Replaces an object through the store's own interface (delete, then create), so that the
-/// same damage can be done on every backend.
-fn corrupt(world: &World, object: &str) {
-    let mut bytes = world.durable.get(object).unwrap().unwrap();
-    let at = bytes.len() / 2;
-    bytes[at] ^= 0x40;
-    world.durable.delete(object).unwrap();
-    assert_eq!(
-        world.durable.put_new(object, &bytes).unwrap(),
-        PutOutcome::Created
-    );
-}
-
-fn full_key(object: &ObjectRef) -> String {
-    format!("{}{}", tenant_prefix(&key()).unwrap(), object.object)
-}
-
 #[test]
 fn a_copy_whose_pieces_span_three_epochs_restores() {
     for (backend, world) in worlds() {
