@@ -505,6 +505,8 @@ test('gc keeps the newest valid copies; forgetCopies deletes up to the forgotten
     assert.ok((await rejection(copies.forgetCopies(a))) instanceof pkg.LeaseLostError);
     assert.equal((await b.markForgotten()).forgottenAtEpoch, 2);
     assert.deepEqual(await copies.forgetCopies(b), [{ epoch: 1, seq: 2 }, { epoch: 1, seq: 3 }, { epoch: 2, seq: 1 }]);
+    // A copy now would lie below the floor, where no restore looks: refused, nothing written.
+    assert.ok((await rejection(copies.writeCopy(b, rootB))) instanceof pkg.CopyConflictError);
     assert.deepEqual(await copies.list(key), []);
     store.close();
 });

@@ -399,9 +399,12 @@ def test_a_store_that_fails_mid_tenure_leaves_the_lease_alone(directory_world: W
 
 def test_forget_copies_deletes_what_the_floor_covers(directory_world: World) -> None:
     world = directory_world
-    a, copies, _ = a_holder_with_two_copies(world)
+    a, copies, root = a_holder_with_two_copies(world)
     assert a.mark_forgotten().forgotten_at_epoch == 1
     assert copies.forget_copies(a) == [gts.CopyId(1, 1), gts.CopyId(1, 2)]
+    # A copy now would lie below the floor, where no restore looks: refused, nothing written.
+    with pytest.raises(gts.CopyConflictError):
+        copies.write_copy(a, root)
     assert copies.list(world.key) == []
     world.let_leases_expire()
     b = world.holder("replica-b")

@@ -55,8 +55,9 @@ pub struct TenantLease {
     /// commits can issue one twice, even to the same replica) are two tenures.
     tenure_id: u64,
     forgotten_at_epoch: i64,
-    /// This holder marked its own tenure forgotten: copies it would write now fall below the
-    /// floor, where no restore ever looks.
+    /// This tenure is marked forgotten, by this holder or (seen at a renewal) by an operator
+    /// through the store: copies it would write now fall below the floor, where no restore
+    /// ever looks.
     marked_forgotten: std::sync::atomic::AtomicBool,
     store: Arc<dyn LeaseStore>,
     clock: Arc<dyn MonotonicClock>,
@@ -293,6 +294,10 @@ impl TenantLease {
             Ok(grant) => {
                 let fence = fence_at(sent_at_ms, grant.ttl_ms, self.margin_ms);
                 state.fence_at_ms = state.fence_at_ms.max(fence);
+                if grant.record.forgotten_at_epoch >= self.epoch {
+                    self.marked_forgotten
+                        .store(true, std::sync::atomic::Ordering::SeqCst);
+                }
                 Ok(())
             }
             Err(error) => {
@@ -356,7 +361,10 @@ impl TenantLease {
         Ok(record)
     }
 
-    /// Whether this holder marked its tenure forgotten ([`TenantLease::mark_forgotten`]).
+    /// Whether this tenure is marked forgotten: by [`TenantLease::mark_forgotten`], or in the
+    /// store by anyone else, as the first renewal after it shows. Read from memory, so a copy
+    /// pays no round trip for it; a forget made behind the holder's back is seen within one
+    /// renewal interval.
     pub fn is_marked_forgotten(&self) -> bool {
         self.marked_forgotten.load(std::sync::atomic::Ordering::SeqCst)
     }

@@ -5,8 +5,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use gotry_tenant_state::{
-    open_durable_store, DirectoryDurableStore, DurableStore, EpochCopies, LeaseOptions, ManualClock,
-    RouterOptions, SqliteLeaseStore, TenantLease, TenantRouter,
+    open_durable_store, DirectoryDurableStore, DurableStore, EpochCopies, LeaseOptions, LeaseStore,
+    ManualClock, RouterOptions, SqliteLeaseStore, TenantLease, TenantRouter,
 };
 
 const KEY: &str = "acme/t-0123456789abcdef0123456789abcdef";
@@ -122,4 +122,24 @@ fn a_lease_whose_tenant_is_marked_forgotten_writes_no_copy() {
     assert_eq!(error.code_str(), "GOTRY_TENANT_COPY_CONFLICT", "{error}");
     assert!(error.to_string().contains("marked forgotten"), "{error}");
     assert!(copies.list(KEY).unwrap().is_empty());
+}
+
+/// An operator who forgets the tenant in the store (the CLI's `lease forget`), not through the
+/// holder: the holder learns it at its next renewal, and writes no copy below the floor after.
+#[test]
+fn a_forget_made_in_the_store_stops_the_holders_copies_from_its_next_renewal() {
+    let w = world();
+    let lease = w.lease();
+    let copies = EpochCopies::new(w.durable.clone());
+    let root = w.dir.path().join("root");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(root.join("f.txt"), b"x").unwrap();
+    copies.write_copy(&lease, &root).unwrap();
+    w.leases.mark_forgotten(KEY, "replica-a", lease.epoch()).unwrap();
+    assert!(!lease.is_marked_forgotten(), "nothing has told the holder yet");
+    lease.renew().unwrap();
+    assert!(lease.is_marked_forgotten());
+    let error = copies.write_copy(&lease, &root).unwrap_err();
+    assert_eq!(error.code_str(), "GOTRY_TENANT_COPY_CONFLICT", "{error}");
+    assert_eq!(copies.list(KEY).unwrap().len(), 1, "no copy after the first");
 }

@@ -1007,7 +1007,8 @@ mod tests {
         fn any_store_url_is_a_store_or_a_typed_error(
             // Each piece is often well-formed, so that the hostile ones reach the later checks.
             credential in proptest::prop_oneof![
-                4 => "[A-Za-z0-9]{1,4}:[A-Za-z0-9%]{1,6}@",
+                // Marked, so that a message quoting either part is caught below.
+                4 => "KeYiD[A-Za-z0-9]{0,4}:SeCrEt[A-Za-z0-9%]{0,6}@",
                 1 => "",
                 1 => "[A-Za-z0-9%:/@?\\x00-\\x1f]{0,12}@",
             ],
@@ -1035,7 +1036,12 @@ mod tests {
             // Where the pieces leave it a valid store, it talks to the loopback stand-in only.
             url.push_str(&format!("endpoint=http://127.0.0.1:{}&timeout_ms=100", server.port));
             let base = AmazonS3Builder::new().with_metadata_endpoint(format!("http://127.0.0.1:{}", server.port));
-            match S3DurableStore::open_with(&url, base, false) {
+            let opened = S3DurableStore::open_with(&url, base, false);
+            if let Err(error) = &opened {
+                let said = format!("{error} {error:?}");
+                proptest::prop_assert!(!said.contains("KeYiD") && !said.contains("SeCrEt"), "{}", said);
+            }
+            match opened {
                 Ok(_) => {}
                 Err(Error::InvalidArgument { .. }) => {}
                 Err(Error::DurableStoreUnavailable { backend_code, message }) => {

@@ -907,6 +907,60 @@ mod tests {
         }
     }
 
+    /// A model, written apart from `layout::layable`, of paths no file system lays out as the
+    /// files of one folder: a restore must pass such a manifest over as `manifest`, whatever
+    /// else is wrong with it.
+    fn plainly_unlayable(manifest: &serde_json::Value) -> bool {
+        let Some(files) = manifest["files"].as_array() else {
+            return false;
+        };
+        let paths: Vec<&str> = files.iter().filter_map(|f| f["path"].as_str()).collect();
+        let mut seen = BTreeSet::new();
+        paths.iter().any(|p| {
+            !seen.insert(*p)
+                || p.starts_with('/')
+                || p.ends_with('/')
+                || p.contains('\0')
+                || p.split('/')
+                    .any(|n| n.is_empty() || n == "." || n == ".." || n.len() > 255)
+        }) || paths.iter().any(|p| {
+            paths
+                .iter()
+                .any(|q| q.strip_prefix(p).is_some_and(|rest| rest.starts_with('/')))
+        })
+    }
+
+    #[test]
+    fn the_model_of_unlayable_paths_agrees_on_plain_cases() {
+        use super::super::layout::layable;
+        let long = "n".repeat(256);
+        for bad in [
+            vec!["f", "f/g"],
+            vec!["f/"],
+            vec!["a\0b"],
+            vec![long.as_str()],
+            vec!["a", "a"],
+            vec!["a//b"],
+            vec!["../x"],
+            vec![""],
+        ] {
+            assert!(!layable(&bad), "{bad:?}");
+            assert!(
+                plainly_unlayable(
+                    &serde_json::json!({ "files": bad.iter().map(|p| serde_json::json!({ "path": p })).collect::<Vec<_>>() })
+                ),
+                "{bad:?}"
+            );
+        }
+        for good in [
+            vec!["f", "g/f"],
+            vec!["d/e/f", "d/e/g"],
+            vec![&"n".repeat(255)[..]],
+        ] {
+            assert!(layable(&good), "{good:?}");
+        }
+    }
+
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
         /// The newest copy's manifest rewritten with hostile changes (below the store's
@@ -958,6 +1012,13 @@ mod tests {
                     proptest::prop_assert_eq!(fs::read(root.join("sub/kept")).unwrap(), b"first");
                 }
                 None => proptest::prop_assert!(false, "nothing restored: {:?}", report),
+            }
+            if plainly_unlayable(&manifest) {
+                proptest::prop_assert!(
+                    report.skipped.iter().any(|s| s.seq == 2 && s.reason == SkipReason::Manifest),
+                    "an unlayable manifest passed over as manifest: {:?}",
+                    report
+                );
             }
             proptest::prop_assert_eq!(snapshot_tree(dir, &[&root]), before);
             proptest::prop_assert_eq!(fs::read(outside.join("precious")).unwrap(), b"untouched");

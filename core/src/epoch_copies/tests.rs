@@ -364,6 +364,16 @@ fn manifest_of(world: &World, seq: u64) -> ManifestV2 {
     serde_json::from_slice(&bytes).unwrap()
 }
 
+/// Replaces a manifest through the store's own interface, so on every backend.
+fn republish(world: &World, seq: u64, manifest: &ManifestV2) {
+    let object = manifest_key(&key(), CopyId { epoch: 1, seq }).unwrap();
+    world.durable.delete(&object).unwrap();
+    world
+        .durable
+        .put_new(&object, &serde_json::to_vec(manifest).unwrap())
+        .unwrap();
+}
+
 fn forge_manifest(world: &World, seq: u64, manifest: &ManifestV2) {
     let object = manifest_key(&key(), CopyId { epoch: 1, seq }).unwrap();
     let path = world.objects.as_ref().unwrap().join(object);
@@ -866,13 +876,18 @@ struct ReadOnlyCapableMount {
 
 impl ReadOnlyCapableMount {
     fn new(path: PathBuf) -> Option<ReadOnlyCapableMount> {
+        ReadOnlyCapableMount::sized(path, "50%")
+    }
+
+    /// A tmpfs that holds at most `size` (mount's `size=`), to run out of space on purpose.
+    fn sized(path: PathBuf, size: &str) -> Option<ReadOnlyCapableMount> {
         if std::env::var_os("GOTRY_SKIP_MOUNT").is_some() {
-            eprintln!("SKIPPED: the read-only directory test (GOTRY_SKIP_MOUNT is set)");
+            eprintln!("SKIPPED: a test on a tmpfs of its own (GOTRY_SKIP_MOUNT is set)");
             return None;
         }
         fs::create_dir_all(&path).unwrap();
         let mount = ReadOnlyCapableMount { path };
-        mount.run(&["-t", "tmpfs", "tmpfs"]);
+        mount.run(&["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"]);
         Some(mount)
     }
 
@@ -921,6 +936,32 @@ fn a_read_only_directory_is_unavailable_and_the_next_copy_succeeds() {
     assert_eq!(copies.write_copy(&a, &root).unwrap().seq, 3);
     assert_eq!(world.restored_by_next_holder("b"), id(1, 3));
     drop(world);
+}
+
+/// The restoring host's own trouble (here its disk full) says nothing about the copy: the
+/// restore fails with the host's error instead of passing the copy over, and the same copy
+/// restores once there is room.
+#[test]
+fn a_full_disk_fails_the_restore_and_skips_no_copy() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(mount) = ReadOnlyCapableMount::sized(dir.path().join("small"), "256k") else {
+        return;
+    };
+    let world = World::directory();
+    let (a, root) = world.first_holder_with(&["one"]);
+    let noise: Vec<u8> = (0..1u32 << 20)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    fs::write(root.join("large.bin"), noise).unwrap();
+    world.copies().write_copy(&a, &root).unwrap();
+
+    let b = world.next_holder("replica-b");
+    match world.copies().restore(&b, &mount.path.join("b"), None) {
+        Err(Error::Storage { code, .. }) => assert_eq!(code, "ENOSPC"),
+        other => panic!("a full disk fails the restore: {other:?}"),
+    }
+    let report = world.copies().restore(&b, &world.root("b"), None).unwrap();
+    assert_eq!((report.restored, report.skipped), (id(1, 1), vec![]));
 }
 
 #[test]
@@ -1041,13 +1082,7 @@ fn empty_folders_survive_a_copy_and_a_folder_that_is_a_file_is_a_manifest_fault(
         copies.write_copy(&a, &root).unwrap();
         let mut forged = manifest_of(&world, 2);
         forged.folders = vec!["gotry-state/gotry-state.db/inside".to_owned()];
-        // Through the store's own interface, so on every backend.
-        let manifest_key = manifest_key(&key(), CopyId { epoch: 1, seq: 2 }).unwrap();
-        world.durable.delete(&manifest_key).unwrap();
-        world
-            .durable
-            .put_new(&manifest_key, &serde_json::to_vec(&forged).unwrap())
-            .unwrap();
+        republish(&world, 2, &forged);
 
         let b = world.next_holder("replica-b");
         let root_b = world.root("b");
@@ -1072,5 +1107,45 @@ fn empty_folders_survive_a_copy_and_a_folder_that_is_a_file_is_a_manifest_fault(
             0,
             "{backend}"
         );
+    }
+}
+
+/// A manifest naming one path twice (each entry a valid file, so every digest checks) cannot
+/// be laid out as one root: `verify` says `manifest`, and a restore passes it over for the copy
+/// before it instead of laying out either entry.
+#[test]
+fn a_manifest_naming_a_path_twice_is_a_manifest_fault() {
+    for (backend, world) in worlds() {
+        let a = world.holder("replica-a");
+        let root = world.root("a");
+        write_state(&root, &["one"]);
+        let copies = world.copies();
+        copies.write_copy(&a, &root).unwrap();
+        write_state(&root, &["one", "two"]);
+        copies.write_copy(&a, &root).unwrap();
+        let mut forged = manifest_of(&world, 2);
+        let first = forged.files[0].clone();
+        forged.files.push(first);
+        republish(&world, 2, &forged);
+
+        assert_eq!(
+            copies.verify(&key(), CopyId { epoch: 1, seq: 2 }, None).unwrap(),
+            Some(SkipReason::Manifest),
+            "{backend}"
+        );
+        let b = world.next_holder("replica-b");
+        let root_b = world.root("b");
+        let report = world.copies().restore(&b, &root_b, None).unwrap();
+        assert_eq!(report.restored, id(1, 1), "{backend}");
+        assert_eq!(
+            report.skipped,
+            [SkippedCopy {
+                epoch: 1,
+                seq: 2,
+                reason: SkipReason::Manifest
+            }],
+            "{backend}"
+        );
+        assert_eq!(read_state(&root_b), ["one"], "{backend}");
     }
 }

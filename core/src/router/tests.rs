@@ -492,6 +492,43 @@ fn a_clock_that_reads_no_point_in_time_fails_what_needs_a_reading() {
     router.handoff(&key(T1), Duration::from_secs(1)).unwrap();
 }
 
+/// A strict call queued behind a long one waits for a quiet tenant at most [`QUIET_WAIT_MS`]:
+/// then it is in doubt (its handler ran; its write may be, and here is, in the next copy),
+/// with the busy tenant as its cause, never a bare refusal.
+#[test]
+fn a_strict_call_behind_a_long_one_is_in_doubt_and_its_write_reaches_the_next_copy() {
+    let world = World::new();
+    let (router, _, clock) = world.ticking_router("replica-a", Durability::Strict, 600_000);
+    let router = Arc::new(router);
+    router.open(ORG, T1).unwrap();
+    let long = router.begin(&key(T1)).unwrap();
+    let short = {
+        let router = router.clone();
+        spawn_answer(move || router.run(&key(T1), |h| append(h, "short")))
+    };
+    clock.await_looked("the short call's copy to hold calls back", || {
+        tenant_of(&router, T1, |t| t.held_back)
+    });
+    clock.advance(COPY_GRACE_MS as i64);
+    clock.await_looked("the short call to wait for a quiet tenant", || {
+        tenant_of(&router, T1, |t| t.blocked_by.is_some())
+    });
+    clock.advance((QUIET_WAIT_MS - COPY_GRACE_MS) as i64 - 1);
+    clock.await_looked("the short call, a moment before its wait ends", || true);
+    assert!(short.try_recv().is_err(), "gave up before its wait");
+    clock.advance(1);
+    let refused = answer(&short, "the short call").unwrap_err();
+    assert!(
+        matches!(&refused, Error::CallInDoubt { cause, epoch: 1, .. }
+            if matches!(**cause, Error::TenantBusy { .. })),
+        "{refused:?}"
+    );
+    long.finish().unwrap();
+    router.handoff(&key(T1), Duration::from_secs(5)).unwrap();
+    let (b, _) = world.router("replica-b", 8, Durability::Async);
+    assert_eq!(entries(&b.open(ORG, T1).unwrap().root), ["short"]);
+}
+
 #[test]
 fn strict_durability_refuses_the_acknowledgement_without_a_copy() {
     let world = World::new();
@@ -618,6 +655,44 @@ fn a_long_call_delays_its_tenants_copy_not_its_other_calls() {
     assert!(!lock(&events).iter().any(|e| e.starts_with("copy_failed")));
     long.finish().unwrap();
     assert_eq!(router.tick().unwrap().copied, [key(T1)]);
+}
+
+/// A root whose database the host damaged cannot be copied: a handoff says so at once, naming
+/// the file, and the tenant serves on with nothing lost. The tenant is not stuck: a close
+/// reports it as failed and lets the lease go, and the next replica starts from the last good
+/// copy.
+#[test]
+fn a_damaged_database_fails_the_handoff_at_once_and_close_still_lets_the_tenant_go() {
+    let world = World::new();
+    let (router, _) = world.router("replica-a", 8, Durability::Async);
+    router.open(ORG, T1).unwrap();
+    router.run(&key(T1), |h| append(h, "one")).unwrap();
+    router.handoff(&key(T1), Duration::from_secs(5)).unwrap();
+    let handle = router.open(ORG, T1).unwrap();
+    let mut damaged = b"SQLite format 3\0".to_vec();
+    damaged.extend(std::iter::repeat_n(0xA5, 8192));
+    fs::write(handle.root.join("side.db"), &damaged).unwrap();
+
+    let refused = router.handoff(&key(T1), Duration::from_secs(5)).unwrap_err();
+    assert!(
+        matches!(&refused, Error::Storage { code, message }
+            if code.starts_with("SQLITE_") && message.contains("side.db")),
+        "{refused:?}"
+    );
+    assert_eq!(router.status().unwrap()[0].state, TenantState::Serving);
+    router.run(&key(T1), |h| append(h, "two")).unwrap();
+
+    let report = router.close(Duration::from_secs(5));
+    assert_eq!(
+        report
+            .failed
+            .iter()
+            .map(|(key, _)| key.clone())
+            .collect::<Vec<_>>(),
+        [key(T1)]
+    );
+    let (b, _) = world.router("replica-b", 8, Durability::Async);
+    assert_eq!(entries(&b.open(ORG, T1).unwrap().root), ["one"]);
 }
 
 #[test]
