@@ -11,7 +11,8 @@
  * Errors: ReplicaAtCapacityError (`limit`) before anything is touched, LeaseHeldError with
  * the holder's `record` (forward to `record.owner`), TenantDrainingError during a handoff,
  * DrainTimeoutError (`inFlight`, `timeoutMs`) when a handoff gave up and the tenant serves
- * again, RouterClosedError after close, FencedError when a call cannot be acknowledged.
+ * again, RouterClosedError after close; a call whose handler ran but cannot be acknowledged
+ * is CallInDoubtError (see `run`).
  */
 const native = require('./native');
 const { nativeDurableStoreOf } = require('./durable-store');
@@ -190,12 +191,14 @@ class TenantRouter {
     /**
      * Runs `fn(handle)` as one call of the served tenant `key`, and resolves to what it
      * returns (or resolves to). The call is counted in flight and the write gate checked
-     * before it starts and after it returns: a gate closed meanwhile rejects with FencedError
-     * even though `fn` succeeded, since its effects cannot be acknowledged. In strict
-     * durability it resolves only once a copy holds the call (DurableStoreUnavailableError
-     * otherwise). When `fn` throws, the call ends unacknowledged and run rejects with that
-     * very value. Rejects with TenantDrainingError during a handoff, FencedError once the
-     * lease is lost, LeaseLostError when this replica does not serve `key`.
+     * before it starts and after it returns; in strict durability it resolves only once a
+     * copy holds the call. Refused before `fn` ran (nothing was written, a retry is safe):
+     * RouterClosedError, LeaseLostError (`key` not served here, or still being opened),
+     * TenantDrainingError (a handoff), FencedError (the lease was lost). After `fn` returned:
+     * CallInDoubtError, whose `cause` says why (FencedError: the gate closed meanwhile; in
+     * strict durability the copy's failure or TenantBusyError): the write may be durable, so
+     * the host must not report it as refused. When `fn` throws, the call ends unacknowledged
+     * and run rejects with that very value.
      */
     async run(key, fn) {
         if (typeof fn !== 'function') throw new TypeError('run needs a function (handle) => value | Promise<value>');

@@ -540,6 +540,8 @@ test('the durable store itself: create-only puts, get, list, delete', async () =
     assert.equal(await durable.putNew('a/c', new Uint8Array(0)), 'created');
     assert.deepEqual(await durable.list('a/'), [{ key: 'a/b', size: 3 }, { key: 'a/c', size: 0 }]);
     assert.deepEqual(await durable.list(), await durable.list('a/'));
+    // '/' names no folder of the store: an empty answer would read as "no objects".
+    assert.ok((await rejection(durable.list('/'))) instanceof RangeError);
     await durable.delete('a/b');
     await durable.delete('a/b');
     assert.deepEqual((await durable.list('a/')).map(o => o.key), ['a/c']);

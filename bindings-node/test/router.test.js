@@ -253,7 +253,30 @@ test('close hands every tenant off, then opens are RouterClosedError', () => inW
     assert.deepEqual(ledgerOf(handle.root), ['in a']);
 }));
 
-test('strict durability: a call resolves once a copy holds it; a failing store rejects it', () => inWorld(async w => {
+test('an open in flight when close is called rejects with RouterClosedError', () => inWorld(async w => {
+    const { router: one } = await w.start('replica-1');
+    const { tenant, key } = newTenant();
+    await one.open(ORG, tenant);
+    await one.run(key, handle => append(handle, 'one'));
+    await one.handoff(key, 1_000);
+    // The next replica's open is held inside its restore: its verify waits for the test.
+    const entered = gate();
+    const release = gate();
+    const { router: two } = await w.start('replica-2', {
+        verify: async () => { entered.open(); await release.opened; return true; },
+    });
+    const opening = rejection(two.open(ORG, tenant));
+    await entered.opened;
+    assert.deepEqual(two.status().map(s => s.state), ['opening']);
+    assert.deepEqual(await two.close(1_000), { handedOff: [], timedOut: [], failed: [] });
+    release.open();
+    // Close cut it: the host asked a closed router, whatever its lease did meanwhile.
+    const error = await opening;
+    assert.ok(isA(pkg.RouterClosedError, 'GOTRY_TENANT_ROUTER_CLOSED')(error), String(error));
+    assert.deepEqual(two.status(), []);
+}));
+
+test('strict durability: a call resolves once a copy holds it; a failing store leaves it in doubt', () => inWorld(async w => {
     const { router } = await w.start('replica-1', { copyPolicy: { durability: 'strict' } });
     const copies = new EpochCopies(w.durableStore);
     const { tenant, key } = newTenant();
@@ -335,7 +358,7 @@ test('async durability copies written tenants in the background, and a failing c
     await until(() => statusOf(router, key).lastCopyError === null, 'a good copy again');
 }));
 
-test('a lost lease is told as lost then closed; a call in flight then rejects FENCED even though it resolved', () => inWorld(async w => {
+test('a lost lease is told as lost then closed; a call in flight that resolved meanwhile is CALL_IN_DOUBT, caused by FENCED', () => inWorld(async w => {
     const { router, events } = await w.start('replica-1');
     const idle = newTenant();
     const busy = newTenant();

@@ -74,9 +74,18 @@ impl DurableTarget {
         })
     }
 
-    /// The report of a core error met while using this store, with its secrets masked.
+    /// The report of a core error met while using this store, with its secrets masked. A
+    /// storage error here comes from the durable store's folder or from the local disk a copy
+    /// is laid out on to be checked, so the hint names those, not the lease store's `--store`
+    /// (which most commands that read copies do not take).
     pub fn failure(&self, error: Error) -> Failure {
         let mut failure = Failure::from(error);
+        if failure.exit == Exit::Storage {
+            failure = failure.hint(
+                "check that this user can read the store --durable names, and that the temporary \
+                 folder (TMPDIR), where a copy is laid out to be checked, is writable and has room",
+            );
+        }
         failure.message = self.mask(&failure.message);
         failure.hint = self.mask(&failure.hint);
         failure
@@ -202,6 +211,24 @@ mod tests {
             folder.mask("./copies@2024 is missing"),
             "./copies@2024 is missing"
         );
+    }
+
+    /// A command that reads copies names no lease store: its storage errors point at what it
+    /// does use.
+    #[test]
+    fn a_storage_error_points_at_the_durable_store_and_the_local_disk() {
+        let target = DurableTarget::parse(OsStr::new("./copies"));
+        let failure = target.failure(Error::Storage {
+            code: "ENOSPC".into(),
+            message: "no space left on device".into(),
+        });
+        assert_eq!(failure.exit, Exit::Storage);
+        assert!(
+            failure.hint.contains("--durable") && failure.hint.contains("TMPDIR"),
+            "{}",
+            failure.hint
+        );
+        assert!(!failure.hint.contains("--store"), "{}", failure.hint);
     }
 
     #[test]

@@ -209,7 +209,10 @@ pub fn skipped_json(copy: &SkippedCopy) -> Value {
 /// without the manual.
 pub fn reason_meaning(reason: SkipReason) -> &'static str {
     match reason {
-        SkipReason::Manifest => "the manifest is missing, does not parse, or contradicts its place",
+        SkipReason::Manifest => {
+            "the manifest is missing, does not parse, contradicts its place, or names paths a restore \
+             cannot lay out (one twice, one under a file, a name the file system cannot hold)"
+        }
         SkipReason::Tenant => "the manifest names another tenant",
         SkipReason::Checksum => "a file is missing, or its size or SHA-256 differs from the manifest",
         SkipReason::Integrity => "a SQLite file fails PRAGMA integrity_check",

@@ -34,8 +34,8 @@ pub enum GotryDurability {
     /// `copy_interval_ms` for a tenant that was written to; a failing durable store shows as
     /// lag (and `copy_failed` events), calls go on.
     Async = 1,
-    /// `gotry_router_call_finish` returns only once a copy holds the call, and fails with
-    /// the copy's error.
+    /// `gotry_router_call_finish` returns only once a copy holds the call; when none can be
+    /// written it returns `GOTRY_STATUS_CALL_IN_DOUBT`.
     Strict = 2,
 }
 
@@ -570,10 +570,12 @@ pub struct GotryRouterCall {
 /// Starts a call of the served tenant `key`: counted in flight, then the write gate checked.
 /// `*out_call` receives the call (see `GotryRouterCall`).
 ///
-/// Returns `GOTRY_STATUS_DRAINING` while the tenant is handed off (retry on its next owner),
-/// `GOTRY_STATUS_FENCED` when its lease was lost or its gate is closed (nothing is counted),
-/// `GOTRY_STATUS_LEASE_LOST` when the key is not served by this router (or is still being
-/// opened), `GOTRY_STATUS_INVALID_ARGUMENT` for a key that is not UTF-8, and
+/// Every failure here comes before the handler ran: nothing was written, a retry is safe.
+/// Returns `GOTRY_STATUS_ROUTER_CLOSED` once the router is closed, `GOTRY_STATUS_DRAINING`
+/// while the tenant is handed off (retry on its next owner), `GOTRY_STATUS_FENCED` when its
+/// lease was lost or its gate is closed (nothing is counted), `GOTRY_STATUS_LEASE_LOST` when
+/// the key is not served by this router (or is still being opened),
+/// `GOTRY_STATUS_INVALID_ARGUMENT` for a key that is not UTF-8, and
 /// `GOTRY_STATUS_NULL_ARGUMENT` when a pointer other than `out_error` is NULL.
 ///
 /// # Safety
@@ -618,12 +620,15 @@ pub unsafe extern "C" fn gotry_router_call_handle(
 /// `GOTRY_STATUS_OK` means the call may be acknowledged: the write gate still held after it,
 /// and in `GOTRY_DURABILITY_STRICT` mode a durable copy holds it (this waits for one).
 ///
-/// Returns `GOTRY_STATUS_FENCED` when the gate closed meanwhile (its effects must not be
-/// acknowledged), in `GOTRY_DURABILITY_STRICT` mode the copy's failure
-/// (`GOTRY_STATUS_DURABLE_STORE_UNAVAILABLE`, `GOTRY_STATUS_COPY_CONFLICT`,
-/// `GOTRY_STATUS_STORAGE_ERROR`, `GOTRY_STATUS_HOST_CALLBACK_FAILED`), and
-/// `GOTRY_STATUS_NULL_ARGUMENT` when `call` is NULL. When this was the last call of a lost
-/// tenant, the `closed` event is delivered on this thread before this returns.
+/// The handler has run, so a failure here leaves the call in doubt: its write may be
+/// durable, and the host must not report it as refused. Returns `GOTRY_STATUS_CALL_IN_DOUBT`
+/// when the gate closed meanwhile or, in `GOTRY_DURABILITY_STRICT` mode, no copy holding the
+/// call could be written; the message names the cause's code (`GOTRY_TENANT_FENCED`, a
+/// failing durable store, `GOTRY_TENANT_BUSY` when other calls kept the copy out, a storage
+/// or snapshot failure), and the cause's details read through the error's accessors
+/// (`gotry_error_backend_code`, `gotry_error_host_code`). Returns `GOTRY_STATUS_NULL_ARGUMENT`
+/// when `call` is NULL. When this was the last call of a lost tenant, the `closed` event is
+/// delivered on this thread before this returns.
 ///
 /// # Safety
 /// `call` must be NULL or a `GotryRouterCall` not yet ended, used by no other thread;

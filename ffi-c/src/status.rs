@@ -69,7 +69,8 @@ pub enum GotryStatus {
     /// GOTRY_TENANT_CALL_IN_DOUBT: a router call's handler ran, but its acknowledgement could
     /// not be confirmed (the gate closed after it, or its strict copy failed): its write may
     /// be durable or not. The message names the cause. Every other failure of
-    /// `gotry_router_call_begin` / `_finish` comes before the handler: nothing was written.
+    /// `gotry_router_begin` or `gotry_router_call_finish` comes before the handler ran:
+    /// nothing was written.
     CallInDoubt = 15,
     // 16..=99: reserved for the registry's next codes.
 

@@ -750,10 +750,13 @@ class TenantRouter:
         ``close``, RestoreVerificationError when its copies exist but none verifies."""
     def run(self, key: str, call: Callable[[TenantHandle], _T]) -> _T:
         """Runs ``call(handle)`` with the GIL as one call of the served tenant ``key`` and
-        returns what it returns. TenantDrainingError during a handoff, FencedError when the
-        lease is lost, or when the gate closed while ``call`` ran (its effects must not be
-        acknowledged); in strict mode, the copy's error. An exception ``call`` raises ends the
-        call unacknowledged and propagates unchanged."""
+        returns what it returns. Raised before ``call`` ran (nothing was written, a retry is
+        safe): RouterClosedError, LeaseLostError (``key`` not served here, or still being
+        opened), TenantDrainingError (a handoff), FencedError (the lease was lost). After it
+        returned: CallInDoubtError, whose ``__cause__`` says why (FencedError: the gate closed
+        meanwhile; in strict mode the copy's failure or TenantBusyError): the write may be
+        durable, so the host must not report it as refused. An exception ``call`` raises ends
+        the call unacknowledged and propagates unchanged."""
     def handoff(self, key: str, timeout_ms: int | None = None) -> None:
         """Drains ``key`` (new calls: TenantDrainingError; the lease is renewed meanwhile),
         waits at most ``timeout_ms`` (default one TTL) for its running calls, takes a final

@@ -97,6 +97,21 @@ impl Fixture {
         manifest["files"][0]["base"]["inline"] = json!(damaged);
         std::fs::write(&path, serde_json::to_vec(&manifest).unwrap()).unwrap();
     }
+
+    /// Makes the manifest of epoch 1's copy `seq` name its ledger twice, below the store's
+    /// interface: the form still parses and every checksum still holds, so only the rule that
+    /// a restore must be able to lay the paths out tells the copy apart.
+    fn name_a_path_twice(&self, seq: u64) {
+        let path = self.durable.join(format!(
+            "orgs/{ORG}/tenants/{TENANT}/epochs/{:020}/{seq:020}.json",
+            1
+        ));
+        let mut manifest: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        let files = manifest["files"].as_array_mut().unwrap();
+        let again = files[0].clone();
+        files.push(again);
+        std::fs::write(&path, serde_json::to_vec(&manifest).unwrap()).unwrap();
+    }
 }
 
 fn write_ledger(root: &Path, entries: &[&str]) {
@@ -216,6 +231,34 @@ fn verify_gives_each_copy_its_verdict() {
     fixture
         .run(&["verify", KEY, "--epoch", "1", "--seq", "9"])
         .failed(5, "ERR_NO_SUCH_COPY");
+}
+
+#[test]
+fn verify_passes_over_a_manifest_that_names_one_path_twice() {
+    let fixture = Fixture::new();
+    fixture.name_a_path_twice(2);
+    // Every copy gets a verdict and the command succeeds (status 0), whatever the verdicts.
+    let all = fixture.run(&["verify", KEY, "--json"]);
+    let all: serde_json::Value = serde_json::from_str(all.ok()).unwrap();
+    assert_eq!(
+        all["copies"],
+        json!([
+            { "epoch": 1, "seq": 1, "ok": true, "reason": null },
+            { "epoch": 1, "seq": 2, "ok": false, "reason": "manifest" },
+        ])
+    );
+    let text = fixture.run(&["verify", KEY]);
+    let text = text.ok();
+    assert!(text.contains("manifest: the manifest is missing"), "{text}");
+    assert!(text.contains("one twice"), "{text}");
+    // Asked for by number, it is the one copy asked for that does not verify: status 8.
+    let one = fixture
+        .run(&["verify", KEY, "--epoch", "1", "--seq", "2", "--json"])
+        .failed_json(8, "ERR_COPY_INVALID");
+    assert_eq!(
+        one["skipped"],
+        json!([{ "epoch": 1, "seq": 2, "reason": "manifest" }])
+    );
 }
 
 #[test]
