@@ -52,7 +52,7 @@
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fmt::Write as _;
 use std::num::NonZeroUsize;
 use std::path::Path;
@@ -265,6 +265,35 @@ fn stored_or_inline(
         digest,
         inline,
     })
+}
+
+/// What the lineage knows of a file just stored as a base of `pieces`.
+fn based(
+    file: &snapshot::SnapshotFile,
+    size: u64,
+    blocks: Vec<[u8; 32]>,
+    pieces: Vec<ObjectRef>,
+    wal: Option<wal::WalMark>,
+) -> Known {
+    let blocks = Arc::new(blocks);
+    let mut pieces = pieces.into_iter();
+    Known {
+        file: FileV2 {
+            path: file.path.clone(),
+            size,
+            digest: delta::digest_of(&blocks, size),
+            sqlite: file.sqlite,
+            base: pieces.next().expect("a base has a piece"),
+            base_pieces: pieces.collect(),
+            delta: None,
+            deltas: Vec::new(),
+        },
+        blocks: blocks.clone(),
+        base_blocks: blocks,
+        chain: Vec::new(),
+        wal,
+        seen: file.seen,
+    }
 }
 
 /// The tenure id as markers spell it.
@@ -487,6 +516,16 @@ impl EpochCopies {
         index: usize,
     ) -> Result<Known> {
         use snapshot::Content;
+        let piece_name = |k: Option<usize>| match k {
+            Some(k) => name(&format!("files/{index:06}.{k:06}")),
+            None => name(&format!("files/{index:06}")),
+        };
+        // A file new to the lineage is a base whatever it holds: each piece is read once,
+        // hashed and stored, instead of a pass to hash the file and another to store it.
+        if let (Content::Whole(body, wal), None) = (&content, known) {
+            let (blocks, pieces) = self.store_base(body, file, None, HashMap::new(), &piece_name, &store)?;
+            return Ok(based(file, body.len(), blocks, pieces, wal.cloned()));
+        }
         let (blocks, size, digest, step, wal) = match &content {
             Content::Whole(body, wal) => {
                 let blocks = Arc::new(body.block_digests()?);
@@ -556,53 +595,77 @@ impl EpochCopies {
         let Content::Whole(body, _) = &content else {
             unreachable!("a file whose WAL told what changed is read whole when it needs a new base")
         };
-        // A piece is stored once, unless the old base has the same bytes: a new base of a
-        // large file after scattered changes stores the pieces they touched, and a file's runs
-        // of zeros (a sparse file's holes) are one object. Each piece is read from the content
-        // only to be stored. The check runs while the pieces are stored: the manifest, which
-        // alone publishes them, is written only if it passes (a piece of a base that fails
-        // stays an unreferenced object of this copy's own folder, which gc deletes with the
-        // incomplete copy).
-        let per_piece = body::PIECE / delta::BLOCK;
-        let spans: Vec<(u64, u64, String)> = (0..size.max(1))
-            .step_by(body::PIECE)
-            .enumerate()
-            .map(|(k, start)| {
-                let end = (start + body::PIECE as u64).min(size);
-                let first = k * per_piece;
-                let piece_blocks = &blocks[first..(first + per_piece).min(blocks.len())];
-                (start, end, delta::digest_of(piece_blocks, end - start))
-            })
-            .collect();
-        let mut have: HashMap<&str, ObjectRef> = known
+        // A new base of a large file after scattered changes stores only the pieces they
+        // touched: a piece the old base has is referenced.
+        let have = known
             .map(|k| {
                 k.file
                     .base_objects()
-                    .map(|o| (o.digest.as_str(), o.clone()))
+                    .map(|o| (o.digest.clone(), o.clone()))
                     .collect()
             })
             .unwrap_or_default();
-        let mut new_spans = Vec::new();
-        for (k, (_, _, digest)) in spans.iter().enumerate() {
-            if !have.contains_key(digest.as_str())
-                && !new_spans.iter().any(|&n: &usize| spans[n].2 == *digest)
-            {
-                new_spans.push(k);
-            }
-        }
-        let several = spans.len() > 1;
-        let (checked, stored) = std::thread::scope(|scope| {
+        let (blocks, pieces) = self.store_base(body, file, Some(&blocks), have, &piece_name, &store)?;
+        Ok(based(file, size, blocks, pieces, wal))
+    }
+
+    /// Stores `body` as a base, piece by piece (see [`body::PIECE`]), and returns its block
+    /// digests and its pieces. A piece is stored once: one equal to a piece in `have` (the old
+    /// base's) or to an earlier one of this base (a sparse file's runs of zeros) is referenced
+    /// instead. Each piece is read once, to be hashed (unless `blocks` already has its digests)
+    /// and stored, a few at a time. A database must pass `quick_check`, which runs meanwhile:
+    /// the manifest, which alone publishes the pieces, is written only if it passes (a piece of
+    /// a base that fails stays an unreferenced object of this copy's own folder, which gc
+    /// deletes with the incomplete copy).
+    fn store_base(
+        &self,
+        body: &body::Body<'_>,
+        file: &snapshot::SnapshotFile,
+        blocks: Option<&[[u8; 32]]>,
+        mut have: HashMap<String, ObjectRef>,
+        piece_name: &(impl Fn(Option<usize>) -> String + Sync),
+        store: &(impl Fn(&str, &[u8]) -> Result<()> + Sync),
+    ) -> Result<(Vec<[u8; 32]>, Vec<ObjectRef>)> {
+        let size = body.len();
+        let per_piece = body::PIECE / delta::BLOCK;
+        let starts: Vec<u64> = (0..size.max(1)).step_by(body::PIECE).collect();
+        let several = starts.len() > 1;
+        // Which piece stores each digest: the first to claim it; the others refer to it.
+        let claimed: Mutex<HashSet<String>> = Mutex::new(have.keys().cloned().collect());
+        let (checked, placed) = std::thread::scope(|scope| {
             let checked = file.sqlite.then(|| scope.spawn(|| body.passes("quick_check")));
-            let stored = in_parallel(&new_spans, |_, &k| -> Result<ObjectRef> {
-                let (start, end, digest) = &spans[k];
-                let object = if several {
-                    name(&format!("files/{index:06}.{k:06}"))
-                } else {
-                    name(&format!("files/{index:06}"))
-                };
-                stored_or_inline(object, body.range(*start, *end)?, digest.clone(), &store)
-            });
-            (checked.is_none_or(|c| c.join().unwrap_or(false)), stored)
+            let placed = in_parallel(
+                &starts,
+                |k, &start| -> Result<(Vec<[u8; 32]>, String, Option<ObjectRef>)> {
+                    let end = (start + body::PIECE as u64).min(size);
+                    let (bytes, piece_blocks) = match blocks {
+                        Some(blocks) => {
+                            let first = k * per_piece;
+                            (
+                                None,
+                                blocks[first..(first + per_piece).min(blocks.len())].to_vec(),
+                            )
+                        }
+                        None => {
+                            let bytes = body.range(start, end)?;
+                            let piece_blocks = delta::block_digests(&bytes);
+                            (Some(bytes), piece_blocks)
+                        }
+                    };
+                    let digest = delta::digest_of(&piece_blocks, end - start);
+                    if !lock(&claimed).insert(digest.clone()) {
+                        return Ok((piece_blocks, digest, None));
+                    }
+                    let object = piece_name(several.then_some(k));
+                    let bytes = match bytes {
+                        Some(bytes) => bytes,
+                        None => body.range(start, end)?,
+                    };
+                    let stored = stored_or_inline(object, bytes, digest.clone(), store)?;
+                    Ok((piece_blocks, digest, Some(stored)))
+                },
+            );
+            (checked.is_none_or(|c| c.join().unwrap_or(false)), placed)
         });
         if !checked {
             return Err(Error::Storage {
@@ -613,28 +676,20 @@ impl EpochCopies {
                 ),
             });
         }
-        let stored = stored.into_iter().collect::<Result<Vec<_>>>()?;
-        for object in &stored {
-            have.insert(&object.digest, object.clone());
+        let placed = placed.into_iter().collect::<Result<Vec<_>>>()?;
+        for (_, digest, stored) in &placed {
+            if let Some(stored) = stored {
+                have.insert(digest.clone(), stored.clone());
+            }
         }
-        let mut pieces = spans.iter().map(|(_, _, digest)| have[digest.as_str()].clone());
-        Ok(Known {
-            file: FileV2 {
-                path: file.path.clone(),
-                size,
-                digest,
-                sqlite: file.sqlite,
-                base: pieces.next().expect("a base has a piece"),
-                base_pieces: pieces.collect(),
-                delta: None,
-                deltas: Vec::new(),
-            },
-            blocks: blocks.clone(),
-            base_blocks: blocks,
-            chain: Vec::new(),
-            wal,
-            seen: file.seen,
-        })
+        let mut all_blocks =
+            Vec::with_capacity(usize::try_from(size.div_ceil(delta::BLOCK as u64)).unwrap_or(0));
+        let mut pieces = Vec::with_capacity(placed.len());
+        for (piece_blocks, digest, _) in placed {
+            all_blocks.extend(piece_blocks);
+            pieces.push(have[&digest].clone());
+        }
+        Ok((all_blocks, pieces))
     }
 
     /// Keeps inline as much as [`INLINE_BUDGET`] allows: first what this copy made, then what

@@ -96,6 +96,11 @@ pub(super) fn file_passes(path: &Path, pragma: &str) -> bool {
             immutable_uri(path).ok_or_else(|| rusqlite::Error::InvalidPath(path.to_owned()))?,
             OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )?;
+        // Mapped instead of read a page at a time: the check reads every page, and a pread
+        // each made it three to four times slower (2-3 ms against 8-14 ms at 14 MB, measured
+        // here). Safe to map: the file is this library's own scratch, which nothing shortens
+        // while it is checked.
+        db.query_row("PRAGMA mmap_size = 1073741824", [], |_| Ok(()))?;
         db.query_row(&format!("PRAGMA {pragma}"), [], |row| row.get::<_, String>(0))
             .map(|verdict| verdict == "ok")
     };
