@@ -314,6 +314,35 @@ test('strict durability: a call resolves once a copy holds it; a failing store l
     assert.deepEqual(ledgerOf(handle.root), ['one', 'two', 'three', 'four']);
 }));
 
+test('strict durability: a call behind a long one waits for a quiet tenant on the router\'s clock, then is in doubt with TenantBusyError; its write reaches the next copy', () => inWorld(async w => {
+    // A lease longer than the wait, so that no renewal (no tick) is needed meanwhile.
+    const { router } = await w.start('replica-1', {
+        clock: w.wall, withoutThread: true, ttlMs: 600_000, copyPolicy: { durability: 'strict' },
+    });
+    const { tenant, key } = newTenant();
+    await router.open(ORG, tenant);
+    const long = gate();
+    let longReturned = false;
+    const longCall = router.run(key, async () => { await long.opened; longReturned = true; });
+    let settled = false;
+    const short = router.run(key, handle => append(handle, 'short')).finally(() => { settled = true; });
+    // Only the router's clock ends the wait: a minute of it, moved a step at a time.
+    for (let step = 0; step < 600 && !settled; step++) {
+        w.wall.advance(100);
+        await new Promise(resolve => setTimeout(resolve, 2));
+    }
+    const error = await rejection(short);
+    assert.equal(longReturned, false, 'the short call gave up while the long one still ran');
+    // The handler ran: in doubt, not refused; the busy tenant is why.
+    assert.ok(isA(pkg.CallInDoubtError, 'GOTRY_TENANT_CALL_IN_DOUBT')(error), String(error));
+    assert.ok(isA(pkg.TenantBusyError, 'GOTRY_TENANT_BUSY')(error.cause), String(error.cause));
+    long.open();
+    await longCall;
+    await router.handoff(key, 1_000);
+    const { router: next } = await w.start('replica-2');
+    assert.deepEqual(ledgerOf((await next.open(ORG, tenant)).root), ['short']);
+}));
+
 test('keepCopies bounds the copies a strict router keeps of a tenant; 0 keeps them all, a negative count is refused', () => inWorld(async w => {
     const copies = new EpochCopies(w.durableStore);
     const complete = async key => (await copies.list(key)).filter(c => c.complete).length;

@@ -37,6 +37,17 @@ impl World {
         .unwrap()
     }
 
+    /// A holder, and one copy of its root of one file.
+    fn one_copy(&self) -> (TenantLease, EpochCopies, std::path::PathBuf) {
+        let lease = self.lease();
+        let copies = EpochCopies::new(self.durable.clone());
+        let root = self.dir.path().join("root");
+        std::fs::create_dir_all(&root).unwrap();
+        std::fs::write(root.join("f.txt"), b"x").unwrap();
+        copies.write_copy(&lease, &root).unwrap();
+        (lease, copies, root)
+    }
+
     fn objects(&self) -> usize {
         self.durable.list("").unwrap().len()
     }
@@ -110,12 +121,7 @@ fn a_restore_never_replaces_the_folder_holding_the_working_directory() {
 #[test]
 fn a_lease_whose_tenant_is_marked_forgotten_writes_no_copy() {
     let w = world();
-    let lease = w.lease();
-    let copies = EpochCopies::new(w.durable.clone());
-    let root = w.dir.path().join("root");
-    std::fs::create_dir_all(&root).unwrap();
-    std::fs::write(root.join("f.txt"), b"x").unwrap();
-    copies.write_copy(&lease, &root).unwrap();
+    let (lease, copies, root) = w.one_copy();
     lease.mark_forgotten().unwrap();
     assert_eq!(copies.forget_copies(&lease).unwrap().len(), 1);
     let error = copies.write_copy(&lease, &root).unwrap_err();
@@ -129,12 +135,7 @@ fn a_lease_whose_tenant_is_marked_forgotten_writes_no_copy() {
 #[test]
 fn a_forget_made_in_the_store_stops_the_holders_copies_from_its_next_renewal() {
     let w = world();
-    let lease = w.lease();
-    let copies = EpochCopies::new(w.durable.clone());
-    let root = w.dir.path().join("root");
-    std::fs::create_dir_all(&root).unwrap();
-    std::fs::write(root.join("f.txt"), b"x").unwrap();
-    copies.write_copy(&lease, &root).unwrap();
+    let (lease, copies, root) = w.one_copy();
     w.leases.mark_forgotten(KEY, "replica-a", lease.epoch()).unwrap();
     assert!(!lease.is_marked_forgotten(), "nothing has told the holder yet");
     lease.renew().unwrap();

@@ -1084,20 +1084,7 @@ fn empty_folders_survive_a_copy_and_a_folder_that_is_a_file_is_a_manifest_fault(
         forged.folders = vec!["gotry-state/gotry-state.db/inside".to_owned()];
         republish(&world, 2, &forged);
 
-        let b = world.next_holder("replica-b");
-        let root_b = world.root("b");
-        let report = world.copies().restore(&b, &root_b, None).unwrap();
-        assert_eq!(report.restored, id(1, 1), "{backend}");
-        assert_eq!(
-            report.skipped,
-            [SkippedCopy {
-                epoch: 1,
-                seq: 2,
-                reason: SkipReason::Manifest
-            }],
-            "{backend}"
-        );
-        assert_eq!(read_state(&root_b), ["one"], "{backend}");
+        let root_b = restored_past_a_manifest_fault(&world, backend);
         assert!(
             root_b.join("inbox/empty").is_dir() && root_b.join("outbox").is_dir(),
             "{backend}"
@@ -1108,6 +1095,25 @@ fn empty_folders_survive_a_copy_and_a_folder_that_is_a_file_is_a_manifest_fault(
             "{backend}"
         );
     }
+}
+
+/// What the next holder restores when copy 2 of two is a manifest fault: copy 1, of "one".
+fn restored_past_a_manifest_fault(world: &World, backend: &str) -> PathBuf {
+    let b = world.next_holder("replica-b");
+    let root_b = world.root("b");
+    let report = world.copies().restore(&b, &root_b, None).unwrap();
+    assert_eq!(report.restored, id(1, 1), "{backend}");
+    assert_eq!(
+        report.skipped,
+        [SkippedCopy {
+            epoch: 1,
+            seq: 2,
+            reason: SkipReason::Manifest
+        }],
+        "{backend}"
+    );
+    assert_eq!(read_state(&root_b), ["one"], "{backend}");
+    root_b
 }
 
 /// A manifest naming one path twice (each entry a valid file, so every digest checks) cannot
@@ -1133,19 +1139,6 @@ fn a_manifest_naming_a_path_twice_is_a_manifest_fault() {
             Some(SkipReason::Manifest),
             "{backend}"
         );
-        let b = world.next_holder("replica-b");
-        let root_b = world.root("b");
-        let report = world.copies().restore(&b, &root_b, None).unwrap();
-        assert_eq!(report.restored, id(1, 1), "{backend}");
-        assert_eq!(
-            report.skipped,
-            [SkippedCopy {
-                epoch: 1,
-                seq: 2,
-                reason: SkipReason::Manifest
-            }],
-            "{backend}"
-        );
-        assert_eq!(read_state(&root_b), ["one"], "{backend}");
+        restored_past_a_manifest_fault(&world, backend);
     }
 }
