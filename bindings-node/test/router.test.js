@@ -325,13 +325,14 @@ test('strict durability: a call behind a long one waits for a quiet tenant on th
     let longReturned = false;
     const longCall = router.run(key, async () => { await long.opened; longReturned = true; });
     let settled = false;
-    const short = router.run(key, handle => append(handle, 'short')).finally(() => { settled = true; });
+    // Its rejection is taken at once, so the wait below never leaves it unhandled.
+    const short = rejection(router.run(key, handle => append(handle, 'short'))).finally(() => { settled = true; });
     // Only the router's clock ends the wait: a minute of it, moved a step at a time.
     for (let step = 0; step < 600 && !settled; step++) {
         w.wall.advance(100);
         await new Promise(resolve => setTimeout(resolve, 2));
     }
-    const error = await rejection(short);
+    const error = await short;
     assert.equal(longReturned, false, 'the short call gave up while the long one still ran');
     // The handler ran: in doubt, not refused; the busy tenant is why.
     assert.ok(isA(pkg.CallInDoubtError, 'GOTRY_TENANT_CALL_IN_DOUBT')(error), String(error));
