@@ -62,6 +62,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::durable_store::{DurableStore, ObjectInfo, PutOutcome};
+use crate::clock::{SystemWallClock, WallClock};
 use crate::errors::{Error, Result};
 use crate::paths::{assert_not_working_dir, assert_root, shown};
 use crate::tenant_lease::TenantLease;
@@ -312,6 +313,7 @@ pub struct EpochCopies {
     snapshot: Option<HostSnapshot>,
     full_check: bool,
     keep: Option<NonZeroUsize>,
+    wall: Arc<dyn WallClock>,
 }
 
 impl std::fmt::Debug for EpochCopies {
@@ -331,7 +333,16 @@ impl EpochCopies {
             snapshot: None,
             full_check: false,
             keep: None,
+            wall: Arc::new(SystemWallClock),
         }
+    }
+
+    /// The clock that stamps each manifest's `written_at_ms` (the system's by default): the
+    /// core's one notion of wall time, so a host or a test that sets the clock sees its time
+    /// on the copies too.
+    pub fn with_wall_clock(mut self, wall: Arc<dyn WallClock>) -> EpochCopies {
+        self.wall = wall;
+        self
     }
 
     /// Restores also run `PRAGMA integrity_check` on every database (as Litestream's
@@ -419,6 +430,10 @@ impl EpochCopies {
                 lease.epoch()
             )));
         }
+        // Read first: a clock that cannot stamp the manifest fails the copy before any upload.
+        let written_at_ms = u64::try_from(self.wall.now_ms()?).map_err(|_| {
+            Error::invalid_argument("the wall clock reads before 1970: no copy is stamped with it")
+        })?;
         let tenure = self.tenure(lease);
         let mut tenure = lock(&tenure);
         let prefix = epoch_prefix(lease.key(), lease.epoch())?;
@@ -472,7 +487,7 @@ impl EpochCopies {
             epoch: lease.epoch(),
             seq,
             replica_id: lease.replica_id().to_owned(),
-            written_at_ms: wall_ms(),
+            written_at_ms,
             files: placed.iter().map(|known| known.file.clone()).collect(),
             folders: snapshot.folders.clone(),
         };
@@ -1495,12 +1510,6 @@ fn sha256_hex_of(pieces: &[&[u8]]) -> String {
         hasher.update(piece);
     }
     delta::hex(&hasher.finalize())
-}
-
-fn wall_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {

@@ -1097,6 +1097,23 @@ fn empty_folders_survive_a_copy_and_a_folder_that_is_a_file_is_a_manifest_fault(
     }
 }
 
+/// A manifest's `written_at_ms` is the copies' wall clock's reading when the copy began; a
+/// clock that reads before 1970 fails the copy before anything is stored.
+#[test]
+fn manifests_are_stamped_by_the_wall_clock_of_the_copies() {
+    let world = World::directory();
+    let (a, root) = world.first_holder_with(&["one"]);
+    let at = |ms: i64| world.copies().with_wall_clock(Arc::new(crate::clock::FixedWallClock(ms)));
+    at(1_234_567).write_copy(&a, &root).unwrap();
+    assert_eq!(manifest_of(&world, 1).written_at_ms, 1_234_567);
+    let objects = world.durable.list("").unwrap().len();
+    assert!(matches!(
+        at(-1).write_copy(&a, &root),
+        Err(Error::InvalidArgument { .. })
+    ));
+    assert_eq!(world.durable.list("").unwrap().len(), objects, "nothing stored");
+}
+
 /// What the next holder restores when copy 2 of two is a manifest fault: copy 1, of "one".
 fn restored_past_a_manifest_fault(world: &World, backend: &str) -> PathBuf {
     let b = world.next_holder("replica-b");
