@@ -3,7 +3,8 @@
 //! its rows locked, kills connections or loses a COMMIT's answer.
 //!
 //! Outages that would disturb other users of the shared server (stopping it, cutting the
-//! network) are played by a TCP proxy in this file, between one store and the server.
+//! network) are played by the TCP proxy of `gotry_test_support::mysql_proxy`, between one
+//! store and the server.
 //! `GOTRY_SKIP_MYSQL=1` marks these tests ignored; otherwise a missing server fails them.
 //!
 //! The TLS tests (`tls_*`) run against a second server that only takes TLS connections,
@@ -14,9 +15,8 @@
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream, ToSocketAddrs};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc, Barrier, Mutex};
-use std::thread::JoinHandle;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
 use gotry_tenant_state::lease_store::mysql::{
@@ -28,319 +28,18 @@ use gotry_tenant_state::{
 };
 use gotry_test_support::conformance;
 use gotry_test_support::mysql::{self as server, encode, ScratchTables};
+use gotry_test_support::mysql_fixture::{limited_user, options_at, Fixture};
+use gotry_test_support::mysql_proxy::{Mode, Proxy};
 use gotry_test_support::tls::{self, tenure};
 use mysql::prelude::Queryable;
 
-/// A server for one test: its URL, and the tables the test made (dropped at the end).
-struct Fixture {
-    url: String,
-    scratch: ScratchTables,
+/// The server's clock in whole seconds, read on a connection of the test's own: no time zone
+/// or rounding of the store's in between.
+fn server_seconds(conn: &mut mysql::Conn) -> i64 {
+    conn.query_first("SELECT UNIX_TIMESTAMP()")
+        .expect("server clock")
+        .expect("a row")
 }
-
-impl Fixture {
-    fn new() -> Fixture {
-        let url = server::server_url();
-        Fixture {
-            scratch: ScratchTables::new(&url),
-            url,
-        }
-    }
-
-    /// A store on fresh tables, reached at `url` (the server's, or a proxy's). The tables
-    /// are made first, directly and with the default timeout: a short timeout bounds the
-    /// whole open, and making a schema takes several DDL statements, which a loaded machine
-    /// may not fit in it.
-    fn open_at(&mut self, url: &str, prefix: &str, timeout_ms: u64) -> MysqlLeaseStore {
-        if url != self.url || timeout_ms < 2_000 {
-            let mut options = MysqlOptions::from_url(&self.url).expect("url");
-            options.table_prefix = prefix.to_owned();
-            let store = MysqlLeaseStore::open(options).unwrap_or_else(|e| server::no_server(&self.url, &e));
-            let (leases, log) = store.table_names();
-            self.scratch.add(leases, log);
-        }
-        let mut options = MysqlOptions::from_url(url).expect("url");
-        options.table_prefix = prefix.to_owned();
-        options.timeout = Duration::from_millis(timeout_ms);
-        let store = MysqlLeaseStore::open(options).unwrap_or_else(|e| server::no_server(url, &e));
-        let (leases, log) = store.table_names();
-        self.scratch.add(leases, log);
-        store
-    }
-
-    fn open(&mut self, prefix: &str) -> MysqlLeaseStore {
-        let url = self.url.clone();
-        self.open_at(&url, prefix, 2_000)
-    }
-
-    /// The server's clock in whole seconds, read on a connection of the test's own: no
-    /// time zone or rounding of the store's in between.
-    fn server_seconds(&self, conn: &mut mysql::Conn) -> i64 {
-        conn.query_first("SELECT UNIX_TIMESTAMP()")
-            .expect("server clock")
-            .expect("a row")
-    }
-}
-
-fn options_at(url: &str) -> MysqlOptions {
-    MysqlOptions::from_url(url).expect("url")
-}
-
-// ---------------------------------------------------------------------------------------
-// A proxy that can play a stopped server, a silent network and a lost COMMIT answer.
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Mode {
-    /// Bytes flow both ways.
-    Forward,
-    /// Like a stopped server: open connections are cut, new ones closed at once.
-    Down,
-    /// Like a hung server or a partition: connections stay open and nothing flows.
-    Silent,
-    /// The next COMMIT is delivered to the server, and the client's connection is cut when
-    /// the server's answer comes back, instead of passing it on.
-    CutAfterCommit,
-    /// The next COMMIT is never delivered: the connection is cut instead.
-    CutBeforeCommit,
-    /// A slow link: each chunk is passed on this long after it arrived, in order, and
-    /// chunks in flight do not wait for each other (latency, not a narrow pipe). The TCP
-    /// connect to the proxy itself is not delayed.
-    Delay(Duration),
-}
-
-struct Proxy {
-    port: u16,
-    shared: Arc<ProxyShared>,
-    acceptor: Option<JoinHandle<()>>,
-}
-
-struct ProxyShared {
-    upstream: String,
-    mode: Mutex<Mode>,
-    stop: AtomicBool,
-    /// Every socket of every connection, to cut them all at once.
-    sockets: Mutex<Vec<TcpStream>>,
-    /// Local ports of the proxy's connections to the server: the server lists its clients
-    /// by address, so these find exactly this proxy's sessions.
-    upstream_ports: Mutex<Vec<u16>>,
-}
-
-/// How often a quiet pump looks at the mode again.
-const PUMP_TICK: Duration = Duration::from_millis(20);
-
-impl Proxy {
-    fn start(server_url: &str) -> Proxy {
-        Proxy::start_at("127.0.0.1", server_url)
-    }
-
-    /// A proxy that listens on `ip` (any of 127.0.0.0/8 works on Linux).
-    fn start_at(ip: &str, server_url: &str) -> Proxy {
-        let options = options_at(server_url);
-        let listener = TcpListener::bind((ip, 0)).expect("bind");
-        listener.set_nonblocking(true).expect("nonblocking");
-        let shared = Arc::new(ProxyShared {
-            upstream: format!("{}:{}", options.host, options.port),
-            mode: Mutex::new(Mode::Forward),
-            stop: AtomicBool::new(false),
-            sockets: Mutex::new(Vec::new()),
-            upstream_ports: Mutex::new(Vec::new()),
-        });
-        let port = listener.local_addr().expect("addr").port();
-        let acceptor = {
-            let shared = Arc::clone(&shared);
-            std::thread::spawn(move || accept_loop(&listener, &shared))
-        };
-        Proxy {
-            port,
-            shared,
-            acceptor: Some(acceptor),
-        }
-    }
-
-    /// `url` (the server's) with the proxy's address instead.
-    fn url(&self, server_url: &str) -> String {
-        let options = options_at(server_url);
-        let user = options.user.map(|user| format!("{user}@")).unwrap_or_default();
-        format!("mysql://{user}127.0.0.1:{}/{}", self.port, options.database)
-    }
-
-    fn set(&self, mode: Mode) {
-        *self.shared.mode.lock().unwrap() = mode;
-        if mode == Mode::Down {
-            self.shared.cut_all();
-        }
-    }
-
-    fn upstream_ports(&self) -> Vec<u16> {
-        self.shared.upstream_ports.lock().unwrap().clone()
-    }
-}
-
-impl Drop for Proxy {
-    fn drop(&mut self) {
-        self.shared.stop.store(true, Ordering::SeqCst);
-        self.shared.cut_all();
-        if let Some(acceptor) = self.acceptor.take() {
-            let _ = acceptor.join();
-        }
-    }
-}
-
-impl ProxyShared {
-    fn mode(&self) -> Mode {
-        *self.mode.lock().unwrap()
-    }
-
-    fn cut_all(&self) {
-        for socket in self.sockets.lock().unwrap().drain(..) {
-            let _ = socket.shutdown(Shutdown::Both);
-        }
-    }
-
-    fn track(&self, socket: &TcpStream) {
-        if let Ok(clone) = socket.try_clone() {
-            self.sockets.lock().unwrap().push(clone);
-        }
-    }
-}
-
-fn accept_loop(listener: &TcpListener, shared: &Arc<ProxyShared>) {
-    while !shared.stop.load(Ordering::SeqCst) {
-        let client = match listener.accept() {
-            Ok((client, _)) => client,
-            Err(_) => {
-                std::thread::sleep(Duration::from_millis(5));
-                continue;
-            }
-        };
-        client.set_nonblocking(false).expect("blocking");
-        match shared.mode() {
-            Mode::Down => drop(client),
-            // Accepted by the kernel, never answered: the client waits for a greeting.
-            Mode::Silent => shared.track(&client),
-            Mode::Forward | Mode::CutAfterCommit | Mode::CutBeforeCommit | Mode::Delay(_) => {
-                let Ok(upstream) = TcpStream::connect(&shared.upstream) else {
-                    continue;
-                };
-                if let Ok(addr) = upstream.local_addr() {
-                    shared.upstream_ports.lock().unwrap().push(addr.port());
-                }
-                shared.track(&client);
-                shared.track(&upstream);
-                let answer_cut = Arc::new(AtomicBool::new(false));
-                for (from, to, to_server) in [
-                    (client.try_clone(), upstream.try_clone(), true),
-                    (upstream.try_clone(), client.try_clone(), false),
-                ] {
-                    let (Ok(from), Ok(to)) = (from, to) else { continue };
-                    let (shared, answer_cut) = (Arc::clone(shared), Arc::clone(&answer_cut));
-                    std::thread::spawn(move || pump(from, to, to_server, &answer_cut, &shared));
-                }
-            }
-        }
-    }
-}
-
-/// Copies one direction of one connection, as the mode says. `answer_cut` tells the
-/// server-to-client side that the COMMIT went through and its answer must not.
-fn pump(
-    mut from: TcpStream,
-    mut to: TcpStream,
-    to_server: bool,
-    answer_cut: &AtomicBool,
-    shared: &ProxyShared,
-) {
-    let _ = from.set_read_timeout(Some(PUMP_TICK));
-    let mut buffer = [0u8; 16 * 1024];
-    // Once a chunk was delayed, every later one goes the same way, so none overtakes it.
-    let mut delayed: Option<DelayLine> = None;
-    while !shared.stop.load(Ordering::SeqCst) {
-        let n = match from.read(&mut buffer) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) =>
-            {
-                continue
-            }
-            Err(_) => break,
-        };
-        // Silent: hold what arrived until the mode changes.
-        while shared.mode() == Mode::Silent && !shared.stop.load(Ordering::SeqCst) {
-            std::thread::sleep(PUMP_TICK);
-        }
-        let chunk = &buffer[..n];
-        if !to_server && answer_cut.load(Ordering::SeqCst) {
-            // The server answered the COMMIT, so it ran it; the client never hears.
-            break;
-        }
-        let mode = shared.mode();
-        // A COM_QUERY packet: command byte 0x03, then the statement text.
-        let commit = to_server && chunk.windows(7).any(|w| w == b"\x03COMMIT");
-        if commit && matches!(mode, Mode::CutAfterCommit | Mode::CutBeforeCommit) {
-            *shared.mode.lock().unwrap() = Mode::Forward;
-            if mode == Mode::CutBeforeCommit {
-                break;
-            }
-            answer_cut.store(true, Ordering::SeqCst);
-        }
-        let delay = match mode {
-            Mode::Delay(delay) => Some(delay),
-            _ => None,
-        };
-        if delay.is_some() || delayed.is_some() {
-            let Ok(to) = to.try_clone() else { break };
-            let line = delayed.get_or_insert_with(|| DelayLine::new(to));
-            if !line.send(chunk, delay.unwrap_or_default()) {
-                break;
-            }
-        } else if to.write_all(chunk).is_err() {
-            break;
-        }
-    }
-    // What is still in flight arrives before the end of the stream does.
-    if let Some(line) = delayed {
-        line.drain();
-    }
-    let _ = to.shutdown(Shutdown::Both);
-    let _ = from.shutdown(Shutdown::Both);
-}
-
-/// The far half of a delayed direction: writes each chunk once its time has come.
-struct DelayLine {
-    chunks: mpsc::Sender<(Instant, Vec<u8>)>,
-    writer: JoinHandle<()>,
-}
-
-impl DelayLine {
-    fn new(mut to: TcpStream) -> DelayLine {
-        let (chunks, due) = mpsc::channel::<(Instant, Vec<u8>)>();
-        let writer = std::thread::spawn(move || {
-            for (at, chunk) in due {
-                std::thread::sleep(at.saturating_duration_since(Instant::now()));
-                if to.write_all(&chunk).is_err() {
-                    let _ = to.shutdown(Shutdown::Both);
-                    return;
-                }
-            }
-        });
-        DelayLine { chunks, writer }
-    }
-
-    /// False once the writer gave up (its side was closed).
-    fn send(&self, chunk: &[u8], delay: Duration) -> bool {
-        self.chunks.send((Instant::now() + delay, chunk.to_vec())).is_ok()
-    }
-
-    fn drain(self) {
-        drop(self.chunks);
-        let _ = self.writer.join();
-    }
-}
-
-// ---------------------------------------------------------------------------------------
 
 #[test]
 #[cfg_attr(gotry_skip_mysql, ignore = "GOTRY_SKIP_MYSQL=1: needs a MySQL/MariaDB server")]
@@ -361,16 +60,16 @@ fn conformance_on_the_server() {
 #[test]
 #[cfg_attr(gotry_skip_mysql, ignore = "GOTRY_SKIP_MYSQL=1: needs a MySQL/MariaDB server")]
 fn decisions_follow_the_server_clock() {
-    let mut fx = Fixture::new();
+    let mut fx = Fixture::default();
     let prefix = server::fresh_prefix();
     let first = fx.open(&prefix);
     let second = fx.open(&prefix);
     let mut conn = fx.scratch.connect();
 
-    let before_s = fx.server_seconds(&mut conn);
+    let before_s = server_seconds(&mut conn);
     let now = first.now_ms().unwrap();
     let grant = first.acquire("tenant-a", "replica-1", 60_000).unwrap();
-    let after_s = fx.server_seconds(&mut conn);
+    let after_s = server_seconds(&mut conn);
     let window = before_s * 1000..(after_s + 1) * 1000;
     assert!(
         window.contains(&now),
@@ -419,7 +118,7 @@ fn decisions_follow_the_server_clock() {
 #[test]
 #[cfg_attr(gotry_skip_mysql, ignore = "GOTRY_SKIP_MYSQL=1: needs a MySQL/MariaDB server")]
 fn a_mysql_store_works_on_many_calls_at_once() {
-    let mut fx = Fixture::new();
+    let mut fx = Fixture::default();
     // Hosts that queue calls per store must not run a MySQL store's calls one at a time.
     let store = fx.open(&server::fresh_prefix());
     assert!(store.concurrent_calls() > 1, "{}", store.concurrent_calls());
@@ -428,7 +127,7 @@ fn a_mysql_store_works_on_many_calls_at_once() {
 #[test]
 #[cfg_attr(gotry_skip_mysql, ignore = "GOTRY_SKIP_MYSQL=1: needs a MySQL/MariaDB server")]
 fn keys_and_owners_compare_as_exact_text() {
-    let mut fx = Fixture::new();
+    let mut fx = Fixture::default();
     let store = fx.open(&server::fresh_prefix());
     let longest = [
         "é".repeat(200),         // 400 bytes
@@ -478,7 +177,7 @@ fn keys_and_owners_compare_as_exact_text() {
 #[test]
 #[cfg_attr(gotry_skip_mysql, ignore = "GOTRY_SKIP_MYSQL=1: needs a MySQL/MariaDB server")]
 fn the_database_refuses_what_the_rules_forbid() {
-    let mut fx = Fixture::new();
+    let mut fx = Fixture::default();
     let store = fx.open(&server::fresh_prefix());
     store.acquire("k", "o", 60_000).unwrap();
     store.mark_forgotten("k", "o", 1).unwrap();
@@ -517,7 +216,7 @@ fn the_database_refuses_what_the_rules_forbid() {
 #[test]
 #[cfg_attr(gotry_skip_mysql, ignore = "GOTRY_SKIP_MYSQL=1: needs a MySQL/MariaDB server")]
 fn the_schema_is_created_once_when_processes_start_together() {
-    let fx = Fixture::new();
+    let fx = Fixture::default();
     let fx = Mutex::new(fx);
     let prefix = server::fresh_prefix();
     let url = fx.lock().unwrap().url.clone();
@@ -587,7 +286,7 @@ fn nothing_listening_is_unavailable() {
 #[test]
 #[cfg_attr(gotry_skip_mysql, ignore = "GOTRY_SKIP_MYSQL=1: needs a MySQL/MariaDB server")]
 fn a_silent_server_is_unavailable_after_the_timeout_and_service_resumes() {
-    let mut fx = Fixture::new();
+    let mut fx = Fixture::default();
     let proxy = Proxy::start(&fx.url);
     let proxied = proxy.url(&fx.url);
     let prefix = server::fresh_prefix();
@@ -654,7 +353,7 @@ fn time_call<T>(what: &str, call: impl FnOnce() -> gotry_tenant_state::Result<T>
 fn every_call_ends_within_its_timeout_on_a_slow_link() {
     const TIMEOUT_MS: u64 = 2_000;
     const DELAY: Duration = Duration::from_millis(450);
-    let mut fx = Fixture::new();
+    let mut fx = Fixture::default();
     let proxy = Proxy::start(&fx.url);
     let proxied = proxy.url(&fx.url);
     let prefix = server::fresh_prefix();
@@ -726,7 +425,7 @@ fn every_call_ends_within_its_timeout_on_a_slow_link() {
 #[cfg_attr(gotry_skip_mysql, ignore = "GOTRY_SKIP_MYSQL=1: needs a MySQL/MariaDB server")]
 fn time_a_call_spent_queued_in_its_host_counts_against_its_deadline() {
     const TIMEOUT: Duration = Duration::from_millis(1_000);
-    let mut fx = Fixture::new();
+    let mut fx = Fixture::default();
     let proxy = Proxy::start(&fx.url);
     let store = fx.open_at(
         &proxy.url(&fx.url),
@@ -820,7 +519,7 @@ impl RowLock {
 #[test]
 #[cfg_attr(gotry_skip_mysql, ignore = "GOTRY_SKIP_MYSQL=1: needs a MySQL/MariaDB server")]
 fn locked_rows_are_unavailable_within_the_bound_and_service_resumes() {
-    let mut fx = Fixture::new();
+    let mut fx = Fixture::default();
     let url = fx.url.clone();
     let store = fx.open_at(&url, &server::fresh_prefix(), 1_000);
     store.acquire("locked", "o", 60_000).unwrap();
@@ -862,7 +561,7 @@ fn locked_rows_are_unavailable_within_the_bound_and_service_resumes() {
 #[test]
 #[cfg_attr(gotry_skip_mysql, ignore = "GOTRY_SKIP_MYSQL=1: needs a MySQL/MariaDB server")]
 fn killed_and_cut_connections_are_replaced_on_the_next_call() {
-    let mut fx = Fixture::new();
+    let mut fx = Fixture::default();
     let proxy = Proxy::start(&fx.url);
     let proxied = proxy.url(&fx.url);
     let store = Arc::new(fx.open_at(&proxied, &server::fresh_prefix(), 2_000));
@@ -910,7 +609,7 @@ fn killed_and_cut_connections_are_replaced_on_the_next_call() {
 #[test]
 #[cfg_attr(gotry_skip_mysql, ignore = "GOTRY_SKIP_MYSQL=1: needs a MySQL/MariaDB server")]
 fn a_commit_without_an_answer_is_never_reported_as_success() {
-    let mut fx = Fixture::new();
+    let mut fx = Fixture::default();
     let proxy = Proxy::start(&fx.url);
     let prefix = server::fresh_prefix();
     let store = fx.open_at(&proxy.url(&fx.url), &prefix, 2_000);
@@ -954,7 +653,7 @@ enum Outage {
 fn holder_fails_closed(outage: Outage) {
     // Long enough that a loaded machine still reaches the outage loop before the fence.
     const TTL_MS: i64 = 3_000;
-    let mut fx = Fixture::new();
+    let mut fx = Fixture::default();
     let proxy = Proxy::start(&fx.url);
     let prefix = server::fresh_prefix();
     let through: Arc<dyn LeaseStore> = Arc::new(fx.open_at(&proxy.url(&fx.url), &prefix, 300));
@@ -1058,7 +757,7 @@ fn holders_fail_closed_while_their_row_is_locked() {
 #[test]
 #[cfg_attr(gotry_skip_mysql, ignore = "GOTRY_SKIP_MYSQL=1: needs a MySQL/MariaDB server")]
 fn credentials_appear_in_no_error_and_no_debug_output() {
-    let mut fx = Fixture::new();
+    let mut fx = Fixture::default();
     let server = options_at(&fx.url);
     let host = if server.host.contains(':') {
         format!("[{}]", server.host)
@@ -1092,7 +791,7 @@ fn credentials_appear_in_no_error_and_no_debug_output() {
 #[test]
 #[cfg_attr(gotry_skip_mysql, ignore = "GOTRY_SKIP_MYSQL=1: needs a MySQL/MariaDB server")]
 fn open_lease_store_takes_mysql_urls_with_options() {
-    let mut fx = Fixture::new();
+    let mut fx = Fixture::default();
     // The longest prefix: every table and trigger name still fits MySQL's 64 characters.
     let prefix = format!("{:x<32}", server::fresh_prefix());
     assert_eq!(prefix.len(), 32);
@@ -1123,7 +822,7 @@ fn open_lease_store_takes_mysql_urls_with_options() {
 #[test]
 #[cfg_attr(gotry_skip_mysql, ignore = "GOTRY_SKIP_MYSQL=1: needs a MySQL/MariaDB server")]
 fn batches_of_any_size_renew_each_lease_once_per_mention() {
-    let mut fx = Fixture::new();
+    let mut fx = Fixture::default();
     let store = fx.open(&server::fresh_prefix());
     // More leases than one statement locks or writes, and one of them named twice.
     let keys: Vec<String> = (0..250).map(|i| format!("k{i:03}")).collect();
@@ -1157,51 +856,10 @@ fn batches_of_any_size_renew_each_lease_once_per_mention() {
     assert_eq!(store.history(None).unwrap().len(), 250 + 251);
 }
 
-/// A database user of the test's own, dropped at the end.
-struct ScratchUser<'a> {
-    fx: &'a Fixture,
-    name: String,
-}
-
-impl Drop for ScratchUser<'_> {
-    fn drop(&mut self) {
-        let _ = self
-            .fx
-            .scratch
-            .connect()
-            .query_drop(format!("DROP USER IF EXISTS '{}'@'%'", self.name));
-    }
-}
-
-/// A user who may only SELECT, INSERT and UPDATE (no DDL, no DELETE), dropped with the
-/// guard, and the options that log in as them on `prefix`'s tables.
-fn limited_user<'a>(fx: &'a Fixture, prefix: &str, password: &str) -> (MysqlOptions, ScratchUser<'a>) {
-    let mut limited = options_at(&fx.url);
-    let name = format!("{}u", prefix.trim_end_matches('_'));
-    let mut admin = fx.scratch.connect();
-    admin
-        .query_drop(format!("CREATE USER '{name}'@'%' IDENTIFIED BY '{password}'"))
-        .unwrap();
-    let user = ScratchUser {
-        fx,
-        name: name.clone(),
-    };
-    admin
-        .query_drop(format!(
-            "GRANT SELECT, INSERT, UPDATE ON `{}`.* TO '{name}'@'%'",
-            limited.database
-        ))
-        .unwrap();
-    limited.user = Some(name);
-    limited.password = Some(password.into());
-    limited.table_prefix = prefix.to_owned();
-    (limited, user)
-}
-
 #[test]
 #[cfg_attr(gotry_skip_mysql, ignore = "GOTRY_SKIP_MYSQL=1: needs a MySQL/MariaDB server")]
 fn a_user_without_ddl_rights_runs_on_tables_made_for_it() {
-    let mut fx = Fixture::new();
+    let mut fx = Fixture::default();
     let prefix = server::fresh_prefix();
     let admin_store = fx.open(&prefix);
     admin_store.acquire("k", "admin", 60_000).unwrap();
@@ -1329,7 +987,7 @@ fn delete_by_hand(conn: &mut mysql::Conn, prefix: &str, op: &str) -> Result<u64,
 #[cfg_attr(gotry_skip_mysql, ignore = "GOTRY_SKIP_MYSQL=1: needs a MySQL/MariaDB server")]
 fn writes_prune_old_renewals_and_keep_every_acquire_release_forget_and_tenure_end() {
     const START: i64 = 1_700_000_000_000;
-    let mut fx = Fixture::new();
+    let mut fx = Fixture::default();
     let prefix = server::fresh_prefix();
     let clock = Arc::new(ManualClock::new(START));
     let store = store_on_clock(&mut fx, &prefix, &clock, 60);
@@ -1432,7 +1090,7 @@ fn writes_prune_old_renewals_and_keep_every_acquire_release_forget_and_tenure_en
 #[cfg_attr(gotry_skip_mysql, ignore = "GOTRY_SKIP_MYSQL=1: needs a MySQL/MariaDB server")]
 fn an_old_schema_is_migrated_at_open_and_its_log_compacted() {
     const START: i64 = 1_700_000_000_000;
-    let mut fx = Fixture::new();
+    let mut fx = Fixture::default();
     let prefix = server::fresh_prefix();
     let clock = Arc::new(ManualClock::new(START));
     // A log written with nothing old enough to prune, then the schema of earlier versions.
@@ -1500,7 +1158,7 @@ fn an_old_schema_is_migrated_at_open_and_its_log_compacted() {
 #[test]
 #[cfg_attr(gotry_skip_mysql, ignore = "GOTRY_SKIP_MYSQL=1: needs a MySQL/MariaDB server")]
 fn a_user_without_trigger_rights_runs_on_old_tables_and_is_told_why_they_are_not_pruned() {
-    let mut fx = Fixture::new();
+    let mut fx = Fixture::default();
     let prefix = server::fresh_prefix();
     fx.open(&prefix).acquire("k", "admin", 60_000).unwrap();
     let mut admin = fx.scratch.connect();
@@ -1573,7 +1231,7 @@ impl WallClock for RendezvousClock {
 #[test]
 #[cfg_attr(gotry_skip_mysql, ignore = "GOTRY_SKIP_MYSQL=1: needs a MySQL/MariaDB server")]
 fn racers_that_all_found_a_key_missing_grant_it_once() {
-    let mut fx = Fixture::new();
+    let mut fx = Fixture::default();
     const RACERS: usize = 3;
     let mut options = options_at(&fx.url);
     options.table_prefix = server::fresh_prefix();
@@ -1844,7 +1502,7 @@ fn tls_verify_identity_refuses_a_host_the_certificate_does_not_name() {
 #[test]
 #[cfg_attr(gotry_skip_mysql, ignore = "GOTRY_SKIP_MYSQL=1: needs a MySQL/MariaDB server")]
 fn tls_required_of_a_server_without_tls_is_unavailable() {
-    let fx = Fixture::new();
+    let fx = Fixture::default();
     let have_ssl: String = fx
         .scratch
         .connect()
