@@ -36,9 +36,6 @@
 
 #ifdef __cplusplus
 #include <memory>
-#define LANGUAGE "C++"
-#else
-#define LANGUAGE "C"
 #endif
 
 static const int64_t TTL_MS = 3000;

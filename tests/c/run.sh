@@ -127,7 +127,7 @@ every_function_called() {
     local name missing=0 total=0
     for name in $(grep -oE '^[a-z].*gotry_[a-z_]+\(' include/gotry_tenant_state.h | grep -oE 'gotry_[a-z_]+'); do
         total=$((total + 1))
-        grep -qw "$name" tests/c/api_test.c tests/c/vectors_test.c tests/c/fuzz_ids.c tests/c/copies_test.c \
+        grep -qw "$name" tests/c/ids_test.c tests/c/store_test.c tests/c/lease_test.c tests/c/vectors_test.c tests/c/fuzz_ids.c tests/c/copies_test.c \
             tests/c/snapshot_test.c tests/c/router_test.c tests/c/metrics_test.c ||
             { echo "no C program calls $name"; missing=$((missing + 1)); }
     done
@@ -136,6 +136,21 @@ every_function_called() {
 }
 check "header: every function is called by a C program" every_function_called
 
+# The suites of the C API by area (ids, paths and errors; the lease store; leases and the
+# keeper), each a program of its own, built as C11, as C++17 and as C11 against the .a.
+api_suites=(ids store lease)
+# shellcheck disable=SC2086 # $native_libs is a list of flags, split on purpose
+compile_api_suites() {
+    local suite
+    for suite in "${api_suites[@]}"; do
+        gcc -std=c11 "${warnings[@]}" -pthread "tests/c/${suite}_test.c" "${shared[@]}" -o "$build/${suite}_test_c" &&
+            g++ -std=c++17 "${warnings[@]}" -pthread -x c++ "tests/c/${suite}_test.c" -x none "${shared[@]}" \
+                -o "$build/${suite}_test_cpp" &&
+            gcc -std=c11 "${warnings[@]}" -pthread "tests/c/${suite}_test.c" "$lib/libgotry_tenant_state.a" \
+                $native_libs -o "$build/${suite}_test_static" || return 1
+    done
+}
+
 # shellcheck disable=SC2086 # $native_libs is a list of flags, split on purpose
 compile() {
     python3 tests/c/vectors_to_c.py "$build/vectors.inc" &&
@@ -143,9 +158,7 @@ compile() {
         python3 tests/c/router_vectors_to_c.py "$build/router_vectors.inc" &&
         gcc -std=c11 "${warnings[@]}" -I"$build" -pthread tests/c/router_vectors_test.c "${shared[@]}" \
             -o "$build/router_vectors_test" &&
-        gcc -std=c11 "${warnings[@]}" -pthread tests/c/api_test.c "${shared[@]}" -o "$build/api_test_c" &&
-        g++ -std=c++17 "${warnings[@]}" -pthread -x c++ tests/c/api_test.c -x none "${shared[@]}" \
-            -o "$build/api_test_cpp" &&
+        compile_api_suites &&
         gcc -std=c11 "${warnings[@]}" -O1 tests/c/fuzz_ids.c "${shared[@]}" -o "$build/fuzz_ids" &&
         gcc -std=c11 "${warnings[@]}" -O1 tests/c/contend.c "${shared[@]}" -o "$build/contend" &&
         gcc -std=c11 "${warnings[@]}" tests/c/copies_test.c "${shared[@]}" -o "$build/copies_test" &&
@@ -156,9 +169,7 @@ compile() {
             -o "$build/snapshot_test_static" &&
         gcc -std=c11 "${warnings[@]}" -pthread tests/c/router_test.c "${shared[@]}" -lsqlite3 -o "$build/router_test_c" &&
         g++ -std=c++17 "${warnings[@]}" -pthread -x c++ tests/c/router_test.c -x none "${shared[@]}" -lsqlite3 \
-            -o "$build/router_test_cpp" &&
-        gcc -std=c11 "${warnings[@]}" -pthread tests/c/api_test.c "$lib/libgotry_tenant_state.a" $native_libs \
-            -o "$build/api_test_static"
+            -o "$build/router_test_cpp"
 }
 require "compile the C and C++ programs (-Wall -Wextra -Werror)" compile
 
@@ -193,8 +204,12 @@ readme_example() {
 }
 check "the C example of ffi-c/README.md compiles (C11, C++17) against the header and runs under valgrind" readme_example
 
-check "C program under valgrind" valgrind_run "$build/api_test_c" "$(scratch c)"
-check "C++ program under valgrind" valgrind_run "$build/api_test_cpp" "$(scratch cpp)"
+check "ids, paths and errors from C under valgrind" valgrind_run "$build/ids_test_c"
+check "ids, paths and errors from C++ under valgrind" valgrind_run "$build/ids_test_cpp"
+check "the lease store from C under valgrind" valgrind_run "$build/store_test_c" "$(scratch store-c)"
+check "the lease store from C++ under valgrind" valgrind_run "$build/store_test_cpp" "$(scratch store-cpp)"
+check "leases and the keeper from C under valgrind" valgrind_run "$build/lease_test_c" "$(scratch lease-c)"
+check "leases and the keeper from C++ under valgrind" valgrind_run "$build/lease_test_cpp" "$(scratch lease-cpp)"
 check "shared vectors (tests/vectors) under valgrind" valgrind_run "$build/vectors_test" "$(scratch vectors)"
 check "durable copies on a folder under valgrind (stale writer, RESTORE_INVALID, COPY_CONFLICT, DURABLE_STORE_UNAVAILABLE)" \
     valgrind_run "$build/copies_test" "$(scratch copies)"
@@ -231,13 +246,17 @@ else
 fi
 
 static_program() {
-    if ldd "$build/api_test_static" | grep -q gotry_tenant_state; then
-        echo "the static program loads the shared library"
-        return 1
-    fi
-    "$build/api_test_static" "$(scratch static)"
+    local suite
+    for suite in "${api_suites[@]}"; do
+        if ldd "$build/${suite}_test_static" | grep -q gotry_tenant_state; then
+            echo "the static ${suite}_test loads the shared library"
+            return 1
+        fi
+    done
+    "$build/ids_test_static" && "$build/store_test_static" "$(scratch static-store)" &&
+        "$build/lease_test_static" "$(scratch static-lease)"
 }
-check "C program linked statically against the .a" static_program
+check "the C API suites (ids, store, lease) linked statically against the .a" static_program
 
 pkg_config_file() {
     local version pc_dir=$build/pkgconfig
@@ -252,17 +271,22 @@ pkg_config_file() {
         echo "Libs.private is '$private', cargo prints '$native_libs'"
         return 1
     fi
-    # shellcheck disable=SC2046 # pkg-config output is a list of flags
-    gcc -std=c11 "${warnings[@]}" -pthread tests/c/api_test.c $(PKG_CONFIG_PATH=$pc_dir pkg-config --cflags --libs gotry_tenant_state) \
-        -Wl,-rpath,"$lib" -o "$build/api_test_pkgconfig" &&
-        "$build/api_test_pkgconfig" "$(scratch pkgconfig)"
+    local suite
+    for suite in "${api_suites[@]}"; do
+        # shellcheck disable=SC2046 # pkg-config output is a list of flags
+        gcc -std=c11 "${warnings[@]}" -pthread "tests/c/${suite}_test.c" \
+            $(PKG_CONFIG_PATH=$pc_dir pkg-config --cflags --libs gotry_tenant_state) \
+            -Wl,-rpath,"$lib" -o "$build/${suite}_test_pkgconfig" || return 1
+    done
+    "$build/ids_test_pkgconfig" && "$build/store_test_pkgconfig" "$(scratch pkgconfig-store)" &&
+        "$build/lease_test_pkgconfig" "$(scratch pkgconfig-lease)"
 }
 check "pkg-config file: link line and native libraries" pkg_config_file
 
 mysql_store() {
     local base=${GOTRY_MYSQL_URL:-mysql://root@127.0.0.1:3306/test} prefix="gttc$$_" separator='?' status=0
     [[ $base == *\?* ]] && separator='&'
-    "$build/api_test_c" "$(scratch mysql)" "$base${separator}prefix=$prefix" || status=$?
+    "$build/store_test_c" "$(scratch mysql)" "$base${separator}prefix=$prefix" || status=$?
     # Best effort: the store itself never drops its tables, so they are dropped beside it.
     if [ -z "${GOTRY_MYSQL_URL:-}" ] && command -v mysql >/dev/null; then
         mysql --protocol=tcp -h127.0.0.1 -uroot test \
@@ -281,7 +305,7 @@ fi
 postgres_store() {
     local base=${GOTRY_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/test} prefix="gttc$$_" separator='?' status=0
     [[ $base == *\?* ]] && separator='&'
-    "$build/api_test_c" "$(scratch postgres)" "$base${separator}prefix=$prefix" || status=$?
+    "$build/store_test_c" "$(scratch postgres)" "$base${separator}prefix=$prefix" || status=$?
     # Best effort: the store itself never drops its tables, so they are dropped beside it.
     if [ -z "${GOTRY_POSTGRES_URL:-}" ] && command -v psql >/dev/null; then
         psql -X -q -h 127.0.0.1 -U postgres -d test -c \

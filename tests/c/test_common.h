@@ -3,8 +3,10 @@
  * names their scenarios are built from. Compiles as C11 and C++17. Every function is static
  * inline, so a program that uses part of it does not warn.
  *
- * STATUS, ERROR_IS and FAILS serve a test whose calls leave their error in a local `err`;
- * api_test.c, which also proves that every error carries a message, defines its own first.
+ * STATUS, ERROR_IS and FAILS serve a test whose calls leave their error in a local `err`.
+ * The suites of the C API by area (ids_test.c, store_test.c, lease_test.c) also prove every
+ * error whole, its code and a message too: they define CHECK_WHOLE_ERRORS before including
+ * this file, which makes FAILS and ERROR_IS check that, and STATUS check the status alone.
  */
 #ifndef GOTRY_TESTS_TEST_COMMON_H
 #define GOTRY_TESTS_TEST_COMMON_H
@@ -19,6 +21,13 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+/* What a suite that compiles both as C11 and as C++17 was built as, for its summary line. */
+#ifdef __cplusplus
+#define LANGUAGE "C++"
+#else
+#define LANGUAGE "C"
+#endif
 
 /* ---- checks ---- */
 
@@ -53,11 +62,6 @@ static inline void check_status_at(GotryStatus got, GotryStatus want, GotryError
             fprintf(stderr, "    message: %.*s\n", (int)len, message);
     }
 }
-#ifndef STATUS
-/* The call must return exactly this status (an error it left in `err` is kept for the caller). */
-#define STATUS(call, want) check_status_at((call), (want), &err, #call, __FILE__, __LINE__)
-#endif
-
 #define S(literal) (literal), (sizeof(literal) - 1)
 
 /* The error held in `err` has status `want` and code `code`; frees it and clears `err`. */
@@ -73,10 +77,46 @@ static inline void check_error_at(GotryError **err, GotryStatus want, const char
     gotry_error_free(*err);
     *err = NULL;
 }
-#ifndef ERROR_IS
+
+/*
+ * A failed call, its error whole: the status is `want`, the error object was created with the
+ * same status, the code string is `code` and the message is not empty. Frees the error and
+ * clears *err.
+ */
+static inline void check_failure(GotryStatus got, GotryError **err, GotryStatus want, const char *code,
+                                 const char *call, const char *file, int line) {
+    check_status_at(got, want, NULL, call, file, line);
+    checks++;
+    if (*err == NULL) {
+        failures++;
+        fprintf(stderr, "%s:%d: %s\n    left no error object\n", file, line, call);
+        return;
+    }
+    const char *got_code = NULL;
+    const char *message = NULL;
+    size_t message_len = 0;
+    int ok = gotry_error_status(*err) == want && gotry_error_code(*err, &got_code) == GOTRY_STATUS_OK &&
+             strcmp(got_code, code) == 0 &&
+             gotry_error_message(*err, &message, &message_len) == GOTRY_STATUS_OK && message_len > 0 &&
+             message[message_len] == '\0';
+    if (!ok) {
+        failures++;
+        fprintf(stderr, "%s:%d: %s\n    error has status %s, code %s, expected %s\n", file, line, call,
+                status_name(gotry_error_status(*err)), got_code ? got_code : "(none)", code);
+    }
+    gotry_error_free(*err);
+    *err = NULL;
+}
+
+#ifdef CHECK_WHOLE_ERRORS
+/* The call must return exactly this status. */
+#define STATUS(call, want) check_status_at((call), (want), NULL, #call, __FILE__, __LINE__)
+#define ERROR_IS(want, code) check_failure((want), &err, (want), (code), "the error held", __FILE__, __LINE__)
+#define FAILS(call, want, code) check_failure((call), &err, (want), (code), #call, __FILE__, __LINE__)
+#else
+/* The call must return exactly this status (an error it left in `err` is kept for the caller). */
+#define STATUS(call, want) check_status_at((call), (want), &err, #call, __FILE__, __LINE__)
 #define ERROR_IS(want, code) check_error_at(&err, (want), (code), __FILE__, __LINE__)
-#endif
-#ifndef FAILS
 #define FAILS(call, want, code)                                                                                \
     do {                                                                                                       \
         STATUS(call, want);                                                                                    \
@@ -85,6 +125,12 @@ static inline void check_error_at(GotryError **err, GotryStatus want, const char
 #endif
 #define FAILS_NULL(call) FAILS(call, GOTRY_STATUS_NULL_ARGUMENT, "GOTRY_STATUS_NULL_ARGUMENT")
 #define FAILS_RANGE(call) FAILS(call, GOTRY_STATUS_INVALID_ARGUMENT, "ERR_OUT_OF_RANGE")
+
+/* True when a lent string is exactly `want`, NUL-terminated just after its length. */
+static inline int lent_equals(const char *text, size_t len, const char *want, size_t want_len) {
+    return text != NULL && len == want_len && memcmp(text, want, len) == 0 && text[len] == '\0';
+}
+#define LENT_IS(text, len, literal) lent_equals((text), (len), S(literal))
 
 /* The message of the error in `err` contains `part`. */
 static inline int message_has(const GotryError *err, const char *part) {
@@ -110,6 +156,58 @@ static inline void sleep_ms(long ms) {
     pause.tv_nsec = (ms % 1000) * 1000000L;
     nanosleep(&pause, NULL);
 }
+
+/* ---- records, fences and shutdowns ---- */
+
+/* Reads a record handle into a view, checking the call. */
+static inline GotryRecordView record_view_of(const GotryRecord *record) {
+    GotryRecordView view;
+    memset(&view, 0, sizeof view);
+    check_status_at(gotry_record_view(record, &view), GOTRY_STATUS_OK, NULL, "gotry_record_view(record, &view)",
+                    __FILE__, __LINE__);
+    return view;
+}
+
+/* The call was refused with FENCED, for `want` about `want_key` at `epoch`, its error whole. */
+static inline void check_fenced(GotryStatus got, GotryError **err, GotryFenceReason want, const char *want_key,
+                                int64_t epoch, const char *file, int line) {
+    GotryFenceReason reason = (GotryFenceReason)0;
+    int64_t got_epoch = 0;
+    const char *key = NULL;
+    size_t key_len = 0;
+    check_status_at(got, GOTRY_STATUS_FENCED, NULL, "fenced call", file, line);
+    check_at(*err != NULL && gotry_error_fence_reason(*err, &reason) == GOTRY_STATUS_OK && reason == want,
+             "fence reason", file, line);
+    check_at(*err != NULL && gotry_error_epoch(*err, &got_epoch) == GOTRY_STATUS_OK && got_epoch == epoch,
+             "fenced epoch", file, line);
+    check_at(*err != NULL && gotry_error_key(*err, &key, &key_len) == GOTRY_STATUS_OK &&
+                 lent_equals(key, key_len, want_key, strlen(want_key)),
+             "fenced key", file, line);
+    check_failure(GOTRY_STATUS_FENCED, err, GOTRY_STATUS_FENCED, "GOTRY_TENANT_FENCED", "fenced error", file, line);
+}
+#define FENCED(call, reason, key, epoch) check_fenced((call), &err, (reason), (key), (epoch), __FILE__, __LINE__)
+
+/* Checks a shutdown report against the keys and outcome expected, in order; frees it. */
+static inline void check_shutdown_at(GotryShutdownReport *report, const char *const *keys, int count,
+                                     GotryShutdownOutcome outcome, GotryStatus error, const char *file, int line) {
+    size_t len = 0;
+    check_at(gotry_shutdown_report_len(report, &len) == GOTRY_STATUS_OK && len == (size_t)count,
+             "shutdown report length", file, line);
+    for (int i = 0; i < count && (size_t)i < len; i++) {
+        GotryShutdownEntry entry;
+        check_at(gotry_shutdown_report_get(report, (size_t)i, &entry) == GOTRY_STATUS_OK &&
+                     lent_equals(entry.key, entry.key_len, keys[i], strlen(keys[i])) && entry.outcome == outcome &&
+                     (error == GOTRY_STATUS_OK ? entry.error == NULL
+                                               : entry.error != NULL && gotry_error_status(entry.error) == error),
+                 "shutdown report entry", file, line);
+    }
+    GotryShutdownEntry entry;
+    check_at(gotry_shutdown_report_get(report, len, &entry) == GOTRY_STATUS_INVALID_ARGUMENT,
+             "shutdown report index past the end", file, line);
+    gotry_shutdown_report_free(report);
+}
+#define CHECK_SHUTDOWN(report, keys, count, outcome, error)                                                    \
+    check_shutdown_at((report), (keys), (count), (outcome), (error), __FILE__, __LINE__)
 
 /* ---- files and names ---- */
 

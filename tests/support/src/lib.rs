@@ -10,5 +10,7 @@ pub mod faulty;
 pub mod lines;
 pub mod moto;
 pub mod mysql;
+pub mod mysql_fixture;
+pub mod mysql_proxy;
 pub mod postgres;
 pub mod tls;

@@ -1,0 +1,273 @@
+//! A TCP proxy between one MySQL lease store and its server, that plays the outages which
+//! would disturb other users of the shared test server if they were real: a stopped server,
+//! a silent network, a slow link, a lost COMMIT or its lost answer; and that reaches the
+//! server at an address its TLS certificate does not name. Several of the MySQL store's test
+//! files use it, so it is written once here.
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::mysql_fixture::options_at;
+
+/// What the proxy does with the bytes of its connections; a test switches it at any time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Bytes flow both ways.
+    Forward,
+    /// Like a stopped server: open connections are cut, new ones closed at once.
+    Down,
+    /// Like a hung server or a partition: connections stay open and nothing flows.
+    Silent,
+    /// The next COMMIT is delivered to the server, and the client's connection is cut when
+    /// the server's answer comes back, instead of passing it on.
+    CutAfterCommit,
+    /// The next COMMIT is never delivered: the connection is cut instead.
+    CutBeforeCommit,
+    /// A slow link: each chunk is passed on this long after it arrived, in order, and
+    /// chunks in flight do not wait for each other (latency, not a narrow pipe). The TCP
+    /// connect to the proxy itself is not delayed.
+    Delay(Duration),
+}
+
+/// A proxy listening on a port of its own; dropping it cuts every connection it made.
+pub struct Proxy {
+    /// Where it listens: a test builds URLs of its own on it, with other hosts or options.
+    pub port: u16,
+    shared: Arc<ProxyShared>,
+    acceptor: Option<JoinHandle<()>>,
+}
+
+struct ProxyShared {
+    upstream: String,
+    mode: Mutex<Mode>,
+    stop: AtomicBool,
+    /// Every socket of every connection, to cut them all at once.
+    sockets: Mutex<Vec<TcpStream>>,
+    /// Local ports of the proxy's connections to the server: the server lists its clients
+    /// by address, so these find exactly this proxy's sessions.
+    upstream_ports: Mutex<Vec<u16>>,
+}
+
+/// How often a quiet pump looks at the mode again.
+const PUMP_TICK: Duration = Duration::from_millis(20);
+
+impl Proxy {
+    /// A proxy to the server of `server_url`, forwarding, on 127.0.0.1.
+    pub fn start(server_url: &str) -> Proxy {
+        Proxy::start_at("127.0.0.1", server_url)
+    }
+
+    /// A proxy that listens on `ip` (any of 127.0.0.0/8 works on Linux).
+    pub fn start_at(ip: &str, server_url: &str) -> Proxy {
+        let options = options_at(server_url);
+        let listener = TcpListener::bind((ip, 0)).expect("bind");
+        listener.set_nonblocking(true).expect("nonblocking");
+        let shared = Arc::new(ProxyShared {
+            upstream: format!("{}:{}", options.host, options.port),
+            mode: Mutex::new(Mode::Forward),
+            stop: AtomicBool::new(false),
+            sockets: Mutex::new(Vec::new()),
+            upstream_ports: Mutex::new(Vec::new()),
+        });
+        let port = listener.local_addr().expect("addr").port();
+        let acceptor = {
+            let shared = Arc::clone(&shared);
+            std::thread::spawn(move || accept_loop(&listener, &shared))
+        };
+        Proxy {
+            port,
+            shared,
+            acceptor: Some(acceptor),
+        }
+    }
+
+    /// `url` (the server's) with the proxy's address instead.
+    pub fn url(&self, server_url: &str) -> String {
+        let options = options_at(server_url);
+        let user = options.user.map(|user| format!("{user}@")).unwrap_or_default();
+        format!("mysql://{user}127.0.0.1:{}/{}", self.port, options.database)
+    }
+
+    /// From now on, `mode`; `Down` also cuts the connections already open.
+    pub fn set(&self, mode: Mode) {
+        *self.shared.mode.lock().unwrap() = mode;
+        if mode == Mode::Down {
+            self.shared.cut_all();
+        }
+    }
+
+    /// The local ports of its connections to the server so far, by which the server's
+    /// process list names this proxy's sessions (to kill them).
+    pub fn upstream_ports(&self) -> Vec<u16> {
+        self.shared.upstream_ports.lock().unwrap().clone()
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        self.shared.cut_all();
+        if let Some(acceptor) = self.acceptor.take() {
+            let _ = acceptor.join();
+        }
+    }
+}
+
+impl ProxyShared {
+    fn mode(&self) -> Mode {
+        *self.mode.lock().unwrap()
+    }
+
+    fn cut_all(&self) {
+        for socket in self.sockets.lock().unwrap().drain(..) {
+            let _ = socket.shutdown(Shutdown::Both);
+        }
+    }
+
+    fn track(&self, socket: &TcpStream) {
+        if let Ok(clone) = socket.try_clone() {
+            self.sockets.lock().unwrap().push(clone);
+        }
+    }
+}
+
+fn accept_loop(listener: &TcpListener, shared: &Arc<ProxyShared>) {
+    while !shared.stop.load(Ordering::SeqCst) {
+        let client = match listener.accept() {
+            Ok((client, _)) => client,
+            Err(_) => {
+                std::thread::sleep(Duration::from_millis(5));
+                continue;
+            }
+        };
+        client.set_nonblocking(false).expect("blocking");
+        match shared.mode() {
+            Mode::Down => drop(client),
+            // Accepted by the kernel, never answered: the client waits for a greeting.
+            Mode::Silent => shared.track(&client),
+            Mode::Forward | Mode::CutAfterCommit | Mode::CutBeforeCommit | Mode::Delay(_) => {
+                let Ok(upstream) = TcpStream::connect(&shared.upstream) else {
+                    continue;
+                };
+                if let Ok(addr) = upstream.local_addr() {
+                    shared.upstream_ports.lock().unwrap().push(addr.port());
+                }
+                shared.track(&client);
+                shared.track(&upstream);
+                let answer_cut = Arc::new(AtomicBool::new(false));
+                for (from, to, to_server) in [
+                    (client.try_clone(), upstream.try_clone(), true),
+                    (upstream.try_clone(), client.try_clone(), false),
+                ] {
+                    let (Ok(from), Ok(to)) = (from, to) else { continue };
+                    let (shared, answer_cut) = (Arc::clone(shared), Arc::clone(&answer_cut));
+                    std::thread::spawn(move || pump(from, to, to_server, &answer_cut, &shared));
+                }
+            }
+        }
+    }
+}
+
+/// Copies one direction of one connection, as the mode says. `answer_cut` tells the
+/// server-to-client side that the COMMIT went through and its answer must not.
+fn pump(
+    mut from: TcpStream,
+    mut to: TcpStream,
+    to_server: bool,
+    answer_cut: &AtomicBool,
+    shared: &ProxyShared,
+) {
+    let _ = from.set_read_timeout(Some(PUMP_TICK));
+    let mut buffer = [0u8; 16 * 1024];
+    // Once a chunk was delayed, every later one goes the same way, so none overtakes it.
+    let mut delayed: Option<DelayLine> = None;
+    while !shared.stop.load(Ordering::SeqCst) {
+        let n = match from.read(&mut buffer) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                continue
+            }
+            Err(_) => break,
+        };
+        // Silent: hold what arrived until the mode changes.
+        while shared.mode() == Mode::Silent && !shared.stop.load(Ordering::SeqCst) {
+            std::thread::sleep(PUMP_TICK);
+        }
+        let chunk = &buffer[..n];
+        if !to_server && answer_cut.load(Ordering::SeqCst) {
+            // The server answered the COMMIT, so it ran it; the client never hears.
+            break;
+        }
+        let mode = shared.mode();
+        // A COM_QUERY packet: command byte 0x03, then the statement text.
+        let commit = to_server && chunk.windows(7).any(|w| w == b"\x03COMMIT");
+        if commit && matches!(mode, Mode::CutAfterCommit | Mode::CutBeforeCommit) {
+            *shared.mode.lock().unwrap() = Mode::Forward;
+            if mode == Mode::CutBeforeCommit {
+                break;
+            }
+            answer_cut.store(true, Ordering::SeqCst);
+        }
+        let delay = match mode {
+            Mode::Delay(delay) => Some(delay),
+            _ => None,
+        };
+        if delay.is_some() || delayed.is_some() {
+            let Ok(to) = to.try_clone() else { break };
+            let line = delayed.get_or_insert_with(|| DelayLine::new(to));
+            if !line.send(chunk, delay.unwrap_or_default()) {
+                break;
+            }
+        } else if to.write_all(chunk).is_err() {
+            break;
+        }
+    }
+    // What is still in flight arrives before the end of the stream does.
+    if let Some(line) = delayed {
+        line.drain();
+    }
+    let _ = to.shutdown(Shutdown::Both);
+    let _ = from.shutdown(Shutdown::Both);
+}
+
+/// The far half of a delayed direction: writes each chunk once its time has come.
+struct DelayLine {
+    chunks: mpsc::Sender<(Instant, Vec<u8>)>,
+    writer: JoinHandle<()>,
+}
+
+impl DelayLine {
+    fn new(mut to: TcpStream) -> DelayLine {
+        let (chunks, due) = mpsc::channel::<(Instant, Vec<u8>)>();
+        let writer = std::thread::spawn(move || {
+            for (at, chunk) in due {
+                std::thread::sleep(at.saturating_duration_since(Instant::now()));
+                if to.write_all(&chunk).is_err() {
+                    let _ = to.shutdown(Shutdown::Both);
+                    return;
+                }
+            }
+        });
+        DelayLine { chunks, writer }
+    }
+
+    /// False once the writer gave up (its side was closed).
+    fn send(&self, chunk: &[u8], delay: Duration) -> bool {
+        self.chunks.send((Instant::now() + delay, chunk.to_vec())).is_ok()
+    }
+
+    fn drain(self) {
+        drop(self.chunks);
+        let _ = self.writer.join();
+    }
+}
