@@ -61,8 +61,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::durable_store::{DurableStore, ObjectInfo, PutOutcome};
 use crate::clock::{SystemWallClock, WallClock};
+use crate::durable_store::{DurableStore, ObjectInfo, PutOutcome};
 use crate::errors::{Error, Result};
 use crate::paths::{assert_not_working_dir, assert_root, shown};
 use crate::tenant_lease::TenantLease;

@@ -1103,7 +1103,11 @@ fn empty_folders_survive_a_copy_and_a_folder_that_is_a_file_is_a_manifest_fault(
 fn manifests_are_stamped_by_the_wall_clock_of_the_copies() {
     let world = World::directory();
     let (a, root) = world.first_holder_with(&["one"]);
-    let at = |ms: i64| world.copies().with_wall_clock(Arc::new(crate::clock::FixedWallClock(ms)));
+    let at = |ms: i64| {
+        world
+            .copies()
+            .with_wall_clock(Arc::new(crate::clock::FixedWallClock(ms)))
+    };
     at(1_234_567).write_copy(&a, &root).unwrap();
     assert_eq!(manifest_of(&world, 1).written_at_ms, 1_234_567);
     let objects = world.durable.list("").unwrap().len();
