@@ -43,8 +43,9 @@
 //!
 //! Everything else `AsyncTask` promises holds: a call owns its inputs, never touches a JS value
 //! off the JS thread and settles on the JS thread (a napi [`Task`]'s `compute` runs here, its
-//! `resolve` there); a pending call keeps the event loop alive (its promise's threadsafe
-//! function is referenced), an idle addon does not; a panic rejects the call's promise.
+//! `resolve` there); a pending call keeps the event loop alive (the threadsafe function that
+//! carries answers back is referenced while any call is pending, see `completions.rs`), an
+//! idle addon does not; a panic rejects the call's promise.
 //!
 //! [`LeaseStore::concurrent_calls`]: gotry_tenant_state::LeaseStore::concurrent_calls
 
@@ -56,8 +57,10 @@ use std::time::Instant;
 
 use gotry_tenant_state::call_begun_at;
 
-use napi::bindgen_prelude::{Object, Task, ToNapiValue};
-use napi::{sys, Env, JsDeferred};
+use napi::bindgen_prelude::{Task, ToNapiValue};
+use napi::{sys, Env};
+
+use crate::completions::{settle_deferred, Promise};
 
 /// Calls a thread runs from one lane before it lets a lane queued behind it go first.
 const CALLS_PER_TURN: usize = 64;
@@ -324,18 +327,13 @@ unsafe fn settled_promise<T: Task>(
     let value = task.resolve(env, output);
     task.finally(env)?;
     // The value is made before the promise, so that no deferred is left unsettled.
-    let value = match value {
-        Ok(value) => Ok(unsafe { T::JsValue::to_napi_value(raw_env, value) }?),
-        Err(error) => Err(unsafe { napi::JsError::from(error).into_value(raw_env) }),
-    };
+    // SAFETY: the caller's env and thread.
+    let value = value.and_then(|value| unsafe { T::JsValue::to_napi_value(raw_env, value) });
     let (mut deferred, mut promise) = (std::ptr::null_mut(), std::ptr::null_mut());
-    // SAFETY: the caller's env and thread; each deferred is settled exactly once below.
+    // SAFETY: the caller's env and thread; the deferred is settled exactly once, at once.
     unsafe {
         napi::check_status!(sys::napi_create_promise(raw_env, &mut deferred, &mut promise))?;
-        match value {
-            Ok(value) => napi::check_status!(sys::napi_resolve_deferred(raw_env, deferred, value))?,
-            Err(error) => napi::check_status!(sys::napi_reject_deferred(raw_env, deferred, error))?,
-        }
+        settle_deferred(raw_env, deferred, value);
     }
     Ok(promise)
 }
@@ -378,12 +376,12 @@ impl<T: Task + 'static> ToNapiValue for Pending<T> {
             // SAFETY: napi converts a call's return value on the JS thread, inside the call.
             return unsafe { settled_promise(raw_env, pending.task, output) };
         }
-        let env = Env::from_raw(raw_env);
-        let (deferred, promise) = env.create_deferred()?;
+        // SAFETY: napi converts a call's return value on the JS thread, inside the call.
+        let (promise, value) = unsafe { Promise::new(raw_env) }?;
         let asked = Instant::now();
         let call = Box::new(Queued {
             task: pending.task,
-            deferred,
+            promise,
             begun: pending
                 .lane
                 .as_ref()
@@ -394,17 +392,14 @@ impl<T: Task + 'static> ToNapiValue for Pending<T> {
             Some(lane) => lane.push(call),
             None => run_alone(call),
         }
-        // SAFETY: the promise was made on this env, on its thread, just above.
-        unsafe { Object::to_napi_value(raw_env, promise) }
+        Ok(value)
     }
 }
-
-type Settle<T> = Box<dyn FnOnce(Env) -> napi::Result<<T as Task>::JsValue>>;
 
 /// A task and the promise it settles.
 struct Queued<T: Task + 'static> {
     task: T,
-    deferred: JsDeferred<T::JsValue, Settle<T>>,
+    promise: Promise,
     /// When JavaScript made the call, for a lane whose queue time counts.
     begun: Option<Instant>,
 }
@@ -421,7 +416,7 @@ impl<T: Task + 'static> Call for Queued<T> {
     fn run(self: Box<Self>) {
         let Queued {
             mut task,
-            deferred,
+            promise,
             begun,
         } = *self;
         let compute = || match begun {
@@ -434,17 +429,18 @@ impl<T: Task + 'static> Call for Queued<T> {
                 "internal error: a native call panicked; its promise is rejected",
             ))
         });
-        deferred.resolve(Box::new(move |env| {
+        promise.settle(Box::new(move |env| {
             let value = match output {
                 Ok(output) => task.resolve(env, output),
                 Err(error) => task.reject(env, error),
             };
             task.finally(env)?;
-            value
+            // SAFETY: settled on the JS thread of `env`.
+            value.and_then(|value| unsafe { T::JsValue::to_napi_value(env.raw(), value) })
         }));
     }
 
     fn refuse(self: Box<Self>, error: napi::Error) {
-        self.deferred.reject(error);
+        self.promise.reject(error);
     }
 }

@@ -14,6 +14,7 @@
 
 mod args;
 mod clock;
+mod completions;
 mod copies;
 mod durable;
 mod errors;

@@ -107,6 +107,44 @@ test('a pending call keeps the process alive until it settles; then the process 
     assert.equal(child.stdout.trim(), 'granted 1');
 });
 
+test('a worker can be terminated while its store calls are running; the answers that come after go nowhere', async () => {
+    const locked = tempDbPath();
+    new pkg.SqliteLeaseStore({ path: locked }).close();
+    const holder = holdWriteLock(locked, 1);
+    await holder.locked;
+    // The worker's calls wait for the lock on the store's threads when the worker ends, and
+    // finish after its environment is gone; the main thread's calls, on the same threads, go on.
+    const script = `
+        const { Worker } = require('node:worker_threads');
+        const { SqliteLeaseStore } = require(process.argv[1]);
+        const source = \`
+            const { workerData, parentPort } = require('node:worker_threads');
+            const { SqliteLeaseStore } = require(workerData.pkg);
+            const store = new SqliteLeaseStore({ path: workerData.locked });
+            for (let i = 0; i < 3; i += 1) store.acquire('k' + i, 'worker', 1000).catch(() => {});
+            parentPort.postMessage('called');
+        \`;
+        (async () => {
+            const worker = new Worker(source, { eval: true, workerData: { pkg: process.argv[1], locked: process.argv[2] } });
+            await new Promise(resolve => worker.once('message', resolve));
+            await worker.terminate();
+            const store = new SqliteLeaseStore({ path: process.argv[3] });
+            const grant = await store.acquire('k', 'main', 1000);
+            // Alive until the worker's calls have run and answered, with no one left to hear.
+            const shared = new SqliteLeaseStore({ path: process.argv[2] });
+            await shared.acquire('m', 'main', 1000);
+            while (shared.history().filter(entry => entry.owner === 'worker').length < 3) {
+                await new Promise(resolve => setTimeout(resolve, 10));
+            }
+            console.log('granted', grant.record.epoch);
+        })();
+    `;
+    const child = await runNode(script, [locked, tempDbPath()]);
+    await holder.exited;
+    assert.equal(child.code, 0, child.stderr);
+    assert.equal(child.stdout.trim(), 'granted 1');
+});
+
 // The timeout only stops a deadlock from hanging the suite; nothing is timed.
 test('keeper calls that wait for a kept lease\'s earlier calls do not deadlock the store', { timeout: 60_000 }, async () => {
     const file = tempDbPath();
