@@ -268,21 +268,24 @@ fn stored_or_inline(
     })
 }
 
-/// What the lineage knows of a file just stored as a base of `pieces`.
+/// The SHA-256 digests of a file's or a piece's blocks, in order.
+type BlockDigests = Vec<[u8; 32]>;
+
+/// What the lineage knows of a file of `size` bytes, block digests `blocks` and digest
+/// `digest`, just stored as a base of `pieces`.
 fn based(
     file: &snapshot::SnapshotFile,
     size: u64,
-    blocks: Vec<[u8; 32]>,
+    (blocks, digest): (Arc<Vec<[u8; 32]>>, String),
     pieces: Vec<ObjectRef>,
     wal: Option<wal::WalMark>,
 ) -> Known {
-    let blocks = Arc::new(blocks);
     let mut pieces = pieces.into_iter();
     Known {
         file: FileV2 {
             path: file.path.clone(),
             size,
-            digest: delta::digest_of(&blocks, size),
+            digest,
             sqlite: file.sqlite,
             base: pieces.next().expect("a base has a piece"),
             base_pieces: pieces.collect(),
@@ -538,8 +541,10 @@ impl EpochCopies {
         // A file new to the lineage is a base whatever it holds: each piece is read once,
         // hashed and stored, instead of a pass to hash the file and another to store it.
         if let (Content::Whole(body, wal), None) = (&content, known) {
-            let (blocks, pieces) = self.store_base(body, file, None, HashMap::new(), &piece_name, &store)?;
-            return Ok(based(file, body.len(), blocks, pieces, wal.cloned()));
+            let (hashed, pieces) = self.store_base(body, file, None, HashMap::new(), &piece_name, &store)?;
+            let blocks = Arc::new(hashed.expect("a base not yet hashed is hashed as it is stored"));
+            let digest = delta::digest_of(&blocks, body.len());
+            return Ok(based(file, body.len(), (blocks, digest), pieces, wal.cloned()));
         }
         let (blocks, size, digest, step, wal) = match &content {
             Content::Whole(body, wal) => {
@@ -620,12 +625,12 @@ impl EpochCopies {
                     .collect()
             })
             .unwrap_or_default();
-        let (blocks, pieces) = self.store_base(body, file, Some(&blocks), have, &piece_name, &store)?;
-        Ok(based(file, size, blocks, pieces, wal))
+        let (_, pieces) = self.store_base(body, file, Some(&blocks), have, &piece_name, &store)?;
+        Ok(based(file, size, (blocks, digest), pieces, wal))
     }
 
-    /// Stores `body` as a base, piece by piece (see [`body::PIECE`]), and returns its block
-    /// digests and its pieces. A piece is stored once: one equal to a piece in `have` (the old
+    /// Stores `body` as a base, piece by piece (see [`body::PIECE`]), and returns its pieces
+    /// and, when `blocks` did not give them, the block digests it hashed. A piece is stored once: one equal to a piece in `have` (the old
     /// base's) or to an earlier one of this base (a sparse file's runs of zeros) is referenced
     /// instead. Each piece is read once, to be hashed (unless `blocks` already has its digests)
     /// and stored, a few at a time. A database must pass `quick_check`, which runs meanwhile:
@@ -640,7 +645,7 @@ impl EpochCopies {
         mut have: HashMap<String, ObjectRef>,
         piece_name: &(impl Fn(Option<usize>) -> String + Sync),
         store: &(impl Fn(&str, &[u8]) -> Result<()> + Sync),
-    ) -> Result<(Vec<[u8; 32]>, Vec<ObjectRef>)> {
+    ) -> Result<(Option<BlockDigests>, Vec<ObjectRef>)> {
         let size = body.len();
         let per_piece = body::PIECE / delta::BLOCK;
         let starts: Vec<u64> = (0..size.max(1)).step_by(body::PIECE).collect();
@@ -651,25 +656,23 @@ impl EpochCopies {
             let checked = file.sqlite.then(|| scope.spawn(|| body.passes("quick_check")));
             let placed = in_parallel(
                 &starts,
-                |k, &start| -> Result<(Vec<[u8; 32]>, String, Option<ObjectRef>)> {
+                |k, &start| -> Result<(Option<BlockDigests>, String, Option<ObjectRef>)> {
                     let end = (start + body::PIECE as u64).min(size);
-                    let (bytes, piece_blocks) = match blocks {
+                    let (bytes, hashed, digest) = match blocks {
                         Some(blocks) => {
                             let first = k * per_piece;
-                            (
-                                None,
-                                blocks[first..(first + per_piece).min(blocks.len())].to_vec(),
-                            )
+                            let piece_blocks = &blocks[first..(first + per_piece).min(blocks.len())];
+                            (None, None, delta::digest_of(piece_blocks, end - start))
                         }
                         None => {
                             let bytes = body.range(start, end)?;
                             let piece_blocks = delta::block_digests(&bytes);
-                            (Some(bytes), piece_blocks)
+                            let digest = delta::digest_of(&piece_blocks, end - start);
+                            (Some(bytes), Some(piece_blocks), digest)
                         }
                     };
-                    let digest = delta::digest_of(&piece_blocks, end - start);
                     if !lock(&claimed).insert(digest.clone()) {
-                        return Ok((piece_blocks, digest, None));
+                        return Ok((hashed, digest, None));
                     }
                     let object = piece_name(several.then_some(k));
                     let bytes = match bytes {
@@ -677,7 +680,7 @@ impl EpochCopies {
                         None => body.range(start, end)?,
                     };
                     let stored = stored_or_inline(object, bytes, digest.clone(), store)?;
-                    Ok((piece_blocks, digest, Some(stored)))
+                    Ok((hashed, digest, Some(stored)))
                 },
             );
             (checked.is_none_or(|c| c.join().unwrap_or(false)), placed)
@@ -697,14 +700,17 @@ impl EpochCopies {
                 have.insert(digest.clone(), stored.clone());
             }
         }
-        let mut all_blocks =
-            Vec::with_capacity(usize::try_from(size.div_ceil(delta::BLOCK as u64)).unwrap_or(0));
+        let mut hashed_all = blocks
+            .is_none()
+            .then(|| Vec::with_capacity(usize::try_from(size.div_ceil(delta::BLOCK as u64)).unwrap_or(0)));
         let mut pieces = Vec::with_capacity(placed.len());
-        for (piece_blocks, digest, _) in placed {
-            all_blocks.extend(piece_blocks);
+        for (hashed, digest, _) in placed {
+            if let (Some(all), Some(hashed)) = (hashed_all.as_mut(), hashed) {
+                all.extend(hashed);
+            }
             pieces.push(have[&digest].clone());
         }
-        Ok((all_blocks, pieces))
+        Ok((hashed_all, pieces))
     }
 
     /// Keeps inline as much as [`INLINE_BUDGET`] allows: first what this copy made, then what
