@@ -3,8 +3,8 @@
 //! ends within its deadline meanwhile.
 //!
 //! Outages that would disturb other users of the shared server (stopping it, cutting the
-//! network) are played by the proxy of `gotry_test_support::mysql_proxy`, between one store
-//! and the server.
+//! network) are played by the proxy of `gotry_test_support::proxy`, between one store and
+//! the server.
 //!
 //! `GOTRY_SKIP_MYSQL=1` marks these tests ignored; otherwise a missing server fails them.
 
@@ -18,7 +18,7 @@ use gotry_tenant_state::{
 };
 use gotry_test_support::mysql as server;
 use gotry_test_support::mysql_fixture::{options_at, Fixture};
-use gotry_test_support::mysql_proxy::{Mode, Proxy};
+use gotry_test_support::proxy::{Mode, Proxy};
 use mysql::prelude::Queryable;
 
 #[test]
@@ -48,7 +48,7 @@ fn nothing_listening_is_unavailable() {
 fn a_silent_server_is_unavailable_after_the_timeout_and_service_resumes() {
     let mut fx = Fixture::default();
     let proxy = Proxy::start(&fx.url);
-    let proxied = proxy.url(&fx.url);
+    let proxied = proxy.url();
     let prefix = server::fresh_prefix();
     let store = fx.open_at(&proxied, &prefix, 300);
     store.acquire("k", "o", 60_000).unwrap();
@@ -115,7 +115,7 @@ fn every_call_ends_within_its_timeout_on_a_slow_link() {
     const DELAY: Duration = Duration::from_millis(450);
     let mut fx = Fixture::default();
     let proxy = Proxy::start(&fx.url);
-    let proxied = proxy.url(&fx.url);
+    let proxied = proxy.url();
     let prefix = server::fresh_prefix();
     let store = fx.open_at(&proxied, &prefix, TIMEOUT_MS);
     let keys: Vec<String> = (0..20).map(|i| format!("k{i}")).collect();
@@ -187,11 +187,7 @@ fn time_a_call_spent_queued_in_its_host_counts_against_its_deadline() {
     const TIMEOUT: Duration = Duration::from_millis(1_000);
     let mut fx = Fixture::default();
     let proxy = Proxy::start(&fx.url);
-    let store = fx.open_at(
-        &proxy.url(&fx.url),
-        &server::fresh_prefix(),
-        TIMEOUT.as_millis() as u64,
-    );
+    let store = fx.open_at(&proxy.url(), &server::fresh_prefix(), TIMEOUT.as_millis() as u64);
     store.acquire("k", "o", 60_000).unwrap();
     let renewals = || {
         store
@@ -232,7 +228,7 @@ fn time_a_call_spent_queued_in_its_host_counts_against_its_deadline() {
 
     // Opening counts its queue time too.
     let started = Instant::now();
-    let mut options = options_at(&proxy.url(&fx.url));
+    let mut options = options_at(&proxy.url());
     options.timeout = TIMEOUT;
     let opened = call_begun_at(started - Duration::from_millis(700), || {
         MysqlLeaseStore::open(options)
@@ -323,7 +319,7 @@ fn locked_rows_are_unavailable_within_the_bound_and_service_resumes() {
 fn killed_and_cut_connections_are_replaced_on_the_next_call() {
     let mut fx = Fixture::default();
     let proxy = Proxy::start(&fx.url);
-    let proxied = proxy.url(&fx.url);
+    let proxied = proxy.url();
     let store = Arc::new(fx.open_at(&proxied, &server::fresh_prefix(), 2_000));
     // Several connections in the pool: calls at once from four threads.
     std::thread::scope(|scope| {
@@ -372,7 +368,7 @@ fn a_commit_without_an_answer_is_never_reported_as_success() {
     let mut fx = Fixture::default();
     let proxy = Proxy::start(&fx.url);
     let prefix = server::fresh_prefix();
-    let store = fx.open_at(&proxy.url(&fx.url), &prefix, 2_000);
+    let store = fx.open_at(&proxy.url(), &prefix, 2_000);
     let direct = fx.open(&prefix);
 
     // The server committed, the answer was lost: unavailable, and the row is there.
@@ -416,7 +412,7 @@ fn holder_fails_closed(outage: Outage) {
     let mut fx = Fixture::default();
     let proxy = Proxy::start(&fx.url);
     let prefix = server::fresh_prefix();
-    let through: Arc<dyn LeaseStore> = Arc::new(fx.open_at(&proxy.url(&fx.url), &prefix, 300));
+    let through: Arc<dyn LeaseStore> = Arc::new(fx.open_at(&proxy.url(), &prefix, 300));
     let direct = fx.open_at(&fx.url.clone(), &prefix, 300);
     let holder = TenantLease::acquire(LeaseOptions {
         key: "tenant".into(),

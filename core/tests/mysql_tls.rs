@@ -15,7 +15,7 @@ use gotry_tenant_state::lease_store::mysql::{
 use gotry_tenant_state::{open_lease_store, Error, LeaseStore, MysqlLeaseStore, MysqlOptions};
 use gotry_test_support::mysql::{self as server, encode};
 use gotry_test_support::mysql_fixture::{options_at, Fixture};
-use gotry_test_support::mysql_proxy::{Mode, Proxy};
+use gotry_test_support::proxy::{Mode, Proxy};
 use gotry_test_support::tls::{self, tenure};
 use mysql::prelude::Queryable;
 

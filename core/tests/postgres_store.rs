@@ -12,9 +12,7 @@
 //! CA): `eval "$(scripts/postgres-tls.sh)"` starts one and sets them, as `scripts/test.sh`
 //! does. Without them those tests fail, unless `GOTRY_SKIP_POSTGRES=1` marks them ignored.
 
-use std::io::{Read, Write};
-use std::net::{Shutdown, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -26,6 +24,7 @@ use gotry_tenant_state::{
 };
 use gotry_test_support::conformance;
 use gotry_test_support::postgres::{self as server, encode, ScratchTables};
+use gotry_test_support::proxy::{Mode, Proxy};
 use gotry_test_support::tls::{self, tenure};
 
 fn open(scratch: &mut ScratchTables, url: &str, prefix: &str, timeout_ms: u64) -> PostgresLeaseStore {
@@ -291,104 +290,6 @@ fn nothing_listening_is_unavailable_within_the_timeout() {
     });
 }
 
-/// A TCP proxy that forwards, or goes silent (holds every byte), or down (cuts every
-/// connection and refuses new ones).
-struct Proxy {
-    port: u16,
-    /// The next COMMIT goes to the server, and its answer never comes back: the client's
-    /// connection is cut instead.
-    cut_after_commit: Arc<AtomicBool>,
-    silent: Arc<AtomicBool>,
-    down: Arc<AtomicBool>,
-    sockets: Arc<Mutex<Vec<TcpStream>>>,
-}
-
-impl Proxy {
-    fn start(upstream: String) -> Proxy {
-        Proxy::start_at("127.0.0.1", upstream)
-    }
-
-    /// Listening on `address`: the server reached at an address its certificate does not
-    /// name.
-    fn start_at(address: &str, upstream: String) -> Proxy {
-        let listener = TcpListener::bind((address, 0)).unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let silent = Arc::new(AtomicBool::new(false));
-        let cut_after_commit = Arc::new(AtomicBool::new(false));
-        let cut = Arc::clone(&cut_after_commit);
-        let down = Arc::new(AtomicBool::new(false));
-        let sockets = Arc::new(Mutex::new(Vec::new()));
-        let (s, d, k) = (Arc::clone(&silent), Arc::clone(&down), Arc::clone(&sockets));
-        std::thread::spawn(move || {
-            for client in listener.incoming().flatten() {
-                if d.load(Ordering::SeqCst) {
-                    continue;
-                }
-                let Ok(server) = TcpStream::connect(&upstream) else {
-                    continue;
-                };
-                for socket in [&client, &server] {
-                    k.lock().unwrap().push(socket.try_clone().unwrap());
-                }
-                // Set once this connection's COMMIT went through to the server.
-                let committed = Arc::new(AtomicBool::new(false));
-                for (mut from, mut to, to_server) in [
-                    (client.try_clone().unwrap(), server.try_clone().unwrap(), true),
-                    (server, client.try_clone().unwrap(), false),
-                ] {
-                    let s = Arc::clone(&s);
-                    let (cut, committed) = (Arc::clone(&cut), Arc::clone(&committed));
-                    std::thread::spawn(move || {
-                        let mut buffer = [0u8; 16 * 1024];
-                        while let Ok(n) = from.read(&mut buffer) {
-                            if n == 0 {
-                                break;
-                            }
-                            while s.load(Ordering::SeqCst) {
-                                std::thread::sleep(Duration::from_millis(10));
-                            }
-                            // A simple-protocol Query message of the statement COMMIT.
-                            if to_server
-                                && buffer[..n].windows(7).any(|w| w == b"COMMIT\0")
-                                && cut.swap(false, Ordering::SeqCst)
-                            {
-                                committed.store(true, Ordering::SeqCst);
-                            }
-                            // The server's answer to it (CommandComplete, tag COMMIT): the
-                            // commit is done, and the client never hears so. Only the
-                            // client's side is cut; answers before it pass as they are.
-                            if !to_server
-                                && committed.load(Ordering::SeqCst)
-                                && buffer[..n].windows(7).any(|w| w == b"COMMIT\0")
-                            {
-                                let _ = to.shutdown(Shutdown::Both);
-                                break;
-                            }
-                            if to.write_all(&buffer[..n]).is_err() {
-                                break;
-                            }
-                        }
-                        let _ = to.shutdown(Shutdown::Both);
-                    });
-                }
-            }
-        });
-        Proxy {
-            port,
-            cut_after_commit,
-            silent,
-            down,
-            sockets,
-        }
-    }
-
-    fn cut_all(&self) {
-        for socket in self.sockets.lock().unwrap().drain(..) {
-            let _ = socket.shutdown(Shutdown::Both);
-        }
-    }
-}
-
 #[test]
 #[cfg_attr(
     gotry_skip_postgres,
@@ -396,8 +297,7 @@ impl Proxy {
 )]
 fn silent_down_and_terminated_servers_fail_closed_within_the_timeout_and_service_resumes() {
     let url = server::server_url();
-    let options = PostgresOptions::from_url(&url).unwrap();
-    let proxy = Proxy::start(format!("{}:{}", options.host, options.port));
+    let proxy = Proxy::start(&url);
     let mut scratch = ScratchTables::new(&url);
     let prefix = server::fresh_prefix();
     // The schema first, directly: the short timeout below bounds the whole open.
@@ -412,25 +312,22 @@ fn silent_down_and_terminated_servers_fail_closed_within_the_timeout_and_service
     let epoch = grant.record.epoch;
     let mut worst = Duration::ZERO;
 
-    proxy.silent.store(true, Ordering::SeqCst);
+    proxy.set(Mode::Silent);
     worst = worst.max(bounded("renew on a silent link", timeout, || {
         store.renew("k", "holder", epoch, 10_000).map(|_| ())
     }));
     worst = worst.max(bounded("renew on a silent link, again", timeout, || {
         store.renew("k", "holder", epoch, 10_000).map(|_| ())
     }));
-    proxy.silent.store(false, Ordering::SeqCst);
-    proxy.cut_all();
-
-    proxy.down.store(true, Ordering::SeqCst);
-    proxy.cut_all();
+    // Down cuts the connections held silent too.
+    proxy.set(Mode::Down);
     worst = worst.max(bounded("renew with the server down", timeout, || {
         store.renew("k", "holder", epoch, 10_000).map(|_| ())
     }));
     worst = worst.max(bounded("open with the server down", timeout, || {
         PostgresLeaseStore::open(proxied.clone()).map(|_| ())
     }));
-    proxy.down.store(false, Ordering::SeqCst);
+    proxy.set(Mode::Forward);
     // Service resumes on new connections.
     let renewed = store.renew("k", "holder", epoch, 10_000).unwrap();
     assert_eq!(renewed.record.epoch, epoch);
@@ -579,8 +476,7 @@ fn compacting_keeps_every_acquire_release_and_the_last_renewal_of_each_tenure() 
 )]
 fn a_commit_whose_answer_is_lost_is_never_reported_as_success() {
     let url = server::server_url();
-    let options = PostgresOptions::from_url(&url).unwrap();
-    let proxy = Proxy::start(format!("{}:{}", options.host, options.port));
+    let proxy = Proxy::start(&url);
     let mut scratch = ScratchTables::new(&url);
     let prefix = server::fresh_prefix();
     let direct = open(&mut scratch, &url, &prefix, 5_000);
@@ -588,7 +484,7 @@ fn a_commit_whose_answer_is_lost_is_never_reported_as_success() {
     proxied.port = proxy.port;
     proxied.table_prefix = prefix.clone();
     let store = PostgresLeaseStore::open(proxied).expect("open through the proxy");
-    proxy.cut_after_commit.store(true, Ordering::SeqCst);
+    proxy.set(Mode::CutAfterCommit);
     match store.acquire("k", "holder", 10_000) {
         Err(Error::LeaseStoreUnavailable { message }) => {
             assert!(message.contains("may or may not have been applied"), "{message}")
@@ -651,11 +547,6 @@ impl TlsServer {
 
     fn url(&self, query: &str) -> String {
         self.url_at(&self.options.host, self.options.port, query)
-    }
-
-    /// Where a proxy reaches the server.
-    fn address(&self) -> String {
-        tls::host_port(&self.options.host, self.options.port)
     }
 
     fn ca_query(mode: &str, ca: &str) -> String {
@@ -744,7 +635,7 @@ fn tls_verify_full_takes_either_name_of_the_certificate_and_refuses_an_address_i
         tenure(&tls.open(&tls.url_at(host, tls.options.port, &query)));
     }
     // The right certificate, from the right CA, reached at an address it does not name.
-    let other_address = Proxy::start_at("127.0.0.2", tls.address());
+    let other_address = Proxy::start_at("127.0.0.2", &tls.url(""));
     let message = tls.assert_refused(
         &tls.url_at("127.0.0.2", other_address.port, &query),
         TLS_CERTIFICATE,
@@ -766,7 +657,7 @@ fn tls_require_without_a_ca_encrypts_without_checking() {
     // The server takes nothing but TLS, so a working store is an encrypted one.
     tenure(&tls.open(&tls.url("sslmode=require")));
     // Unchecked: an address the certificate does not name passes too.
-    let other_address = Proxy::start_at("127.0.0.2", tls.address());
+    let other_address = Proxy::start_at("127.0.0.2", &tls.url(""));
     tenure(&tls.open(&tls.url_at("127.0.0.2", other_address.port, "sslmode=require")));
     // With sslrootcert, require checks the chain and not the name.
     tenure(&tls.open(&tls.url_at(

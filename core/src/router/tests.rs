@@ -221,26 +221,6 @@ fn entries(root: &Path) -> Vec<String> {
 
 use std::fs;
 
-/// A call of T1 on a thread of its own, already begun when this returns: the router counts
-/// it in flight until `rest` returns.
-fn running_call(
-    router: &Arc<TenantRouter>,
-    rest: impl FnOnce(&TenantHandle) -> Result<()> + Send + 'static,
-) -> std::thread::JoinHandle<Result<()>> {
-    let entered = Arc::new(Barrier::new(2));
-    let call = {
-        let (router, entered) = (router.clone(), entered.clone());
-        std::thread::spawn(move || {
-            router.run(&key(T1), |h| {
-                entered.wait();
-                rest(h)
-            })
-        })
-    };
-    entered.wait();
-    call
-}
-
 #[test]
 fn a_handoff_carries_the_data_to_the_next_replica() {
     let world = World::new();
@@ -720,37 +700,47 @@ fn close_hands_every_tenant_off_then_refuses() {
     assert_eq!(entries(&b.open(ORG, T2).unwrap().root), [T2]);
 }
 
+/// The keeper goes on renewing a draining tenant's lease: a drain four TTLs long, on the
+/// router's clock, never lets the lease run out, and nobody else can take the tenant
+/// meanwhile.
 #[test]
 fn the_lease_is_renewed_through_a_drain_longer_than_its_ttl() {
-    let dir = tempfile::tempdir().unwrap();
-    // The store decides on the real clock here: the keeper's renewals must beat real expiry.
-    let leases: Arc<dyn LeaseStore> = Arc::new(SqliteLeaseStore::open(dir.path().join("leases.db")).unwrap());
-    let router = Arc::new(
-        TenantRouter::start({
-            let mut options = RouterOptions::new(
-                leases.clone(),
-                Arc::new(DirectoryDurableStore::open(dir.path().join("durable")).unwrap()),
-                dir.path().join("state"),
-                "replica-a".to_owned(),
-                300,
-                100,
-            );
-            options.capacity = Some(4);
-            options
-        })
-        .unwrap(),
-    );
+    const TTL_MS: i64 = 3_000;
+    let world = World::new();
+    let (router, _, clock) = world.ticking_router("replica-a", Durability::Async, TTL_MS);
+    let router = Arc::new(router);
     router.open(ORG, T1).unwrap();
-    let call = running_call(&router, |h| {
-        // Four TTLs of work, started before the handoff.
-        std::thread::sleep(Duration::from_millis(1_200));
-        append(h, "long")
-    });
-    router.handoff(&key(T1), Duration::from_secs(20)).unwrap();
-    call.join().unwrap().unwrap();
-    let history = leases.history(Some(&key(T1))).unwrap();
+    let call = router.begin(&key(T1)).unwrap();
+    let handoff = {
+        let router = router.clone();
+        spawn_answer(move || router.handoff(&key(T1), Duration::from_secs(60)))
+    };
+    let draining = || tenant_of(&router, T1, |t| t.life.state() == TenantState::Draining);
+    clock.await_looked("the drain", draining);
+    // Four TTLs of drain, a third of a TTL at a time: the store's clock is the router's, so
+    // a lease that a tick did not renew runs out.
+    for _ in 0..12 {
+        clock.advance(TTL_MS / 3);
+        let report = router.tick().unwrap();
+        assert_eq!(report.keeper.lost, 0);
+        let record = world.leases.read(&key(T1)).unwrap().unwrap();
+        assert!(
+            record.lease_until_ms > world.wall.get(),
+            "ran out during the drain: {record:?}"
+        );
+        assert!(draining());
+    }
+    assert!(matches!(
+        world.leases.acquire(&key(T1), "replica-b", 3_000),
+        Err(Error::LeaseHeld { .. })
+    ));
+    assert!(handoff.try_recv().is_err(), "the drain ended with a call running");
+    append(call.handle(), "long").unwrap();
+    call.finish().unwrap();
+    answer(&handoff, "the handoff").unwrap();
+    let history = world.leases.history(Some(&key(T1))).unwrap();
     let renewals = history.iter().filter(|e| e.op.as_str() == "renew").count();
-    assert!(renewals >= 3, "renewed through the drain: {history:?}");
+    assert!(renewals >= 4, "renewed through the drain: {history:?}");
     assert!(history.iter().all(|e| e.epoch == 1), "nobody else held it");
 }
 

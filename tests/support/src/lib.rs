@@ -11,6 +11,6 @@ pub mod lines;
 pub mod moto;
 pub mod mysql;
 pub mod mysql_fixture;
-pub mod mysql_proxy;
 pub mod postgres;
+pub mod proxy;
 pub mod tls;

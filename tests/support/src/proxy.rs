@@ -1,8 +1,8 @@
-//! A TCP proxy between one MySQL lease store and its server, that plays the outages which
-//! would disturb other users of the shared test server if they were real: a stopped server,
-//! a silent network, a slow link, a lost COMMIT or its lost answer; and that reaches the
-//! server at an address its TLS certificate does not name. Several of the MySQL store's test
-//! files use it, so it is written once here.
+//! A TCP proxy between one lease store and its MySQL/MariaDB or PostgreSQL server, that plays
+//! the outages which would disturb other users of the shared test server if they were real: a
+//! stopped server, a silent network, a slow link, a lost COMMIT or its lost answer; and that
+//! reaches the server at an address its TLS certificate does not name. Test files of both
+//! stores use it, so it is written once here.
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
@@ -11,7 +11,7 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::mysql_fixture::options_at;
+use gotry_tenant_state::{MysqlOptions, PostgresOptions};
 
 /// What the proxy does with the bytes of its connections; a test switches it at any time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,11 +37,90 @@ pub enum Mode {
 pub struct Proxy {
     /// Where it listens: a test builds URLs of its own on it, with other hosts or options.
     pub port: u16,
+    ip: String,
+    server: Server,
     shared: Arc<ProxyShared>,
     acceptor: Option<JoinHandle<()>>,
 }
 
+/// The server behind a proxy, from its URL.
+struct Server {
+    protocol: Protocol,
+    /// `host:port`.
+    address: String,
+    user: Option<String>,
+    database: String,
+}
+
+impl Server {
+    /// The server of a `mysql://` or a `postgres://` (`postgresql://`) URL, as the stores
+    /// take them.
+    fn of(url: &str) -> Server {
+        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            let options = PostgresOptions::from_url(url).expect("url");
+            Server {
+                protocol: Protocol::Postgres,
+                address: crate::tls::host_port(&options.host, options.port),
+                user: options.user,
+                database: options.database,
+            }
+        } else {
+            let options = MysqlOptions::from_url(url).expect("url");
+            Server {
+                protocol: Protocol::Mysql,
+                address: crate::tls::host_port(&options.host, options.port),
+                user: options.user,
+                database: options.database,
+            }
+        }
+    }
+}
+
+/// The wire protocol behind a proxy: all it knows of it is what a COMMIT and its answer
+/// look like.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Protocol {
+    Mysql,
+    Postgres,
+}
+
+impl Protocol {
+    fn scheme(self) -> &'static str {
+        match self {
+            Protocol::Mysql => "mysql",
+            Protocol::Postgres => "postgres",
+        }
+    }
+
+    /// Whether `chunk`, on its way to the server, holds the statement COMMIT.
+    fn is_commit(self, chunk: &[u8]) -> bool {
+        match self {
+            // A COM_QUERY packet: command byte 0x03, then the statement text.
+            Protocol::Mysql => contains(chunk, b"\x03COMMIT"),
+            // A simple-protocol Query message: the statement text, NUL-terminated.
+            Protocol::Postgres => contains(chunk, b"COMMIT\0"),
+        }
+    }
+
+    /// Whether `chunk`, from the server once a COMMIT went through, holds its answer.
+    fn is_commit_answer(self, chunk: &[u8]) -> bool {
+        match self {
+            // The client waits for the COMMIT's answer before it sends anything else, so
+            // whatever comes next is that answer.
+            Protocol::Mysql => true,
+            // CommandComplete, tag COMMIT. Answers before it pass as they are.
+            Protocol::Postgres => contains(chunk, b"COMMIT\0"),
+        }
+    }
+}
+
+fn contains(chunk: &[u8], needle: &[u8]) -> bool {
+    chunk.windows(needle.len()).any(|w| w == needle)
+}
+
 struct ProxyShared {
+    protocol: Protocol,
+    /// The server's `host:port`.
     upstream: String,
     mode: Mutex<Mode>,
     stop: AtomicBool,
@@ -56,18 +135,20 @@ struct ProxyShared {
 const PUMP_TICK: Duration = Duration::from_millis(20);
 
 impl Proxy {
-    /// A proxy to the server of `server_url`, forwarding, on 127.0.0.1.
+    /// A proxy to the server of `server_url` (a MySQL or a PostgreSQL lease store's URL),
+    /// forwarding, on 127.0.0.1.
     pub fn start(server_url: &str) -> Proxy {
         Proxy::start_at("127.0.0.1", server_url)
     }
 
     /// A proxy that listens on `ip` (any of 127.0.0.0/8 works on Linux).
     pub fn start_at(ip: &str, server_url: &str) -> Proxy {
-        let options = options_at(server_url);
+        let server = Server::of(server_url);
         let listener = TcpListener::bind((ip, 0)).expect("bind");
         listener.set_nonblocking(true).expect("nonblocking");
         let shared = Arc::new(ProxyShared {
-            upstream: format!("{}:{}", options.host, options.port),
+            protocol: server.protocol,
+            upstream: server.address.clone(),
             mode: Mutex::new(Mode::Forward),
             stop: AtomicBool::new(false),
             sockets: Mutex::new(Vec::new()),
@@ -80,16 +161,28 @@ impl Proxy {
         };
         Proxy {
             port,
+            ip: ip.to_owned(),
+            server,
             shared,
             acceptor: Some(acceptor),
         }
     }
 
-    /// `url` (the server's) with the proxy's address instead.
-    pub fn url(&self, server_url: &str) -> String {
-        let options = options_at(server_url);
-        let user = options.user.map(|user| format!("{user}@")).unwrap_or_default();
-        format!("mysql://{user}127.0.0.1:{}/{}", self.port, options.database)
+    /// The URL of the server's user and database at the proxy's address; no password, no
+    /// options.
+    pub fn url(&self) -> String {
+        let server = &self.server;
+        let user = server
+            .user
+            .as_ref()
+            .map(|user| format!("{user}@"))
+            .unwrap_or_default();
+        let address = crate::tls::host_port(&self.ip, self.port);
+        format!(
+            "{}://{user}{address}/{}",
+            server.protocol.scheme(),
+            server.database
+        )
     }
 
     /// From now on, `mode`; `Down` also cuts the connections already open.
@@ -204,13 +297,12 @@ fn pump(
             std::thread::sleep(PUMP_TICK);
         }
         let chunk = &buffer[..n];
-        if !to_server && answer_cut.load(Ordering::SeqCst) {
+        if !to_server && answer_cut.load(Ordering::SeqCst) && shared.protocol.is_commit_answer(chunk) {
             // The server answered the COMMIT, so it ran it; the client never hears.
             break;
         }
         let mode = shared.mode();
-        // A COM_QUERY packet: command byte 0x03, then the statement text.
-        let commit = to_server && chunk.windows(7).any(|w| w == b"\x03COMMIT");
+        let commit = to_server && shared.protocol.is_commit(chunk);
         if commit && matches!(mode, Mode::CutAfterCommit | Mode::CutBeforeCommit) {
             *shared.mode.lock().unwrap() = Mode::Forward;
             if mode == Mode::CutBeforeCommit {
