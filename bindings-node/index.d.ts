@@ -232,8 +232,10 @@ export declare class SqliteLeaseStore {
 export interface SqliteLeaseStore extends LeaseStore {}
 
 /**
- * Opens the store a URL names: `sqlite:///var/lib/gotry/leases.db`, or
- * `mysql://user:password@host:3306/database?prefix=gotry_&timeout_ms=2000` (connects at once).
+ * Opens the store a URL names: `sqlite:///var/lib/gotry/leases.db`,
+ * `mysql://user:password@host:3306/database?prefix=gotry_&timeout_ms=2000`, or
+ * `postgres://user:password@host:5432/database?prefix=gotry_&timeout_ms=2000` (also
+ * `postgresql://`). A server store connects at once.
  */
 export declare function openLeaseStore(url: string): LeaseStore;
 

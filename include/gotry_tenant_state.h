@@ -2978,7 +2978,8 @@ enum GotryStatus gotry_store_open(const char *path,
                                   struct GotryError **out_error);
 
 /**
- * Opens the store a URL names, on the system clock (for SQLite) or the server's (for MySQL):
+ * Opens the store a URL names, on the system clock (for SQLite) or the server's (for MySQL and
+ * PostgreSQL):
  *
  * - SQLite: `sqlite:///absolute/path.db`, `sqlite://relative/path.db` or `sqlite:path.db`.
  * - MySQL or MariaDB: `mysql://user:password@host:3306/database?prefix=gotry_&timeout_ms=2000`
@@ -2988,6 +2989,12 @@ enum GotryStatus gotry_store_open(const char *path,
  *   CA certificates; without `ssl-mode`, `verify_identity` with `ssl-ca`, otherwise plain
  *   TCP to a loopback host and `required` to any other). Unknown options are refused; the
  *   tables are created when missing; credentials appear in no error.
+ * - PostgreSQL: `postgres://user:password@host:5432/database?prefix=gotry_&timeout_ms=2000`
+ *   (or `postgresql://`; the user defaults to `postgres`; the same `prefix` and `timeout_ms`,
+ *   the opening included, and TLS with libpq's `sslmode` = `disable`, `require` or
+ *   `verify-full` and `sslrootcert` = a file of CA certificates; `require` by default for
+ *   hosts other than loopback). A server whose sessions run with `synchronous_commit = off`
+ *   or `fsync = off` is refused: it acknowledges grants a crash can take back.
  *
  * Returns `GOTRY_STATUS_INVALID_ARGUMENT` for a URL that is not UTF-8, holds a NUL, names
  * no known scheme, or has an unknown option, one out of range or an unusable `ssl-ca`

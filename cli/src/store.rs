@@ -1,8 +1,8 @@
 //! Which lease store a command talks to, from `--store`.
 //!
-//! A value that starts with a URL scheme (`sqlite:...`, `mysql://...`) is handed to the
-//! core's `open_lease_store` untouched, so every store the core learns to open is usable
-//! here without a change. Anything else is the path of a SQLite file.
+//! A value that starts with a URL scheme (`sqlite:...`, `mysql://...`, `postgres://...`) is
+//! handed to the core's `open_lease_store` untouched, so every store the core learns to open
+//! is usable here without a change. Anything else is the path of a SQLite file.
 
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};

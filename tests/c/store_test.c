@@ -395,8 +395,9 @@ static void test_renew_batch(const char *dir) {
     gotry_manual_clock_free(clock);
 }
 
-/* The same store calls on a MySQL/MariaDB server, reached by URL. */
-static void test_mysql(const char *url) {
+/* The same store calls on a database server (MySQL/MariaDB or PostgreSQL), reached by URL. */
+static void test_server(const char *url) {
+    bool postgres = strncmp(url, "postgres", 8) == 0;
     GotryError *err = NULL;
     GotryStore *store = NULL;
     GotryRecord *record = NULL;
@@ -479,20 +480,26 @@ static void test_mysql(const char *url) {
           "GOTRY_TENANT_LEASE_STORE_UNAVAILABLE");
     gotry_store_free(store);
     store = NULL;
-    FAILS_RANGE(gotry_store_open_url(S("mysql://root@127.0.0.1:3306/test?bogus=1"), &store, &err));
-    FAILS(gotry_store_open_url(S("mysql://root@127.0.0.1:1/test?timeout_ms=200"), &store, &err),
-          GOTRY_STATUS_LEASE_STORE_UNAVAILABLE, "GOTRY_TENANT_LEASE_STORE_UNAVAILABLE");
+    /* An unknown option, and nothing listening, in the server's own scheme. */
+    const char *bogus = postgres ? "postgres://postgres@127.0.0.1:5432/test?bogus=1"
+                                 : "mysql://root@127.0.0.1:3306/test?bogus=1";
+    const char *nobody = postgres ? "postgres://postgres@127.0.0.1:1/test?timeout_ms=200"
+                                  : "mysql://root@127.0.0.1:1/test?timeout_ms=200";
+    FAILS_RANGE(gotry_store_open_url(bogus, strlen(bogus), &store, &err));
+    FAILS(gotry_store_open_url(nobody, strlen(nobody), &store, &err), GOTRY_STATUS_LEASE_STORE_UNAVAILABLE,
+          "GOTRY_TENANT_LEASE_STORE_UNAVAILABLE");
     CHECK(store == NULL);
 }
 
 int main(int argc, char **argv) {
     if (argc != 2 && argc != 3) {
-        fprintf(stderr, "usage: %s SCRATCH_DIR [MYSQL_URL]\n", argv[0]);
+        fprintf(stderr, "usage: %s SCRATCH_DIR [MYSQL_OR_POSTGRES_URL]\n", argv[0]);
         return 2;
     }
     if (argc == 3) {
-        test_mysql(argv[2]);
-        printf("store_test (%s, MySQL): %d checks, %d failed\n", LANGUAGE, checks, failures);
+        test_server(argv[2]);
+        printf("store_test (%s, %s): %d checks, %d failed\n", LANGUAGE,
+               strncmp(argv[2], "postgres", 8) == 0 ? "PostgreSQL" : "MySQL", checks, failures);
         return failures == 0 ? 0 : 1;
     }
     test_store(argv[1]);

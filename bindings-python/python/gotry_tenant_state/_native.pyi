@@ -126,7 +126,9 @@ def tenant_root_for(state_root: str | os.PathLike[str], organization_id: str, le
 
 def open_lease_store(url: str) -> LeaseStore:
     """Opens the store a URL names: ``sqlite:///abs/path.db``, ``sqlite:rel/path.db``, or
-    ``mysql://user:password@host:3306/database?prefix=gotry_&timeout_ms=2000``."""
+    ``mysql://user:password@host:3306/database?prefix=gotry_&timeout_ms=2000``, or
+    ``postgres://user:password@host:5432/database?prefix=gotry_&timeout_ms=2000`` (also
+    ``postgresql://``)."""
 
 def open_durable_store(url: str) -> DurableStore:
     """Opens the durable store a URL names: a folder as ``file:///abs/dir`` or
