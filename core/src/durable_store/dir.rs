@@ -21,7 +21,7 @@
 //! are written when the file is first flushed, about twice the cost of flushing the bytes of
 //! a file that exists (1.2 against 0.6 ms per put here, for a put of a one-row copy). So once a
 //! store has been written to, a thread of its own keeps a few staging files made, locked and
-//! flushed ahead of time ([`Spares`]), and a put writes into one of those: a strict copy waits
+//! flushed ahead of time (`Spares`), and a put writes into one of those: a strict copy waits
 //! for its bytes, one link and its folder, not for an inode. A spare waits locked through a
 //! descriptor open for reading only: one open for writing would keep the file system from
 //! being remounted read-only.
