@@ -350,6 +350,67 @@ fn silent_down_and_terminated_servers_fail_closed_within_the_timeout_and_service
     gotry_skip_postgres,
     ignore = "GOTRY_SKIP_POSTGRES=1: needs a PostgreSQL server"
 )]
+fn open_acquire_and_a_keeper_batch_end_within_the_timeout_on_a_slow_or_silent_link() {
+    // A round trip takes two delays, and every call below needs at least two round trips:
+    // on this link none can succeed within the timeout, so each shows where it stops.
+    const DELAY: Duration = Duration::from_millis(150);
+    const TIMEOUT: Duration = Duration::from_millis(400);
+    let url = server::server_url();
+    let proxy = Proxy::start(&url);
+    let mut scratch = ScratchTables::new(&url);
+    let prefix = server::fresh_prefix();
+    let direct = open(&mut scratch, &url, &prefix, 5_000);
+    let keys: Vec<String> = (0..20).map(|i| format!("k{i}")).collect();
+    for key in &keys {
+        direct.acquire(key, "keeper", 600_000).unwrap();
+    }
+    let batch: Vec<(&str, i64)> = keys.iter().map(|key| (key.as_str(), 1)).collect();
+    let mut proxied = PostgresOptions::from_url(&url).unwrap();
+    proxied.port = proxy.port;
+    proxied.table_prefix = prefix.clone();
+    proxied.timeout = TIMEOUT;
+    let store = PostgresLeaseStore::open(proxied.clone()).expect("open on a fast link");
+    // Each call starts on a connection the fast link left in the pool, so that the bound
+    // is the call's own and not a new connection's.
+    let slow_pooled = || {
+        proxy.set(Mode::Forward);
+        store.read("k0").unwrap();
+        proxy.set(Mode::Delay(DELAY));
+    };
+    let mut worst = Duration::ZERO;
+    slow_pooled();
+    worst = worst.max(bounded("acquire on a slow link", TIMEOUT, || {
+        store.acquire("slow", "o", 600_000).map(|_| ())
+    }));
+    slow_pooled();
+    worst = worst.max(bounded("renew_batch of 20 on a slow link", TIMEOUT, || {
+        store.renew_batch("keeper", 600_000, &batch).map(|_| ())
+    }));
+    worst = worst.max(bounded("open on a slow link", TIMEOUT, || {
+        PostgresLeaseStore::open(proxied.clone()).map(|_| ())
+    }));
+    // The proxy takes the TCP connection and never says a word.
+    proxy.set(Mode::Silent);
+    worst = worst.max(bounded("open on a silent link", TIMEOUT, || {
+        PostgresLeaseStore::open(proxied.clone()).map(|_| ())
+    }));
+    println!("worst call on a slow or silent link: {worst:?} of a {TIMEOUT:?} timeout");
+
+    // With time enough, the same calls on the same slow link succeed.
+    proxy.set(Mode::Delay(DELAY));
+    let mut patient = proxied;
+    patient.timeout = Duration::from_secs(10);
+    let patient = PostgresLeaseStore::open(patient).expect("open with time enough");
+    patient.acquire("patient", "o", 600_000).unwrap();
+    let answers = patient.renew_batch("keeper", 600_000, &batch).unwrap();
+    assert!(answers.iter().all(Result::is_ok), "{answers:?}");
+}
+
+#[test]
+#[cfg_attr(
+    gotry_skip_postgres,
+    ignore = "GOTRY_SKIP_POSTGRES=1: needs a PostgreSQL server"
+)]
 fn a_transaction_cut_mid_way_is_never_reported_and_its_locks_go_with_it() {
     let url = server::server_url();
     let mut scratch = ScratchTables::new(&url);
