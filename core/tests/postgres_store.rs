@@ -206,6 +206,23 @@ fn batches_renew_each_lease_in_one_transaction_and_racers_grant_one_epoch() {
     assert!(answers[..1_001].iter().all(|a| a.is_ok()));
     assert!(matches!(answers[1_001], Err(Error::LeaseLost { .. })));
     assert_eq!(store.history(Some("tenant-0")).unwrap().len(), 3);
+    // Every row a transaction writes carries its id (xmin): the batch's log entries and
+    // the lease rows it renewed show one transaction, where a lease renewed on its own
+    // would show a thousand.
+    let [leases, log, _] = store.table_names();
+    let transactions = server::execute(
+        &url,
+        &format!(
+            "SELECT (SELECT count(DISTINCT xmin::text) || '/' || count(*) FROM \"{log}\" WHERE op = 'renew'),
+                    (SELECT count(DISTINCT xmin::text) || '/' || count(*) FROM \"{leases}\")"
+        ),
+    )
+    .unwrap();
+    assert_eq!(
+        transactions,
+        [[Some("1/1001".to_owned()), Some("1/1000".to_owned())]],
+        "transactions/rows of the batch's log entries and lease rows"
+    );
     // Racers on a new key, each on a store of its own: one epoch, one winner.
     let racers: Vec<_> = (0..8)
         .map(|n| {
