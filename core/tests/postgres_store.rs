@@ -206,6 +206,23 @@ fn batches_renew_each_lease_in_one_transaction_and_racers_grant_one_epoch() {
     assert!(answers[..1_001].iter().all(|a| a.is_ok()));
     assert!(matches!(answers[1_001], Err(Error::LeaseLost { .. })));
     assert_eq!(store.history(Some("tenant-0")).unwrap().len(), 3);
+    // Every row a transaction writes carries its id (xmin): the batch's log entries and
+    // the lease rows it renewed show one transaction, where a lease renewed on its own
+    // would show a thousand.
+    let [leases, log, _] = store.table_names();
+    let transactions = server::execute(
+        &url,
+        &format!(
+            "SELECT (SELECT count(DISTINCT xmin::text) || '/' || count(*) FROM \"{log}\" WHERE op = 'renew'),
+                    (SELECT count(DISTINCT xmin::text) || '/' || count(*) FROM \"{leases}\")"
+        ),
+    )
+    .unwrap();
+    assert_eq!(
+        transactions,
+        [[Some("1/1001".to_owned()), Some("1/1000".to_owned())]],
+        "transactions/rows of the batch's log entries and lease rows"
+    );
     // Racers on a new key, each on a store of its own: one epoch, one winner.
     let racers: Vec<_> = (0..8)
         .map(|n| {
@@ -350,29 +367,85 @@ fn silent_down_and_terminated_servers_fail_closed_within_the_timeout_and_service
     gotry_skip_postgres,
     ignore = "GOTRY_SKIP_POSTGRES=1: needs a PostgreSQL server"
 )]
-fn a_transaction_cut_mid_way_is_never_reported_and_its_locks_go_with_it() {
+fn open_acquire_and_a_keeper_batch_end_within_the_timeout_on_a_slow_or_silent_link() {
+    // A round trip takes two delays, and every call below needs at least two round trips:
+    // on this link none can succeed within the timeout, so each shows where it stops.
+    const DELAY: Duration = Duration::from_millis(150);
+    const TIMEOUT: Duration = Duration::from_millis(400);
+    let url = server::server_url();
+    let proxy = Proxy::start(&url);
+    let mut scratch = ScratchTables::new(&url);
+    let prefix = server::fresh_prefix();
+    let direct = open(&mut scratch, &url, &prefix, 5_000);
+    let keys: Vec<String> = (0..20).map(|i| format!("k{i}")).collect();
+    for key in &keys {
+        direct.acquire(key, "keeper", 600_000).unwrap();
+    }
+    let batch: Vec<(&str, i64)> = keys.iter().map(|key| (key.as_str(), 1)).collect();
+    let mut proxied = PostgresOptions::from_url(&url).unwrap();
+    proxied.port = proxy.port;
+    proxied.table_prefix = prefix.clone();
+    proxied.timeout = TIMEOUT;
+    let store = PostgresLeaseStore::open(proxied.clone()).expect("open on a fast link");
+    // Each call starts on a connection the fast link left in the pool, so that the bound
+    // is the call's own and not a new connection's.
+    let slow_pooled = || {
+        proxy.set(Mode::Forward);
+        store.read("k0").unwrap();
+        proxy.set(Mode::Delay(DELAY));
+    };
+    let mut worst = Duration::ZERO;
+    slow_pooled();
+    worst = worst.max(bounded("acquire on a slow link", TIMEOUT, || {
+        store.acquire("slow", "o", 600_000).map(|_| ())
+    }));
+    slow_pooled();
+    worst = worst.max(bounded("renew_batch of 20 on a slow link", TIMEOUT, || {
+        store.renew_batch("keeper", 600_000, &batch).map(|_| ())
+    }));
+    worst = worst.max(bounded("open on a slow link", TIMEOUT, || {
+        PostgresLeaseStore::open(proxied.clone()).map(|_| ())
+    }));
+    // The proxy takes the TCP connection and never says a word.
+    proxy.set(Mode::Silent);
+    worst = worst.max(bounded("open on a silent link", TIMEOUT, || {
+        PostgresLeaseStore::open(proxied.clone()).map(|_| ())
+    }));
+    println!("worst call on a slow or silent link: {worst:?} of a {TIMEOUT:?} timeout");
+
+    // With time enough, the same calls on the same slow link succeed.
+    proxy.set(Mode::Delay(DELAY));
+    let mut patient = proxied;
+    patient.timeout = Duration::from_secs(10);
+    let patient = PostgresLeaseStore::open(patient).expect("open with time enough");
+    patient.acquire("patient", "o", 600_000).unwrap();
+    let answers = patient.renew_batch("keeper", 600_000, &batch).unwrap();
+    assert!(answers.iter().all(Result::is_ok), "{answers:?}");
+}
+
+#[test]
+#[cfg_attr(
+    gotry_skip_postgres,
+    ignore = "GOTRY_SKIP_POSTGRES=1: needs a PostgreSQL server"
+)]
+fn a_row_locked_by_another_session_fails_closed_within_the_timeout_and_service_resumes() {
     let url = server::server_url();
     let mut scratch = ScratchTables::new(&url);
     let prefix = server::fresh_prefix();
     let store = open(&mut scratch, &url, &prefix, 700);
     store.acquire("k", "holder", 10_000).unwrap();
-    // A session of the test's own holds the row locked: the store's renew waits for it and
-    // fails closed within its timeout, and the lease is as it was.
-    let locker = {
-        let url = url.clone();
-        let prefix = prefix.clone();
-        std::thread::spawn(move || {
-            server::execute(
-                &url,
-                &format!("BEGIN; SELECT * FROM \"{prefix}leases\" FOR UPDATE; SELECT pg_sleep(1.5); COMMIT"),
-            )
-        })
-    };
-    std::thread::sleep(Duration::from_millis(300));
+    // A session of the test's own holds the row locked for as long as the test likes: the
+    // store's renew waits for it and fails closed within its timeout, and the lease is as
+    // it was.
+    let locker = server::Session::connect(&url).unwrap();
+    locker
+        .execute(&format!("BEGIN; SELECT * FROM \"{prefix}leases\" FOR UPDATE"))
+        .unwrap();
     bounded("renew of a locked row", Duration::from_millis(700), || {
         store.renew("k", "holder", 1, 10_000).map(|_| ())
     });
-    locker.join().unwrap().unwrap();
+    assert_eq!(store.history(Some("k")).unwrap().len(), 1);
+    locker.execute("ROLLBACK").unwrap();
     assert_eq!(store.renew("k", "holder", 1, 10_000).unwrap().record.epoch, 1);
 }
 

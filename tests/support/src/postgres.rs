@@ -48,25 +48,52 @@ pub fn no_server(url: &str, error: &dyn std::fmt::Display) -> ! {
 /// Runs SQL on a connection of the test's own (plain TCP, as the test server takes it),
 /// beside the store's; the rows of the last statement as text.
 pub fn execute(url: &str, sql: &str) -> Result<Vec<Vec<Option<String>>>, String> {
-    let url = url.split('?').next().unwrap_or(url).to_owned();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())?;
-    runtime.block_on(async move {
-        let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-            .await
+    Session::connect(url)?.execute(sql)
+}
+
+/// A connection of the test's own that stays open between statements, so that a test can
+/// hold a transaction, and the locks it took, for as long as it needs; closed when dropped.
+pub struct Session {
+    runtime: tokio::runtime::Runtime,
+    /// Taken at drop, so that the connection ends with a goodbye rather than an EOF the
+    /// server logs.
+    client: Option<tokio_postgres::Client>,
+    driver: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Session {
+    pub fn connect(url: &str) -> Result<Session, String> {
+        let url = url.split('?').next().unwrap_or(url).to_owned();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
             .map_err(|e| e.to_string())?;
-        let driver = tokio::spawn(connection);
-        let messages = client.simple_query(sql).await.map_err(|e| {
+        let (client, driver) = runtime.block_on(async move {
+            let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+                .await
+                .map_err(|e| e.to_string())?;
+            // Polled whenever a statement runs; between statements the server keeps the
+            // session (and its transaction) as it is.
+            let driver = tokio::spawn(async move { drop(connection.await) });
+            Ok::<_, String>((client, driver))
+        })?;
+        Ok(Session {
+            runtime,
+            client: Some(client),
+            driver: Some(driver),
+        })
+    }
+
+    /// The rows of the last statement of `sql` as text; a server error as `SQLSTATE: message`.
+    pub fn execute(&self, sql: &str) -> Result<Vec<Vec<Option<String>>>, String> {
+        let client = self.client.as_ref().expect("open until dropped");
+        let messages = self.runtime.block_on(client.simple_query(sql)).map_err(|e| {
             e.as_db_error().map_or_else(
                 || e.to_string(),
                 |db| format!("{}: {}", db.code().code(), db.message()),
             )
-        });
-        drop(client);
-        let _ = driver.await;
-        Ok(messages?
+        })?;
+        Ok(messages
             .into_iter()
             .filter_map(|message| match message {
                 tokio_postgres::SimpleQueryMessage::Row(row) => {
@@ -75,7 +102,16 @@ pub fn execute(url: &str, sql: &str) -> Result<Vec<Vec<Option<String>>>, String>
                 _ => None,
             })
             .collect())
-    })
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        drop(self.client.take());
+        if let Some(driver) = self.driver.take() {
+            let _ = self.runtime.block_on(driver);
+        }
+    }
 }
 
 /// Drops its tables when dropped, also when the test fails half-way (with CASCADE, their

@@ -1,8 +1,9 @@
 //! A TCP proxy between one lease store and its MySQL/MariaDB or PostgreSQL server, that plays
 //! the outages which would disturb other users of the shared test server if they were real: a
-//! stopped server, a silent network, a slow link, a lost COMMIT or its lost answer; and that
-//! reaches the server at an address its TLS certificate does not name. Test files of both
-//! stores use it, so it is written once here.
+//! stopped server, a silent network, a slow link, a lost COMMIT or its lost answer, a client
+//! gone while its transaction holds row locks; and that reaches the server at an address its
+//! TLS certificate does not name. Test files of both stores use it, so it is written once
+//! here.
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
@@ -27,6 +28,13 @@ pub enum Mode {
     CutAfterCommit,
     /// The next COMMIT is never delivered: the connection is cut instead.
     CutBeforeCommit,
+    /// While set, a connection is cut both ways once its transaction holds row locks: a
+    /// statement with `FOR UPDATE` is delivered, and when the server's answer to it comes
+    /// back the link is cut instead of passing it on, so no COMMIT can follow. The server
+    /// sees its client gone in the middle of a transaction, as when a host dies. PostgreSQL
+    /// only: its client sends each statement's text with every execution, while a MySQL
+    /// client prepares a statement once and then sends only its id.
+    CutAfterLock,
     /// A slow link: each chunk is passed on this long after it arrived, in order, and
     /// chunks in flight do not wait for each other (latency, not a narrow pipe). The TCP
     /// connect to the proxy itself is not delayed.
@@ -100,6 +108,19 @@ impl Protocol {
             // A simple-protocol Query message: the statement text, NUL-terminated.
             Protocol::Postgres => contains(chunk, b"COMMIT\0"),
         }
+    }
+
+    /// Whether `chunk`, on its way to the server, holds a statement that takes row locks.
+    fn is_lock(self, chunk: &[u8]) -> bool {
+        // A Parse or a Query message: the statement text.
+        self == Protocol::Postgres && contains(chunk, b"FOR UPDATE")
+    }
+
+    /// Whether `chunk`, from the server once a locking statement went through, holds its
+    /// answer: CommandComplete, tag `SELECT n`. The answers of the statements sent before
+    /// it in the same transaction (BEGIN) pass as they are.
+    fn is_lock_answer(self, chunk: &[u8]) -> bool {
+        self == Protocol::Postgres && contains(chunk, b"SELECT ")
     }
 
     /// Whether `chunk`, from the server once a COMMIT went through, holds its answer.
@@ -187,6 +208,10 @@ impl Proxy {
 
     /// From now on, `mode`; `Down` also cuts the connections already open.
     pub fn set(&self, mode: Mode) {
+        assert!(
+            mode != Mode::CutAfterLock || self.server.protocol == Protocol::Postgres,
+            "Mode::CutAfterLock needs the statement text on the wire, which only PostgreSQL sends each time"
+        );
         *self.shared.mode.lock().unwrap() = mode;
         if mode == Mode::Down {
             self.shared.cut_all();
@@ -242,7 +267,11 @@ fn accept_loop(listener: &TcpListener, shared: &Arc<ProxyShared>) {
             Mode::Down => drop(client),
             // Accepted by the kernel, never answered: the client waits for a greeting.
             Mode::Silent => shared.track(&client),
-            Mode::Forward | Mode::CutAfterCommit | Mode::CutBeforeCommit | Mode::Delay(_) => {
+            Mode::Forward
+            | Mode::CutAfterCommit
+            | Mode::CutBeforeCommit
+            | Mode::CutAfterLock
+            | Mode::Delay(_) => {
                 let Ok(upstream) = TcpStream::connect(&shared.upstream) else {
                     continue;
                 };
@@ -251,29 +280,31 @@ fn accept_loop(listener: &TcpListener, shared: &Arc<ProxyShared>) {
                 }
                 shared.track(&client);
                 shared.track(&upstream);
-                let answer_cut = Arc::new(AtomicBool::new(false));
+                let cuts = Arc::new(Cuts::default());
                 for (from, to, to_server) in [
                     (client.try_clone(), upstream.try_clone(), true),
                     (upstream.try_clone(), client.try_clone(), false),
                 ] {
                     let (Ok(from), Ok(to)) = (from, to) else { continue };
-                    let (shared, answer_cut) = (Arc::clone(shared), Arc::clone(&answer_cut));
-                    std::thread::spawn(move || pump(from, to, to_server, &answer_cut, &shared));
+                    let (shared, cuts) = (Arc::clone(shared), Arc::clone(&cuts));
+                    std::thread::spawn(move || pump(from, to, to_server, &cuts, &shared));
                 }
             }
         }
     }
 }
 
-/// Copies one direction of one connection, as the mode says. `answer_cut` tells the
-/// server-to-client side that the COMMIT went through and its answer must not.
-fn pump(
-    mut from: TcpStream,
-    mut to: TcpStream,
-    to_server: bool,
-    answer_cut: &AtomicBool,
-    shared: &ProxyShared,
-) {
+/// What the client-to-server side of one connection tells the other side to cut.
+#[derive(Default)]
+struct Cuts {
+    /// The COMMIT went through, and its answer must not.
+    commit_answer: AtomicBool,
+    /// A locking statement went through: the link is cut when its answer comes.
+    lock_answer: AtomicBool,
+}
+
+/// Copies one direction of one connection, as the mode says.
+fn pump(mut from: TcpStream, mut to: TcpStream, to_server: bool, cuts: &Cuts, shared: &ProxyShared) {
     let _ = from.set_read_timeout(Some(PUMP_TICK));
     let mut buffer = [0u8; 16 * 1024];
     // Once a chunk was delayed, every later one goes the same way, so none overtakes it.
@@ -297,18 +328,26 @@ fn pump(
             std::thread::sleep(PUMP_TICK);
         }
         let chunk = &buffer[..n];
-        if !to_server && answer_cut.load(Ordering::SeqCst) && shared.protocol.is_commit_answer(chunk) {
+        if !to_server && cuts.commit_answer.load(Ordering::SeqCst) && shared.protocol.is_commit_answer(chunk)
+        {
             // The server answered the COMMIT, so it ran it; the client never hears.
             break;
         }
+        if !to_server && cuts.lock_answer.load(Ordering::SeqCst) && shared.protocol.is_lock_answer(chunk) {
+            // The server holds the locks; both ends of the link go.
+            break;
+        }
         let mode = shared.mode();
+        if to_server && mode == Mode::CutAfterLock && shared.protocol.is_lock(chunk) {
+            cuts.lock_answer.store(true, Ordering::SeqCst);
+        }
         let commit = to_server && shared.protocol.is_commit(chunk);
         if commit && matches!(mode, Mode::CutAfterCommit | Mode::CutBeforeCommit) {
             *shared.mode.lock().unwrap() = Mode::Forward;
             if mode == Mode::CutBeforeCommit {
                 break;
             }
-            answer_cut.store(true, Ordering::SeqCst);
+            cuts.commit_answer.store(true, Ordering::SeqCst);
         }
         let delay = match mode {
             Mode::Delay(delay) => Some(delay),

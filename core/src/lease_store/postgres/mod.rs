@@ -484,16 +484,10 @@ impl Inner {
             row.try_get(0).map_err(|_| invalid_row("the server's settings"))?,
             row.try_get(1).map_err(|_| invalid_row("the server's settings"))?,
         );
-        if synchronous_commit == "off" || fsync == "off" {
+        if let Some(why) = durability_refusal(&synchronous_commit, &fsync) {
             return Err(Failure::Core(Error::Storage {
                 code: UNSAFE_DURABILITY.into(),
-                message: format!(
-                    "the PostgreSQL server at {} runs with synchronous_commit = {synchronous_commit} and \
-                     fsync = {fsync} for this session: it acknowledges commits that a crash can still \
-                     lose, and a lost grant is an epoch issued twice; the lease store needs \
-                     synchronous_commit other than off and fsync on",
-                    self.endpoint.shown
-                ),
+                message: format!("the PostgreSQL server at {} {why}", self.endpoint.shown),
             }));
         }
         Ok(session)
@@ -783,6 +777,21 @@ impl Inner {
     }
 }
 
+/// Why a session whose server reports these settings must not serve, if it must not: with
+/// `synchronous_commit = off` a commit is acknowledged before its WAL is flushed, and with
+/// `fsync = off` the flush never reaches the disk, so either can lose an acknowledged grant
+/// in a crash, and a lost grant is an epoch issued twice. Every other `synchronous_commit`
+/// (`local`, `on`, `remote_write`, `remote_apply`) flushes locally before it answers.
+fn durability_refusal(synchronous_commit: &str, fsync: &str) -> Option<String> {
+    (synchronous_commit == "off" || fsync != "on").then(|| {
+        format!(
+            "runs with synchronous_commit = {synchronous_commit} and fsync = {fsync} for this \
+             session: it acknowledges commits that a crash can still lose, and a lost grant is an \
+             epoch issued twice; the lease store needs synchronous_commit other than off and fsync on"
+        )
+    })
+}
+
 /// The outcome of a write sent together with its COMMIT. A write the server refused was
 /// rolled back by that COMMIT. Otherwise a COMMIT without an answer may have been applied,
 /// whatever the write's own answer says (a connection cut after both were sent fails both):
@@ -958,6 +967,27 @@ mod tests {
                 }
                 other => panic!("{}: {:?}", file.display(), other.map(|_| ())),
             }
+        }
+    }
+
+    #[test]
+    fn a_server_that_can_lose_an_acknowledged_commit_is_refused_for_each_such_setting() {
+        for (synchronous_commit, fsync) in [("off", "on"), ("on", "off"), ("off", "off"), ("local", "off")] {
+            let why = durability_refusal(synchronous_commit, fsync)
+                .unwrap_or_else(|| panic!("{synchronous_commit} {fsync}: accepted"));
+            assert!(
+                why.contains(&format!(
+                    "synchronous_commit = {synchronous_commit} and fsync = {fsync}"
+                )),
+                "{why}"
+            );
+        }
+        for synchronous_commit in ["on", "local", "remote_write", "remote_apply"] {
+            assert_eq!(
+                durability_refusal(synchronous_commit, "on"),
+                None,
+                "{synchronous_commit}"
+            );
         }
     }
 
