@@ -10,13 +10,14 @@
 //! `GOTRY_SKIP_POSTGRES=1` marks these tests ignored; otherwise a missing server fails them.
 
 use std::sync::{Arc, Barrier, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use gotry_tenant_state::{
-    Error, LeaseOp, LeaseStore, ManualClock, PostgresLeaseStore, PostgresOptions, SystemWallClock, WallClock,
+    Error, LeaseStore, ManualClock, PostgresLeaseStore, PostgresOptions, SystemWallClock, WallClock,
 };
 use gotry_test_support::postgres::{self as server, ScratchTables, Session};
 use gotry_test_support::proxy::{Mode, Proxy};
+use gotry_test_support::pruning::{self, START};
 
 /// A store of `prefix` deciding on `clock` and keeping every renewal for `retention_s`.
 fn store_on_clock(
@@ -36,118 +37,28 @@ fn store_on_clock(
         .unwrap()
 }
 
-fn ops_of(store: &dyn LeaseStore, key: &str) -> Vec<(LeaseOp, i64)> {
-    store
-        .history(Some(key))
-        .unwrap()
-        .into_iter()
-        .map(|e| (e.op, e.epoch))
-        .collect()
-}
-
 #[test]
 #[cfg_attr(
     gotry_skip_postgres,
     ignore = "GOTRY_SKIP_POSTGRES=1: needs a PostgreSQL server"
 )]
 fn writes_prune_old_renewals_and_keep_every_acquire_release_forget_and_tenure_end() {
-    const START: i64 = 1_700_000_000_000;
     let url = server::server_url();
     let mut scratch = ScratchTables::new(&url);
     let prefix = server::fresh_prefix();
     let clock = Arc::new(ManualClock::new(START));
     let store = store_on_clock(&mut scratch, &url, &prefix, &clock, 60);
-    let keys: Vec<String> = (0..10).map(|i| format!("k{i}")).collect();
-    for key in &keys {
-        store.acquire(key, "a", 30_000).unwrap();
-    }
-    let mut written = keys.len();
-    // k0's tenure stops renewing at round 10; k1 is released at round 12 and taken by b at
-    // round 13; k2 is forgotten at round 5; the others go on. A round every ten seconds.
-    for round in 1..=30 {
-        clock.advance(10_000).unwrap();
-        let batch: Vec<(&str, i64)> = keys
-            .iter()
-            .filter(|key| match key.as_str() {
-                "k0" => round <= 10,
-                "k1" => round <= 11,
-                _ => true,
-            })
-            .map(|key| (key.as_str(), 1))
-            .collect();
-        for answer in store.renew_batch("a", 30_000, &batch).unwrap() {
-            answer.unwrap();
-        }
-        written += batch.len();
-        let single = match round {
-            5 => store.mark_forgotten("k2", "a", 1).map(|_| ()),
-            12 => store.release("k1", "a", 1).map(|_| ()),
-            13 => store.acquire("k1", "b", 30_000).map(|_| ()),
-            r if r > 13 => store.renew("k1", "b", 2, 30_000).map(|_| ()),
-            _ => continue,
-        };
-        single.unwrap();
-        written += 1;
-    }
-    let history = store.history(None).unwrap();
-    println!(
-        "lease log: {written} rows written over 300 s, {} kept with a retention of 60 s",
-        history.len()
-    );
-    let count = |op: LeaseOp| history.iter().filter(|e| e.op == op).count();
-    assert_eq!(
-        (
-            count(LeaseOp::Acquire),
-            count(LeaseOp::Release),
-            count(LeaseOp::Forget)
-        ),
-        (11, 1, 1)
-    );
-    // The end of k0's tenure and of k1's first, however old; for the rest, the renewals
-    // of the retention (the last write judged up to 60 s before it: rounds 24 to 30).
-    assert_eq!(ops_of(&store, "k0"), [(LeaseOp::Acquire, 1), (LeaseOp::Renew, 1)]);
-    let k1 = ops_of(&store, "k1");
-    assert_eq!(
-        k1[..4],
-        [
-            (LeaseOp::Acquire, 1),
-            (LeaseOp::Renew, 1),
-            (LeaseOp::Release, 1),
-            (LeaseOp::Acquire, 2)
-        ],
-        "{k1:?}"
-    );
-    assert_eq!(k1[4..], vec![(LeaseOp::Renew, 2); 7], "{k1:?}");
-    let k0_last = history.iter().rfind(|e| e.key == "k0").unwrap();
-    assert_eq!(k0_last.at_ms, START + 100_000);
-    for key in &keys[2..] {
-        let renewals = ops_of(&store, key)
-            .iter()
-            .filter(|(op, _)| *op == LeaseOp::Renew)
-            .count();
-        assert_eq!(renewals, 7, "{key}");
-    }
-    assert_eq!(store.compact_log().unwrap(), 0, "the writes kept pace");
+    pruning::writes_keep_pace_with_pruning(&store, &clock);
 
-    // Another session holds the mark: a write does not wait for it, and prunes nothing.
     let other = Session::connect(&url).unwrap();
     let [_, _, pruned] = store.table_names();
-    other
-        .execute(&format!("BEGIN; SELECT through_id FROM \"{pruned}\" FOR UPDATE"))
-        .unwrap();
-    clock.advance(120_000).unwrap();
-    let rows = store.history(None).unwrap().len();
-    let started = Instant::now();
-    store.acquire("k0", "c", 30_000).unwrap();
-    assert!(
-        started.elapsed() < Duration::from_secs(1),
-        "{:?}",
-        started.elapsed()
-    );
-    assert_eq!(store.history(None).unwrap().len(), rows + 1);
-    other.execute("ROLLBACK").unwrap();
-    store.renew("k0", "c", 2, 30_000).unwrap();
-    assert!(store.history(None).unwrap().len() < rows, "the next write pruned");
+    pruning::a_held_mark_is_passed_over(&store, &clock, &mut |hold| {
+        let sql = match hold {
+            true => format!("BEGIN; SELECT through_id FROM \"{pruned}\" FOR UPDATE"),
+            false => "ROLLBACK".to_owned(),
+        };
+        other.execute(&sql).unwrap();
+    });
 }
 
 /// A login role of the test's own, dropped with whatever it was granted.

@@ -13,4 +13,5 @@ pub mod mysql;
 pub mod mysql_fixture;
 pub mod postgres;
 pub mod proxy;
+pub mod pruning;
 pub mod tls;
