@@ -674,6 +674,27 @@ mod tests {
         assert!(crate::plumbing::synced::take().contains(&root.join("a")));
     }
 
+    /// A store inherited by a forked child shows the parent's pid as the spares' owner: the
+    /// child takes none (the parent holds their locks and may write into them) and its drop
+    /// leaves them where they are. Simulated here by changing the recorded owner.
+    #[test]
+    fn a_process_that_did_not_make_the_spares_neither_takes_nor_removes_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = DirectoryDurableStore::open(dir.path()).unwrap();
+        store.put_new("a/first", b"x").unwrap();
+        let spares: HashSet<PathBuf> = store.spares.wait_for_spares(Spares::KEPT).into_iter().collect();
+        lock(&store.spares.state).owner = std::process::id().wrapping_add(1);
+        store.put_new("a/second", b"y").unwrap();
+        assert_eq!(fs::read(dir.path().join("a/second")).unwrap(), b"y");
+        assert_eq!(staged(dir.path()), spares, "a spare was taken by another process");
+        drop(store);
+        assert_eq!(
+            staged(dir.path()),
+            spares,
+            "another process's spares were removed"
+        );
+    }
+
     #[test]
     fn an_unusable_folder_is_unavailable_with_its_errno() {
         let dir = tempfile::tempdir().unwrap();
