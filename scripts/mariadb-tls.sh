@@ -16,6 +16,9 @@
 #   GOTRY_MYSQL_TLS_URL       mysql://gotry_tls:<password>@127.0.0.1:<port>/test
 #   GOTRY_MYSQL_TLS_CA        the CA that signed the server's certificate (PEM)
 #   GOTRY_MYSQL_TLS_OTHER_CA  an unrelated CA (PEM)
+#   GOTRY_MYSQL_TLS_ADMIN_SOCKET  the server's Unix socket, where root logs in without a
+#                             password: for the test that changes this throwaway server's
+#                             global settings (a server of the user's own has none)
 #
 # Re-running stops the server of the previous run (only if it is still the mariadbd of
 # that data directory) and starts a fresh one. `--watch PID` stops the server once process
@@ -102,3 +105,4 @@ say "MariaDB with TLS (require_secure_transport=ON) on 127.0.0.1:$port," \
 printf "export GOTRY_MYSQL_TLS_URL='mysql://gotry_tls:%s@127.0.0.1:%s/test'\n" "$password" "$port"
 printf "export GOTRY_MYSQL_TLS_CA='%s'\n" "$dir/ca.pem"
 printf "export GOTRY_MYSQL_TLS_OTHER_CA='%s'\n" "$dir/other-ca.pem"
+printf "export GOTRY_MYSQL_TLS_ADMIN_SOCKET='%s'\n" "$dir/mariadbd.sock"

@@ -4,13 +4,21 @@
 //! (an unrelated CA): `eval "$(scripts/mariadb-tls.sh)"` starts one and sets them, as
 //! `scripts/test.sh` does. Without them these tests fail, unless `GOTRY_SKIP_MYSQL=1` marks
 //! them ignored.
+//!
+//! One test also changes that server's global settings, through its administrator's Unix
+//! socket (`GOTRY_MYSQL_TLS_ADMIN_SOCKET`, which only the script's throwaway server has):
+//! it holds an exclusive lock on the server while it does, and every other test here a
+//! shared one, so no test opens a store on a server that is briefly unsafe (nextest runs
+//! each test in a process of its own, all at once).
 
+use std::fs::File;
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
 use gotry_tenant_state::lease_store::mysql::{
     SslMode, TLS_CERTIFICATE, TLS_HANDSHAKE, TLS_NOT_OFFERED, TLS_REQUIRED_BY_SERVER, TLS_SETUP,
+    UNSAFE_DURABILITY,
 };
 use gotry_tenant_state::{open_lease_store, Error, LeaseStore, MysqlLeaseStore, MysqlOptions};
 use gotry_test_support::mysql::{self as server, encode};
@@ -22,6 +30,7 @@ use mysql::prelude::Queryable;
 const TLS_URL_VAR: &str = "GOTRY_MYSQL_TLS_URL";
 const TLS_CA_VAR: &str = "GOTRY_MYSQL_TLS_CA";
 const TLS_OTHER_CA_VAR: &str = "GOTRY_MYSQL_TLS_OTHER_CA";
+const TLS_ADMIN_SOCKET_VAR: &str = "GOTRY_MYSQL_TLS_ADMIN_SOCKET";
 
 /// The TLS server of one test.
 struct TlsServer {
@@ -30,11 +39,21 @@ struct TlsServer {
     options: MysqlOptions,
     ca: String,
     other_ca: String,
+    /// A lock on a file named after the server, held while the test runs: shared by the
+    /// tests that only use the server, exclusive for the one that changes its settings.
+    _lock: File,
 }
 
 impl TlsServer {
-    /// The server, or a failure that says what to do when it is not set up.
+    /// The server, or a failure that says what to do when it is not set up; shared with
+    /// the other tests that leave its settings alone.
     fn new() -> TlsServer {
+        TlsServer::locked(false)
+    }
+
+    /// The server, shared with no other test of this file (`exclusive`) or with those that
+    /// leave its settings alone.
+    fn locked(exclusive: bool) -> TlsServer {
         let [url, ca, other_ca] = tls::server_vars(
             [TLS_URL_VAR, TLS_CA_VAR, TLS_OTHER_CA_VAR],
             "MariaDB/MySQL",
@@ -42,11 +61,26 @@ impl TlsServer {
             server::SKIP_VAR,
         );
         let options = MysqlOptions::from_url(&url).unwrap_or_else(|e| panic!("{TLS_URL_VAR}: {e}"));
+        let path =
+            std::env::temp_dir().join(format!("gotry-mysql-tls-{}-{}.lock", options.host, options.port));
+        let lock = File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let locked = if exclusive {
+            lock.lock()
+        } else {
+            lock.lock_shared()
+        };
+        locked.unwrap_or_else(|e| panic!("locking {}: {e}", path.display()));
         TlsServer {
             url,
             options,
             ca,
             other_ca,
+            _lock: lock,
         }
     }
 
@@ -316,6 +350,120 @@ fn tls_a_ca_file_gone_since_the_store_opened_fails_the_next_connection() {
     // Put back, it is read again.
     std::fs::copy(&tls.ca, &ca).unwrap();
     store.renew("k", "o", 1, 60_000).unwrap();
+}
+
+/// The TLS server's global settings, changed by its administrator and put back when this
+/// is dropped (a failing test too), so that no later test meets a server left unsafe.
+struct GlobalSettings {
+    admin: mysql::Conn,
+    /// Each changed setting's first value, in the order changed.
+    saved: Vec<(&'static str, i64)>,
+}
+
+impl GlobalSettings {
+    /// The administrator's session on the throwaway server's Unix socket, once it is known
+    /// to be the server `tls` names and not the shared one, whose settings other tests and
+    /// people rely on.
+    fn of(tls: &TlsServer) -> GlobalSettings {
+        let socket = std::env::var(TLS_ADMIN_SOCKET_VAR)
+            .ok()
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| {
+                panic!(
+                    "this test changes the TLS server's global settings, which it does only to \
+                     the throwaway server of scripts/mariadb-tls.sh (that script sets \
+                     {TLS_ADMIN_SOCKET_VAR}), never to a server {TLS_URL_VAR} names otherwise"
+                )
+            });
+        let opts = mysql::OptsBuilder::new()
+            .socket(Some(socket.as_str()))
+            .user(Some("root"));
+        let mut admin = mysql::Conn::new(opts).unwrap_or_else(|e| panic!("root on {socket}: {e}"));
+        let port: Option<u16> = admin.query_first("SELECT @@port").unwrap();
+        assert_eq!(
+            port,
+            Some(tls.options.port),
+            "{socket} is not the server {TLS_URL_VAR} names"
+        );
+        assert_ne!(
+            port,
+            Some(options_at(&server::server_url()).port),
+            "{socket} is the shared server's"
+        );
+        GlobalSettings {
+            admin,
+            saved: Vec::new(),
+        }
+    }
+
+    fn get(&mut self, name: &str) -> i64 {
+        let value: Option<i64> = self.admin.query_first(format!("SELECT @@GLOBAL.{name}")).unwrap();
+        value.unwrap_or_else(|| panic!("@@GLOBAL.{name} is NULL"))
+    }
+
+    fn set(&mut self, name: &'static str, value: i64) {
+        if !self.saved.iter().any(|(saved, _)| *saved == name) {
+            let was = self.get(name);
+            self.saved.push((name, was));
+        }
+        self.admin
+            .query_drop(format!("SET GLOBAL {name} = {value}"))
+            .unwrap();
+    }
+
+    /// Every changed setting back to its first value.
+    fn restore(&mut self) {
+        while let Some((name, value)) = self.saved.pop() {
+            self.admin
+                .query_drop(format!("SET GLOBAL {name} = {value}"))
+                .unwrap_or_else(|e| panic!("{name} could not be set back to {value}: {e}"));
+        }
+    }
+}
+
+impl Drop for GlobalSettings {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            // A second panic would abort before the rest are put back: each one is tried.
+            for (name, value) in self.saved.drain(..).rev() {
+                let _ = self.admin.query_drop(format!("SET GLOBAL {name} = {value}"));
+            }
+        } else {
+            self.restore();
+        }
+    }
+}
+
+/// The durability check runs against the server's live settings, not only as a pure
+/// function: a server that acknowledges commits a crash can still lose (InnoDB's log not
+/// flushed at each commit; with binary logging, the binary log not synced) would let a
+/// failover issue an epoch twice, so the store refuses to open on it, with the code hosts
+/// match on; set back, the same server opens and works. The script's server runs without
+/// binary logging, so `sync_binlog` is only tried on a server that has it.
+#[test]
+#[cfg_attr(gotry_skip_mysql, ignore = "GOTRY_SKIP_MYSQL=1: needs a MySQL/MariaDB server")]
+fn a_server_that_can_lose_an_acknowledged_commit_is_refused_until_it_is_made_safe() {
+    let tls = TlsServer::locked(true);
+    let mut settings = GlobalSettings::of(&tls);
+    let mut unsafe_settings = vec![("innodb_flush_log_at_trx_commit", 2)];
+    if settings.get("log_bin") != 0 {
+        unsafe_settings.push(("sync_binlog", 0));
+    }
+    for (name, value) in unsafe_settings {
+        settings.set(name, value);
+        let url = tls.url(&TlsServer::ca_query("verify_identity", &tls.ca));
+        match MysqlLeaseStore::open_url(&url) {
+            Err(Error::Storage { code, message }) => {
+                assert_eq!(code, UNSAFE_DURABILITY, "{message}");
+                assert!(message.contains(&format!("{name} = {value}")), "{message}");
+                tls.assert_no_secret(&message);
+            }
+            other => panic!("{name} = {value}: {other:?}"),
+        }
+        settings.restore();
+        let url = tls.url(&TlsServer::ca_query("verify_identity", &tls.ca));
+        tenure(&MysqlLeaseStore::open_url(&url).unwrap_or_else(|e| panic!("{name} set back: {e}")));
+    }
 }
 
 #[test]

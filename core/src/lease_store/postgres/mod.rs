@@ -613,7 +613,7 @@ impl Inner {
     }
 
     async fn server_now(&self, client: &Client) -> Result<i64, Failure> {
-        let row = client.query_typed_one(NOW, &[]).await?;
+        let row = client.query_typed_one(&self.sql.now, &[]).await?;
         row.try_get(0).map_err(|_| invalid_row("the server clock"))
     }
 
@@ -868,7 +868,49 @@ impl LeaseStore for PostgresLeaseStore {
 
 #[cfg(test)]
 mod tests {
+    use gotry_test_support::postgres::{self as server, ScratchTables};
+
     use super::*;
+
+    /// The forward-step guard of `server_clock` is wired into this store's decisions, not
+    /// only correct alone: the server's clock stepping an hour forward between two calls
+    /// (an NTP step, a failover to a host whose clock runs ahead) must not make a live
+    /// lease look expired, or a second owner would be granted while the first one's gate
+    /// is still open. The server's clock is replaced by the store's clock query, as the
+    /// MySQL store's test of its clock does.
+    #[test]
+    #[cfg_attr(
+        gotry_skip_postgres,
+        ignore = "GOTRY_SKIP_POSTGRES=1: needs a PostgreSQL server"
+    )]
+    fn a_forward_step_of_the_server_s_clock_does_not_free_a_live_lease() {
+        let url = server::server_url();
+        let mut scratch = ScratchTables::new(&url);
+        let prefix = server::fresh_prefix();
+        scratch.add(&prefix);
+        let mut store = PostgresLeaseStore::open_url(&server::with_option(&url, "prefix", &prefix))
+            .unwrap_or_else(|e| server::no_server(&url, &e));
+        let server_reads = |store: &mut PostgresLeaseStore, ms: i64| {
+            Arc::get_mut(&mut store.inner).expect("the only handle").sql.now = format!("SELECT {ms}::int8");
+        };
+        // The server's own time, held still: no step yet.
+        let start = store.now_ms().unwrap();
+        server_reads(&mut store, start);
+        let grant = store.acquire("k", "o", 60_000).unwrap();
+        assert_eq!(grant.record.lease_until_ms, start + 60_000);
+
+        // An hour later on the server's clock, a moment later on this host's monotonic one.
+        const STEP_MS: i64 = 3_600_000;
+        server_reads(&mut store, start + STEP_MS);
+        match store.acquire("k", "p", 60_000) {
+            Err(Error::LeaseHeld { record }) => assert_eq!(record, grant.record),
+            other => panic!("the step freed a live lease: {other:?}"),
+        }
+        // The holder keeps it; its new deadline is written on the server's clock, the one
+        // every other client compares it with.
+        let renewed = store.renew("k", "o", 1, 60_000).unwrap();
+        assert_eq!(renewed.record.lease_until_ms, start + STEP_MS + 60_000);
+    }
 
     #[test]
     fn urls_name_every_part() {

@@ -2,6 +2,9 @@
 
 /// The statements of one table prefix, written once when the store opens.
 pub(super) struct Sql {
+    /// How the server's clock is read: [`NOW`], which a test may replace with a clock of
+    /// its own to step it, as the MySQL store's tests do.
+    pub(super) now: String,
     pub(super) leases: String,
     pub(super) log: String,
     /// The mark of how far pruning has judged the log: one row.
@@ -140,6 +143,7 @@ impl Sql {
             ),
         ];
         Sql {
+            now: NOW.to_owned(),
             present: "SELECT (SELECT count(*) FROM unnest($1::text[]) AS t(name)
                                WHERE to_regclass(quote_ident(t.name)) IS NOT NULL),
                              (SELECT count(*) FROM pg_trigger
