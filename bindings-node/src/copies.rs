@@ -60,7 +60,7 @@ pub struct JsSkippedCopy {
 
 impl JsSkippedCopy {
     pub fn from_core(skipped: &SkippedCopy) -> Result<JsSkippedCopy> {
-        let (epoch, seq) = place(skipped.epoch, skipped.seq)?;
+        let (epoch, seq) = place(skipped.id.epoch, skipped.id.seq)?;
         Ok(JsSkippedCopy {
             epoch,
             seq,
@@ -88,7 +88,7 @@ pub struct JsWrittenCopy {
 
 impl JsWrittenCopy {
     pub fn from_core(copy: WrittenCopy) -> Result<JsWrittenCopy> {
-        let (epoch, seq) = place(copy.epoch, copy.seq)?;
+        let (epoch, seq) = place(copy.id.epoch, copy.id.seq)?;
         Ok(JsWrittenCopy {
             epoch,
             seq,
@@ -143,7 +143,7 @@ impl JsCopyListing {
         listings
             .into_iter()
             .map(|copy| {
-                let (epoch, seq) = place(copy.epoch, copy.seq)?;
+                let (epoch, seq) = place(copy.id.epoch, copy.id.seq)?;
                 Ok(JsCopyListing {
                     epoch,
                     seq,

@@ -123,7 +123,10 @@ impl PySkippedCopy {
                     known.join(", ")
                 ))
             })?;
-        Ok(PySkippedCopy(SkippedCopy { epoch, seq, reason }))
+        Ok(PySkippedCopy(SkippedCopy {
+            id: CopyId { epoch, seq },
+            reason,
+        }))
     }
 
     #[classattr]
@@ -133,12 +136,12 @@ impl PySkippedCopy {
 
     #[getter]
     fn epoch(&self) -> i64 {
-        self.0.epoch
+        self.0.id.epoch
     }
 
     #[getter]
     fn seq(&self) -> u64 {
-        self.0.seq
+        self.0.id.seq
     }
 
     #[getter]
@@ -150,13 +153,13 @@ impl PySkippedCopy {
         let s = &self.0;
         format!(
             "SkippedCopy(epoch={}, seq={}, reason='{}')",
-            s.epoch, s.seq, s.reason
+            s.id.epoch, s.id.seq, s.reason
         )
     }
 
     fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyTuple>)> {
         let s = &slf.get().0;
-        let args = (s.epoch, s.seq, s.reason.as_str()).into_pyobject(slf.py())?;
+        let args = (s.id.epoch, s.id.seq, s.reason.as_str()).into_pyobject(slf.py())?;
         Ok((slf.get_type().into_any(), args))
     }
 }
@@ -182,8 +185,7 @@ impl PyWrittenCopy {
         bytes_reused: u64,
     ) -> PyWrittenCopy {
         PyWrittenCopy(WrittenCopy {
-            epoch,
-            seq,
+            id: CopyId { epoch, seq },
             files,
             bytes,
             pieces_uploaded,
@@ -200,12 +202,12 @@ impl PyWrittenCopy {
 
     #[getter]
     fn epoch(&self) -> i64 {
-        self.0.epoch
+        self.0.id.epoch
     }
 
     #[getter]
     fn seq(&self) -> u64 {
-        self.0.seq
+        self.0.id.seq
     }
 
     #[getter]
@@ -246,15 +248,15 @@ impl PyWrittenCopy {
         let w = &self.0;
         format!(
             "WrittenCopy(epoch={}, seq={}, files={}, bytes={}, pieces_uploaded={}, bytes_uploaded={}, pieces_reused={}, bytes_reused={})",
-            w.epoch, w.seq, w.files, w.bytes, w.pieces_uploaded, w.bytes_uploaded, w.pieces_reused, w.bytes_reused
+            w.id.epoch, w.id.seq, w.files, w.bytes, w.pieces_uploaded, w.bytes_uploaded, w.pieces_reused, w.bytes_reused
         )
     }
 
     fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyTuple>)> {
         let w = &slf.get().0;
         let args = (
-            w.epoch,
-            w.seq,
+            w.id.epoch,
+            w.id.seq,
             w.files,
             w.bytes,
             w.pieces_uploaded,
@@ -277,8 +279,7 @@ impl PyCopyListing {
     #[new]
     fn new(epoch: i64, seq: u64, complete: bool, objects: usize, bytes: u64) -> PyCopyListing {
         PyCopyListing(CopyListing {
-            epoch,
-            seq,
+            id: CopyId { epoch, seq },
             complete,
             objects,
             bytes,
@@ -298,12 +299,12 @@ impl PyCopyListing {
 
     #[getter]
     fn epoch(&self) -> i64 {
-        self.0.epoch
+        self.0.id.epoch
     }
 
     #[getter]
     fn seq(&self) -> u64 {
-        self.0.seq
+        self.0.id.seq
     }
 
     /// The manifest is there, so the copy exists; whether it verifies only a restore says.
@@ -327,8 +328,8 @@ impl PyCopyListing {
         let c = &self.0;
         format!(
             "CopyListing(epoch={}, seq={}, complete={}, objects={}, bytes={})",
-            c.epoch,
-            c.seq,
+            c.id.epoch,
+            c.id.seq,
             if c.complete { "True" } else { "False" },
             c.objects,
             c.bytes
@@ -337,7 +338,7 @@ impl PyCopyListing {
 
     fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyTuple>)> {
         let c = &slf.get().0;
-        let args = (c.epoch, c.seq, c.complete, c.objects, c.bytes).into_pyobject(slf.py())?;
+        let args = (c.id.epoch, c.id.seq, c.complete, c.objects, c.bytes).into_pyobject(slf.py())?;
         Ok((slf.get_type().into_any(), args))
     }
 }

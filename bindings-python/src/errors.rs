@@ -208,7 +208,7 @@ pub fn error_codes() -> Vec<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gotry_tenant_state::{FenceReason, LeaseRecord, SkipReason, SkippedCopy};
+    use gotry_tenant_state::{CopyId, FenceReason, LeaseRecord, SkipReason, SkippedCopy};
     use pyo3::types::PyAnyMethods;
 
     /// Loads `_errors.py` on its own under its package name, below an empty stand-in for
@@ -263,13 +263,11 @@ mod tests {
             };
             let skipped = vec![
                 SkippedCopy {
-                    epoch: 2,
-                    seq: 5,
+                    id: CopyId { epoch: 2, seq: 5 },
                     reason: SkipReason::Checksum,
                 },
                 SkippedCopy {
-                    epoch: 1,
-                    seq: 1,
+                    id: CopyId { epoch: 1, seq: 1 },
                     reason: SkipReason::Fold,
                 },
             ];

@@ -78,13 +78,7 @@ fn list(key: &OsStr, durable: &DurableArg) -> Result<Report, Failure> {
         .map(|copy| match copy.complete {
             true => opened
                 .copies
-                .reused(
-                    key,
-                    CopyId {
-                        epoch: copy.epoch,
-                        seq: copy.seq,
-                    },
-                )
+                .reused(key, copy.id)
                 .map_err(|e| opened.target.failure(e)),
             false => Ok(None),
         })
@@ -93,8 +87,8 @@ fn list(key: &OsStr, durable: &DurableArg) -> Result<Report, Failure> {
         "key": key,
         "durable": opened.location,
         "copies": listing.iter().zip(&reused).map(|(copy, reused)| json!({
-            "epoch": copy.epoch,
-            "seq": copy.seq,
+            "epoch": copy.id.epoch,
+            "seq": copy.id.seq,
             "complete": copy.complete,
             "objects": copy.objects,
             "bytes": copy.bytes,
@@ -111,8 +105,8 @@ fn list(key: &OsStr, durable: &DurableArg) -> Result<Report, Failure> {
         .zip(&reused)
         .map(|(copy, reused)| {
             vec![
-                copy.epoch.to_string(),
-                copy.seq.to_string(),
+                copy.id.epoch.to_string(),
+                copy.id.seq.to_string(),
                 if copy.complete { "yes" } else { "no" }.to_owned(),
                 copy.objects.to_string(),
                 copy.bytes.to_string(),
@@ -137,7 +131,7 @@ fn verify(key: &OsStr, only: Option<CopyId>, durable: &DurableArg) -> Result<Rep
     let opened = open(durable)?;
     let listing = opened.listing(key)?;
     let ids: Vec<CopyId> = match only {
-        Some(id) if !listing.iter().any(|copy| id_of(copy) == id) => {
+        Some(id) if !listing.iter().any(|copy| copy.id == id) => {
             return Err(Failure::new(
                 Exit::Invalid,
                 "ERR_NO_SUCH_COPY",
@@ -149,7 +143,11 @@ fn verify(key: &OsStr, only: Option<CopyId>, durable: &DurableArg) -> Result<Rep
             ));
         }
         Some(id) => vec![id],
-        None => listing.iter().filter(|copy| copy.complete).map(id_of).collect(),
+        None => listing
+            .iter()
+            .filter(|copy| copy.complete)
+            .map(|copy| copy.id)
+            .collect(),
     };
     let mut verdicts = Vec::with_capacity(ids.len());
     for id in ids {
@@ -172,8 +170,7 @@ fn verify(key: &OsStr, only: Option<CopyId>, durable: &DurableArg) -> Result<Rep
             "a restore passes over it; see every copy's verdict with `gotry-tenant copies verify KEY`",
         )
         .skipped(&[SkippedCopy {
-            epoch: id.epoch,
-            seq: id.seq,
+            id: *id,
             reason: *reason,
         }]));
     }
@@ -355,8 +352,8 @@ fn restore_report(
             .iter()
             .map(|copy| {
                 vec![
-                    copy.epoch.to_string(),
-                    copy.seq.to_string(),
+                    copy.id.epoch.to_string(),
+                    copy.id.seq.to_string(),
                     format!("{}: {}", copy.reason, reason_meaning(copy.reason)),
                 ]
             })
@@ -367,13 +364,6 @@ fn restore_report(
         }
     }
     Report::new(json, text)
-}
-
-fn id_of(copy: &CopyListing) -> CopyId {
-    CopyId {
-        epoch: copy.epoch,
-        seq: copy.seq,
-    }
 }
 
 /// `1 copy`, `3 copies`.

@@ -382,10 +382,7 @@ impl Story {
         self.gate(&a, None, &writes)?;
         write_ledger(&root_a)?;
         let written = copies_a.write_copy(&a, &root_a)?;
-        let first = CopyId {
-            epoch: written.epoch,
-            seq: written.seq,
-        };
+        let first = written.id;
         let detail = format!(
             "epoch {} seq {}: the ledger, {} bytes in {} file",
             first.epoch, first.seq, written.bytes, written.files
@@ -543,11 +540,8 @@ impl Story {
         let listing = EpochCopies::new(self.durable.clone()).list(&self.key)?;
         let late = listing
             .iter()
-            .filter(|copy| copy.epoch == a.epoch() && copy.complete && copy.seq != first.seq)
-            .map(|copy| CopyId {
-                epoch: copy.epoch,
-                seq: copy.seq,
-            })
+            .filter(|copy| copy.id.epoch == a.epoch() && copy.complete && copy.id.seq != first.seq)
+            .map(|copy| copy.id)
             .next_back()
             .ok_or_else(|| self.diverged("replica-a's late copy is not in the store"))?;
         let detail = format!(
@@ -576,8 +570,7 @@ impl Story {
         let report = copies.restore_latest(&self.key, 0, None, &root, None)?;
         let ledger = read_ledger(&root)?;
         let passed_over = [SkippedCopy {
-            epoch: late.epoch,
-            seq: late.seq,
+            id: late,
             reason: SkipReason::Superseded,
         }];
         if report.restored != Some(first) || report.skipped != passed_over || ledger != LEDGER {

@@ -255,7 +255,7 @@ impl From<Error> for Failure {
 
 #[cfg(test)]
 mod tests {
-    use gotry_tenant_state::{LeaseRecord, SkipReason};
+    use gotry_tenant_state::{CopyId, LeaseRecord, SkipReason};
 
     use super::*;
 
@@ -395,13 +395,11 @@ mod tests {
 
         let skipped = vec![
             SkippedCopy {
-                epoch: 2,
-                seq: 1,
+                id: CopyId { epoch: 2, seq: 1 },
                 reason: SkipReason::Checksum,
             },
             SkippedCopy {
-                epoch: 1,
-                seq: 4,
+                id: CopyId { epoch: 1, seq: 4 },
                 reason: SkipReason::Tenant,
             },
         ];

@@ -202,7 +202,7 @@ pub fn history_json(entry: &HistoryEntry) -> Value {
 
 /// A copy a restore passed over, with the names the Node binding uses: `{epoch, seq, reason}`.
 pub fn skipped_json(copy: &SkippedCopy) -> Value {
-    json!({ "epoch": copy.epoch, "seq": copy.seq, "reason": copy.reason.as_str() })
+    json!({ "epoch": copy.id.epoch, "seq": copy.id.seq, "reason": copy.reason.as_str() })
 }
 
 /// What a reason to pass over a copy means, beside its code, so that a verdict can be acted on

@@ -87,7 +87,7 @@ fn newest_complete(listing: &[CopyListing]) -> Option<CopyListing> {
     listing
         .iter()
         .filter(|copy| copy.complete)
-        .max_by_key(|copy| (copy.epoch, copy.seq))
+        .max_by_key(|copy| copy.id)
         .cloned()
 }
 
@@ -98,10 +98,10 @@ fn tenant_json(tenant: &Tenant, now: i64) -> Value {
     value["newestCopy"] = match &tenant.newest {
         None => Value::Null,
         Some(copy) => json!({
-            "epoch": copy.epoch,
-            "seq": copy.seq,
-            "currentEpoch": copy.epoch == record.epoch,
-            "forgotten": copy.epoch <= record.forgotten_at_epoch,
+            "epoch": copy.id.epoch,
+            "seq": copy.id.seq,
+            "currentEpoch": copy.id.epoch == record.epoch,
+            "forgotten": copy.id.epoch <= record.forgotten_at_epoch,
         }),
     };
     value["copies"] = tenant.copies.into();
@@ -147,7 +147,9 @@ fn metrics_text(tenants: &[Tenant]) -> String {
 fn held_behind(tenants: &[Tenant]) -> usize {
     tenants
         .iter()
-        .filter(|t| t.state == LeaseState::Held && t.newest.as_ref().map(|c| c.epoch) != Some(t.record.epoch))
+        .filter(|t| {
+            t.state == LeaseState::Held && t.newest.as_ref().map(|c| c.id.epoch) != Some(t.record.epoch)
+        })
         .count()
 }
 
@@ -170,11 +172,15 @@ fn text(tenants: &[Tenant], org: Option<&str>, location: &str, now: i64) -> Stri
             let (newest, current) = match &tenant.newest {
                 None => ("none".to_owned(), "-".to_owned()),
                 Some(copy) => {
-                    let mut newest = format!("epoch {} seq {}", copy.epoch, copy.seq);
-                    if copy.epoch <= record.forgotten_at_epoch {
+                    let mut newest = format!("epoch {} seq {}", copy.id.epoch, copy.id.seq);
+                    if copy.id.epoch <= record.forgotten_at_epoch {
                         newest.push_str(" (forgotten)");
                     }
-                    let current = if copy.epoch == record.epoch { "yes" } else { "no" };
+                    let current = if copy.id.epoch == record.epoch {
+                        "yes"
+                    } else {
+                        "no"
+                    };
                     (newest, current.to_owned())
                 }
             };

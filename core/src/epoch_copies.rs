@@ -107,8 +107,8 @@ pub struct RestoreReport {
 /// A copy taken as written: its manifest is durable and the gate held after it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct WrittenCopy {
-    pub epoch: i64,
-    pub seq: u64,
+    /// Which copy: its place in the order restores follow.
+    pub id: CopyId,
     pub files: usize,
     /// The size of the files the copy holds.
     pub bytes: u64,
@@ -126,8 +126,8 @@ pub struct WrittenCopy {
 /// One copy as the store lists it, without reading it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct CopyListing {
-    pub epoch: i64,
-    pub seq: u64,
+    /// Which copy: its place in the order restores follow.
+    pub id: CopyId,
     /// The manifest is there: the copy exists (which does not say it verifies).
     pub complete: bool,
     pub objects: usize,
@@ -511,8 +511,10 @@ impl EpochCopies {
             }
         }
         Ok(WrittenCopy {
-            epoch: lease.epoch(),
-            seq,
+            id: CopyId {
+                epoch: lease.epoch(),
+                seq,
+            },
             files: manifest.files.len(),
             bytes,
             pieces_uploaded,
@@ -914,8 +916,7 @@ impl EpochCopies {
             .copies
             .iter()
             .map(|(id, copy)| CopyListing {
-                epoch: id.epoch,
-                seq: id.seq,
+                id: *id,
                 complete: copy.manifest.is_some(),
                 objects: copy.objects.len(),
                 bytes: copy.objects.iter().map(|o| o.size).sum(),
@@ -1160,15 +1161,14 @@ impl EpochCopies {
                 }
             };
             skipped.push(SkippedCopy {
-                epoch: id.epoch,
-                seq: id.seq,
+                id,
                 reason: reason.expect("a copy that did not pass has a reason"),
             });
         }
         if skipped.iter().any(|s| s.reason != SkipReason::Superseded) {
             let list: Vec<String> = skipped
                 .iter()
-                .map(|s| format!("{}/{} ({})", s.epoch, s.seq, s.reason))
+                .map(|s| format!("{}/{} ({})", s.id.epoch, s.id.seq, s.reason))
                 .collect();
             return Err(Error::RestoreInvalid {
                 message: format!(

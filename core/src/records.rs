@@ -69,7 +69,7 @@ impl std::fmt::Display for SkipReason {
 /// A copy a restore passed over, and why.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct SkippedCopy {
-    pub epoch: i64,
-    pub seq: u64,
+    /// Which copy: its place in the order restores follow.
+    pub id: CopyId,
     pub reason: SkipReason,
 }

@@ -48,8 +48,8 @@ pub struct GotrySkippedCopy {
 impl From<&SkippedCopy> for GotrySkippedCopy {
     fn from(skipped: &SkippedCopy) -> GotrySkippedCopy {
         GotrySkippedCopy {
-            epoch: skipped.epoch,
-            seq: skipped.seq,
+            epoch: skipped.id.epoch,
+            seq: skipped.id.seq,
             reason: skipped.reason.into(),
         }
     }
@@ -236,8 +236,8 @@ pub unsafe extern "C" fn gotry_epoch_copies_write_copy(
         let out_copy = unsafe { Out::new("out_copy", out_copy)? };
         let written = copies.0.write_copy(&lease.lease, Path::new(root))?;
         out_copy.write(GotryWrittenCopy {
-            epoch: written.epoch,
-            seq: written.seq,
+            epoch: written.id.epoch,
+            seq: written.id.seq,
             files: written.files,
             bytes: written.bytes,
             pieces_uploaded: written.pieces_uploaded,
@@ -436,8 +436,8 @@ pub unsafe extern "C" fn gotry_copy_list_get(
         read_into("list", list, "out_listing", out_listing, |list| {
             let listing = element(&list.0, index)?;
             Ok(GotryCopyListing {
-                epoch: listing.epoch,
-                seq: listing.seq,
+                epoch: listing.id.epoch,
+                seq: listing.id.seq,
                 complete: listing.complete,
                 objects: listing.objects,
                 bytes: listing.bytes,

@@ -551,18 +551,19 @@ mod tests {
 
     #[test]
     fn restore_invalid_lists_its_skipped_copies() {
-        use gotry_core::{SkipReason, SkippedCopy};
+        use gotry_core::{CopyId, SkipReason, SkippedCopy};
         let error = boxed(Error::RestoreInvalid {
             message: "no copy verified".into(),
             skipped: vec![
                 SkippedCopy {
-                    epoch: 4,
-                    seq: 2,
+                    id: CopyId { epoch: 4, seq: 2 },
                     reason: SkipReason::Checksum,
                 },
                 SkippedCopy {
-                    epoch: 3,
-                    seq: u64::MAX,
+                    id: CopyId {
+                        epoch: 3,
+                        seq: u64::MAX,
+                    },
                     reason: SkipReason::Superseded,
                 },
             ],

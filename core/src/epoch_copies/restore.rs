@@ -1011,14 +1011,14 @@ mod tests {
                 Some(id) if id == newest => {}
                 Some(id) => {
                     proptest::prop_assert_eq!(id.seq, 1);
-                    proptest::prop_assert!(report.skipped.iter().any(|s| s.seq == 2), "{:?}", report);
+                    proptest::prop_assert!(report.skipped.iter().any(|s| s.id.seq == 2), "{:?}", report);
                     proptest::prop_assert_eq!(fs::read(root.join("sub/kept")).unwrap(), b"first");
                 }
                 None => proptest::prop_assert!(false, "nothing restored: {:?}", report),
             }
             if plainly_unlayable(&manifest) {
                 proptest::prop_assert!(
-                    report.skipped.iter().any(|s| s.seq == 2 && s.reason == SkipReason::Manifest),
+                    report.skipped.iter().any(|s| s.id.seq == 2 && s.reason == SkipReason::Manifest),
                     "an unlayable manifest passed over as manifest: {:?}",
                     report
                 );

@@ -184,9 +184,9 @@ fn a_stale_writer_never_wins() {
             "{backend}"
         );
         write_state(&root_a, &["a1"]);
-        assert_eq!(copies.write_copy(&a, &root_a).unwrap().seq, 1);
+        assert_eq!(copies.write_copy(&a, &root_a).unwrap().id.seq, 1);
         write_state(&root_a, &["a1", "a2"]);
-        assert_eq!(copies.write_copy(&a, &root_a).unwrap().seq, 2);
+        assert_eq!(copies.write_copy(&a, &root_a).unwrap().id.seq, 2);
 
         // A stalls; B takes over and starts from A's last copy.
         let b = world.next_holder("replica-b");
@@ -201,7 +201,7 @@ fn a_stale_writer_never_wins() {
         // A wakes past its own check and writes into its old epoch.
         write_state(&root_a, &["a1", "a2", "a-late"]);
         let late = copies.write_copy(&a, &root_a).unwrap();
-        assert_eq!((late.epoch, late.seq, late.files), (1, 3, 2), "{backend}");
+        assert_eq!((late.id.epoch, late.id.seq, late.files), (1, 3, 2), "{backend}");
         assert_eq!(late.bytes, tree_size(&root_a).unwrap().1, "{backend}");
         assert_eq!(
             late.bytes_uploaded,
@@ -246,7 +246,10 @@ fn inline_bytes(manifest: &ManifestV2) -> u64 {
 
 fn copy_bytes(world: &World, epoch: i64, seq: u64) -> u64 {
     let listing = world.copies().list(&key()).unwrap();
-    let copy = listing.iter().find(|c| c.epoch == epoch && c.seq == seq).unwrap();
+    let copy = listing
+        .iter()
+        .find(|c| c.id.epoch == epoch && c.id.seq == seq)
+        .unwrap();
     // The manifest is not part of the copy's bytes.
     let manifest = world
         .durable
@@ -280,8 +283,7 @@ fn a_late_copy_is_superseded_when_the_next_holder_died_before_copying() {
         assert_eq!(
             report.skipped,
             [SkippedCopy {
-                epoch: 1,
-                seq: 2,
+                id: CopyId { epoch: 1, seq: 2 },
                 reason: SkipReason::Superseded
             }]
         );
@@ -437,8 +439,7 @@ fn every_untrustworthy_copy_is_skipped_with_its_reason() {
         reasons
             .iter()
             .map(|&(seq, reason)| SkippedCopy {
-                epoch: 1,
-                seq,
+                id: CopyId { epoch: 1, seq },
                 reason,
             })
             .collect()
@@ -588,7 +589,7 @@ fn an_unusable_directory_is_unavailable_and_the_next_copy_succeeds() {
     fs::remove_file(&epoch_dir).unwrap();
     fs::rename(&aside, &epoch_dir).unwrap();
     // The listing failed before a name was claimed, so the next copy takes it.
-    assert_eq!(copies.write_copy(&a, &root).unwrap().seq, 2);
+    assert_eq!(copies.write_copy(&a, &root).unwrap().id.seq, 2);
 }
 
 #[cfg(feature = "s3")]
@@ -611,8 +612,8 @@ fn a_stopped_s3_server_is_unavailable_and_the_next_copy_succeeds() {
     );
     assert!(a.assert_held().is_ok());
     let written = copies.write_copy(&a, &root).unwrap();
-    assert!(written.seq >= 2);
-    assert_eq!(world.restored_by_next_holder("b"), id(1, written.seq));
+    assert!(written.id.seq >= 2);
+    assert_eq!(world.restored_by_next_holder("b"), id(1, written.id.seq));
 }
 
 #[test]
@@ -695,7 +696,7 @@ fn gc_keeps_the_newest_valid_copies() {
         .unwrap()
         .iter()
         .filter(|c| c.complete)
-        .map(|c| (c.epoch, c.seq))
+        .map(|c| (c.id.epoch, c.id.seq))
         .collect();
     assert_eq!(left, [(1, 4), (2, 1), (2, 2)]);
     // What the kept copies reference of the deleted ones stayed: the next holder restores.
@@ -704,7 +705,7 @@ fn gc_keeps_the_newest_valid_copies() {
     assert_eq!(report.restored, id(2, 1));
     assert_eq!(read_state(&world.root("c")), ["1", "2", "3", "4"]);
     // Writing goes on after a gc of the holder's own prefix.
-    assert_eq!(copies.write_copy(&b, &root).unwrap().seq, 3);
+    assert_eq!(copies.write_copy(&b, &root).unwrap().id.seq, 3);
 }
 
 /// A writer commits to the ledger while copies are taken; every restored ledger must be one
@@ -933,7 +934,7 @@ fn a_read_only_directory_is_unavailable_and_the_next_copy_succeeds() {
         other => panic!("{other:?}"),
     }
     assert!(a.assert_held().is_ok());
-    assert_eq!(copies.write_copy(&a, &root).unwrap().seq, 3);
+    assert_eq!(copies.write_copy(&a, &root).unwrap().id.seq, 3);
     assert_eq!(world.restored_by_next_holder("b"), id(1, 3));
     drop(world);
 }
@@ -975,8 +976,8 @@ fn one_instance_serves_a_stale_holder_and_its_successor_apart() {
     copies.restore(&b, &root_b, None).unwrap();
     copies.write_copy(&b, &root_b).unwrap();
     // Each still knows its own objects.
-    assert_eq!(copies.write_copy(&a, &root).unwrap().seq, 2);
-    assert_eq!(copies.write_copy(&b, &root_b).unwrap().seq, 2);
+    assert_eq!(copies.write_copy(&a, &root).unwrap().id.seq, 2);
+    assert_eq!(copies.write_copy(&b, &root_b).unwrap().id.seq, 2);
 }
 
 /// The host's SQLite in these tests is this library's own, with which sharing a file would be
@@ -1127,8 +1128,7 @@ fn restored_past_a_manifest_fault(world: &World, backend: &str) -> PathBuf {
     assert_eq!(
         report.skipped,
         [SkippedCopy {
-            epoch: 1,
-            seq: 2,
+            id: CopyId { epoch: 1, seq: 2 },
             reason: SkipReason::Manifest
         }],
         "{backend}"

@@ -1161,10 +1161,7 @@ impl Shared {
         if let Some(t) = tenants.get_mut(&handle.key) {
             match &outcome {
                 Ok(written) => {
-                    t.last_copy = Some(CopyId {
-                        epoch: written.epoch,
-                        seq: written.seq,
-                    });
+                    t.last_copy = Some(written.id);
                     t.last_good_copy_at = started;
                     t.next_copy_at = started + self.interval_ms;
                     t.writes_since_copy -= writes_before.min(t.writes_since_copy);

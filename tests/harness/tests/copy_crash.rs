@@ -724,13 +724,14 @@ impl Run {
         let written = epoch_copies
             .write_copy(&lease, &root)
             .unwrap_or_else(|e| panic!("round {round}: the next holder cannot write a copy: {e}"));
-        assert_eq!((written.epoch, written.seq), (lease.epoch(), 1), "round {round}");
+        assert_eq!(
+            (written.id.epoch, written.id.seq),
+            (lease.epoch(), 1),
+            "round {round}"
+        );
         lease.release().unwrap();
         let own = Ack {
-            id: CopyId {
-                epoch: written.epoch,
-                seq: written.seq,
-            },
+            id: written.id,
             rows: state.rows,
             ms: 0.0,
         };

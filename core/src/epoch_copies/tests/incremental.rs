@@ -94,9 +94,9 @@ fn file_of<'a>(manifest: &'a ManifestV2, path: &str) -> &'a FileV2 {
 /// of its own only when it is too large to go inline (format 5), so that a small change is one
 /// object, the manifest.
 fn new_delta(world: &World, written: &WrittenCopy, path: &str) -> ObjectRef {
-    let manifest = manifest_at(world, written.epoch, written.seq);
+    let manifest = manifest_at(world, written.id.epoch, written.id.seq);
     let delta = file_of(&manifest, path).deltas.last().cloned().expect("a delta");
-    assert_eq!(delta.copy(), id(written.epoch, written.seq), "{written:?}");
+    assert_eq!(delta.copy(), Some(written.id), "{written:?}");
     let inline = delta.inline.as_ref().map(Vec::len);
     assert_eq!(inline.is_some(), delta.size as usize <= INLINE_MOST, "{delta:?}");
     assert_eq!(
@@ -129,7 +129,7 @@ fn a_copy_whose_pieces_span_three_epochs_restores() {
         assert_eq!(copies_c.restore(&c, &root_c, None).unwrap().restored, id(2, 1));
         add_entry(&root_c, "c1");
         let written = copies_c.write_copy(&c, &root_c).unwrap();
-        assert_eq!((written.epoch, written.seq), (3, 1), "{backend}");
+        assert_eq!((written.id.epoch, written.id.seq), (3, 1), "{backend}");
         // Only the ledger changed: one delta here, inline, the rest referenced where it lies
         // (the two small files inline, carried from manifest to manifest).
         assert!(new_delta(&world, &written, LEDGER).inline.is_some(), "{backend}");
@@ -190,7 +190,7 @@ fn a_stale_holders_late_copy_that_reuses_names_and_digests_is_never_restored() {
         // A wakes with B's state (same bytes, same digests) and writes into epoch 1.
         fs::copy(root_b.join(LEDGER), root_a.join(LEDGER)).unwrap();
         let late_a = copies_a.write_copy(&a, &root_a).unwrap();
-        assert_eq!((late_a.epoch, late_a.seq), (1, 3), "{backend}");
+        assert_eq!((late_a.id.epoch, late_a.id.seq), (1, 3), "{backend}");
         assert_eq!(
             file_of(&manifest_at(&world, 1, 3), LEDGER).digest,
             file_of(&manifest_at(&world, 2, 1), LEDGER).digest,
@@ -199,7 +199,7 @@ fn a_stale_holders_late_copy_that_reuses_names_and_digests_is_never_restored() {
         // B wakes and writes a copy of its own, its delta under the same name in its folder.
         add_entry(&root_b, "b-late");
         let late_b = copies_b.write_copy(&b, &root_b).unwrap();
-        assert_eq!((late_b.epoch, late_b.seq), (2, 2), "{backend}");
+        assert_eq!((late_b.id.epoch, late_b.id.seq), (2, 2), "{backend}");
         let name = |m: &ManifestV2| {
             let delta = file_of(m, LEDGER).deltas.last().unwrap().object.clone();
             delta.rsplit('/').next().unwrap().to_owned()
@@ -213,8 +213,7 @@ fn a_stale_holders_late_copy_that_reuses_names_and_digests_is_never_restored() {
         assert_eq!(
             report.skipped,
             [SkippedCopy {
-                epoch: 2,
-                seq: 2,
+                id: CopyId { epoch: 2, seq: 2 },
                 reason: SkipReason::Superseded
             }],
             "{backend}"
@@ -230,7 +229,7 @@ fn a_stale_holders_late_copy_that_reuses_names_and_digests_is_never_restored() {
             .collect();
         add_entry(&root_d, "d1");
         let written = copies_d.write_copy(&d, &root_d).unwrap();
-        let references = stored_by(&manifest_at(&world, written.epoch, written.seq));
+        let references = stored_by(&manifest_at(&world, written.id.epoch, written.id.seq));
         assert!(
             !references.contains(&CopyId { epoch: 1, seq: 3 })
                 && !references.contains(&CopyId { epoch: 2, seq: 2 }),
@@ -289,8 +288,7 @@ fn a_corrupted_piece_is_skipped_with_checksum_and_the_next_older_copy_restored()
         assert_eq!(
             report.skipped,
             [SkippedCopy {
-                epoch: 1,
-                seq: 3,
+                id: CopyId { epoch: 1, seq: 3 },
                 reason: SkipReason::Checksum
             }],
             "{backend}"
@@ -302,7 +300,7 @@ fn a_corrupted_piece_is_skipped_with_checksum_and_the_next_older_copy_restored()
         let c = world.next_holder("replica-c");
         match world.copies().restore(&c, &world.root("c"), None) {
             Err(Error::RestoreInvalid { skipped, .. }) => assert_eq!(
-                skipped.iter().map(|s| (s.seq, s.reason)).collect::<Vec<_>>(),
+                skipped.iter().map(|s| (s.id.seq, s.reason)).collect::<Vec<_>>(),
                 [
                     (3, SkipReason::Superseded),
                     (2, SkipReason::Checksum),
@@ -428,7 +426,7 @@ fn gc_interleaved_with_a_copy_being_written_deletes_nothing_it_needs() {
             let report = world.copies().gc(&a, 1).unwrap();
             release.send(()).unwrap();
             let written = copy.join().unwrap().unwrap();
-            assert_eq!((written.seq, written.pieces_reused), (4, 1), "{backend}");
+            assert_eq!((written.id.seq, written.pieces_reused), (4, 1), "{backend}");
             report
         });
         assert_eq!(report.kept, [CopyId { epoch: 1, seq: 3 }], "{backend}");
@@ -607,7 +605,7 @@ fn a_long_tenure_stores_about_what_changed_and_restores_from_a_short_chain() {
         let rows: i64 = db()
             .query_row("SELECT max(rowid) FROM pad", [], |r| r.get(0))
             .unwrap();
-        let base = manifest_at(&world, 1, first.seq);
+        let base = manifest_at(&world, 1, first.id.seq);
         let base_blocks = delta::block_digests(&fs::read(root.join(LEDGER)).unwrap());
         assert_eq!(file_of(&base, LEDGER).deltas.len(), 0);
         let (mut stored, mut since_base) = (0, 0);
@@ -622,7 +620,7 @@ fn a_long_tenure_stores_about_what_changed_and_restores_from_a_short_chain() {
             stored += written.bytes_uploaded;
             let now = delta::block_digests(&fs::read(root.join(LEDGER)).unwrap());
             since_base += delta::changed_blocks(&base_blocks, &now).len() as u64 * delta::BLOCK as u64;
-            let manifest = manifest_at(&world, 1, written.seq);
+            let manifest = manifest_at(&world, 1, written.id.seq);
             let ledger = file_of(&manifest, LEDGER);
             assert!(
                 ledger.deltas.len() <= delta::MAX_CHAIN,
@@ -950,7 +948,7 @@ fn a_large_file_is_a_base_of_pieces_and_a_new_base_stores_only_the_pieces_that_c
             content.len() as u64 - piece as u64,
             "{backend}"
         );
-        let manifest = manifest_at(&world, 1, first.seq);
+        let manifest = manifest_at(&world, 1, first.id.seq);
         let file = file_of(&manifest, "big.bin");
         assert_eq!(file.base_objects().count(), 6, "{backend}");
         assert_eq!(
@@ -967,7 +965,7 @@ fn a_large_file_is_a_base_of_pieces_and_a_new_base_stores_only_the_pieces_that_c
         let grown = content.clone();
         fs::write(&big, &grown).unwrap();
         let second = copies.write_copy(&a, &root).unwrap();
-        let manifest = manifest_at(&world, 1, second.seq);
+        let manifest = manifest_at(&world, 1, second.id.seq);
         let file = file_of(&manifest, "big.bin");
         assert!(file.deltas.is_empty(), "{backend}: a new base, not a delta");
         // The tail, inline, is carried in the new manifest.
@@ -979,7 +977,7 @@ fn a_large_file_is_a_base_of_pieces_and_a_new_base_stores_only_the_pieces_that_c
         assert_eq!(second.bytes_uploaded, 3 * piece as u64, "{backend}");
         assert_eq!(second.bytes_reused, 2 * piece as u64 + 1000, "{backend}");
         let (report, root_b) = next_holder_restores_checked(&world);
-        assert_eq!(report.restored, id(1, second.seq), "{backend}");
+        assert_eq!(report.restored, id(1, second.id.seq), "{backend}");
         assert!(
             fs::read(root_b.join("big.bin")).unwrap() == grown,
             "{backend}: the restored file differs"
@@ -1012,8 +1010,7 @@ fn a_copy_of_format_3_still_restores_and_one_naming_pieces_is_a_manifest_fault()
     assert_eq!(
         report.skipped,
         [SkippedCopy {
-            epoch: 1,
-            seq: 2,
+            id: CopyId { epoch: 1, seq: 2 },
             reason: SkipReason::Manifest
         }]
     );
@@ -1038,7 +1035,7 @@ fn small_objects_go_inline_within_the_budget_and_give_way_to_what_changes() {
             }
         };
         let check = |written: &WrittenCopy| -> ManifestV2 {
-            let manifest = manifest_at(&world, written.epoch, written.seq);
+            let manifest = manifest_at(&world, written.id.epoch, written.id.seq);
             let inline: Vec<&ObjectRef> = manifest
                 .files
                 .iter()
@@ -1052,7 +1049,7 @@ fn small_objects_go_inline_within_the_budget_and_give_way_to_what_changes() {
                 .list(&key())
                 .unwrap()
                 .into_iter()
-                .find(|c| (c.epoch, c.seq) == (written.epoch, written.seq))
+                .find(|c| c.id == written.id)
                 .unwrap();
             // The manifest and what the copy stored: nothing inline is stored too.
             assert_eq!(
@@ -1141,7 +1138,7 @@ fn a_manifest_of_format_4_with_an_inline_object_is_a_manifest_fault() {
     forge_manifest(&world, 2, &manifest);
     let listed = copies.list(&key()).unwrap();
     assert!(
-        listed[0].complete && (listed[0].epoch, listed[0].seq) == (1, 1),
+        listed[0].complete && (listed[0].id.epoch, listed[0].id.seq) == (1, 1),
         "{listed:?}"
     );
     let (report, root_b) = next_holder_restores_checked(&world);
@@ -1149,8 +1146,7 @@ fn a_manifest_of_format_4_with_an_inline_object_is_a_manifest_fault() {
     assert_eq!(
         report.skipped,
         [SkippedCopy {
-            epoch: 1,
-            seq: 2,
+            id: CopyId { epoch: 1, seq: 2 },
             reason: SkipReason::Manifest
         }]
     );

@@ -215,8 +215,8 @@ fn run(args: &Args) -> Result<(), String> {
         }
         say(serde_json::json!({
             "event": "copy",
-            "epoch": copy.epoch,
-            "seq": copy.seq,
+            "epoch": copy.id.epoch,
+            "seq": copy.id.seq,
             "rows": rows,
             "files": copy.files,
             "bytes": copy.bytes,
