@@ -9,7 +9,8 @@
 # system's SQLite (the snapshot function, OPEN_IN_PROCESS without one), linked both against
 # the .so and against the .a; the tenant router (capacity, LEASE_HELD, handoff, draining,
 # drain timeout, a lost lease, copies and status, close) from C and C++ under valgrind; and the
-# metrics text (lease operations counted and read back) under valgrind. The
+# metrics text (lease operations counted and read back, and the per-tenant series of a router
+# started with options.tenant_metrics) under valgrind. The
 # copies test writes its SQLite ledgers with python3's sqlite3 module; the snapshot and router
 # tests link the system's libsqlite3 (Debian: libsqlite3-dev). The C example of ffi-c/README.md
 # is compiled and run too, so the README cannot drift from the header.
