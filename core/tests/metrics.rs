@@ -404,7 +404,7 @@ fn promtool_finds_no_problem_in_the_text() {
         dir.path(),
         "replica-promtool",
         &Arc::new(ManualClock::new(0)),
-        true,
+        Some(true),
     );
     router.open(ORG, T1).unwrap();
     router.run(&key(T1), append).unwrap();
@@ -520,8 +520,14 @@ fn a_strict_router_keeps_a_bounded_number_of_copies_and_counts_its_collections()
 // ---- per-tenant series, with RouterOptions::tenant_metrics ----
 
 /// A router of `replica` with no thread of its own on the manual clock `mono` (so a tenant's
-/// lag is what the test moved the clock by), with or without per-tenant series.
-fn router_on(dir: &Path, replica: &str, mono: &Arc<ManualClock>, tenant_metrics: bool) -> TenantRouter {
+/// lag is what the test moved the clock by), with per-tenant series when `tenant_metrics`
+/// says so (the default when `None`).
+fn router_on(
+    dir: &Path,
+    replica: &str,
+    mono: &Arc<ManualClock>,
+    tenant_metrics: Option<bool>,
+) -> TenantRouter {
     let leases: Arc<dyn LeaseStore> = Arc::new(SqliteLeaseStore::open(dir.join("leases.db")).unwrap());
     let durable: Arc<dyn DurableStore> = Arc::new(DirectoryDurableStore::open(dir.join("durable")).unwrap());
     let mut options = RouterOptions::new(leases, durable, dir.join("state"), replica.to_owned(), 3_000, 500);
@@ -531,7 +537,9 @@ fn router_on(dir: &Path, replica: &str, mono: &Arc<ManualClock>, tenant_metrics:
     };
     options.clock = mono.clone();
     options.without_thread = true;
-    options.tenant_metrics = tenant_metrics;
+    if let Some(on) = tenant_metrics {
+        options.tenant_metrics = on;
+    }
     TenantRouter::start(options).unwrap()
 }
 
@@ -543,13 +551,12 @@ fn tenant_labels(replica_escaped: &str, tenant: &str) -> String {
 #[test]
 fn a_router_with_tenant_metrics_writes_each_tenants_series_until_it_leaves() {
     let _serial = serial();
-    assert!(!gotry_tenant_state::DEFAULT_TENANT_METRICS);
     let dir = tempfile::tempdir().unwrap();
     let mono = Arc::new(ManualClock::new(0));
     // A replica id holds any text: its quote and backslash are escaped in the label.
     let replica = "replica \"tm\" \\ 1";
     let escaped = "replica \\\"tm\\\" \\\\ 1";
-    let router = router_on(dir.path(), replica, &mono, true);
+    let router = router_on(dir.path(), replica, &mono, Some(true));
     router.open(ORG, T1).unwrap();
     router.open(ORG, T2).unwrap();
     router.run(&key(T1), append).unwrap();
@@ -621,7 +628,7 @@ fn a_router_dropped_takes_its_tenants_series_out_of_the_text() {
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let mono = Arc::new(ManualClock::new(0));
-    let router = router_on(dir.path(), "replica-dropped", &mono, true);
+    let router = router_on(dir.path(), "replica-dropped", &mono, Some(true));
     router.open(ORG, T3).unwrap();
     let labels = tenant_labels("replica-dropped", T3);
     let series = format!("gotry_tenant_router_tenant_state{{{labels},state=\"serving\"}}");
@@ -636,7 +643,8 @@ fn without_tenant_metrics_no_series_names_a_tenant() {
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let mono = Arc::new(ManualClock::new(0));
-    let router = router_on(dir.path(), "replica-plain", &mono, false);
+    // Not asked for: the default is off.
+    let router = router_on(dir.path(), "replica-plain", &mono, None);
     router.open(ORG, T1).unwrap();
     router.run(&key(T1), append).unwrap();
     let _call = router.begin(&key(T1)).unwrap();
