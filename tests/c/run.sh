@@ -235,7 +235,7 @@ check "the tenant router from C under valgrind (capacity, LEASE_HELD, handoff, D
 check "the tenant router from C++ under valgrind" valgrind_run "$build/router_test_cpp" "$(scratch router-cpp)"
 check "the shared router scenarios (tests/vectors/router-scenarios.json) under valgrind" \
     valgrind_run "$build/router_vectors_test" "$(scratch router-vectors)"
-check "metrics from C under valgrind (lease operations read back from gotry_metrics_text)" \
+check "metrics from C under valgrind (lease operations and a router's per-tenant series read back from gotry_metrics_text)" \
     valgrind_run "$build/metrics_test" "$(scratch metrics)"
 # The S3 run is held to the same leak check: valgrind.supp names the only allocations it
 # adds, those of the S3 client's process-wide runtime, whose threads are alive at exit.
