@@ -625,6 +625,14 @@ export interface TenantRouterOptions extends HostSnapshotOptions {
      * 0 keeps every copy, for a host that runs `EpochCopies.gc` itself.
      */
     keepCopies?: number;
+    /**
+     * When true, `metrics()` (and a registry given to `registerPromClient`) carries a series
+     * per tenant this router lists, labelled `replica` and `tenant` (the lease key): its state
+     * (`gotry_tenant_router_tenant_state{state}` 1), calls in flight and copy lag in seconds
+     * and in writes, read at each scrape and gone once the tenant leaves. Bounded by
+     * `capacity`; off by the core's default, since each tenant is a series on the metrics server.
+     */
+    tenantMetrics?: boolean;
 }
 
 /** What one router round did. */

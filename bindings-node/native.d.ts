@@ -100,12 +100,13 @@ export declare class NativeRouter {
    * Starts a router for `replicaId`: its keeper's renewal thread on `leaseStore` and, in
    * `async` durability, its copier; neither with `withoutThread`, whose rounds run only at
    * `tick`. `capacity`, `intervalMs`, `durability` (one of `durabilities()`) and
-   * `keepCopies` (0: every copy kept) take the core's defaults when null; the router's
+   * `keepCopies` (0: every copy kept) and `tenantMetrics` (per-tenant series in the
+   * metrics text) take the core's defaults when null; the router's
    * clock is `manualClock`, or the system's monotonic clock. `verify` and `snapshot` are
    * the JS layer's wrappers of the host's functions; `onWake` (called with no argument on
    * the JS thread) says that events wait in `takeEvents`.
    */
-  static start(leaseStore: NativeStore, durableStore: NativeDurableStore, stateRoot: unknown, replicaId: unknown, ttlMs: unknown, marginMs: unknown, capacity?: unknown | undefined | null, intervalMs?: unknown | undefined | null, durability?: string | undefined | null, manualClock?: ManualClock | undefined | null, verify?: (dir: string) => Promise<boolean>, snapshot?: (source: string, image: string) => Promise<void>, onWake?: (() => unknown) | undefined | null, withoutThread?: boolean | undefined | null, keepCopies?: unknown | undefined | null): NativeRouter
+  static start(leaseStore: NativeStore, durableStore: NativeDurableStore, stateRoot: unknown, replicaId: unknown, ttlMs: unknown, marginMs: unknown, capacity?: unknown | undefined | null, intervalMs?: unknown | undefined | null, durability?: string | undefined | null, manualClock?: ManualClock | undefined | null, verify?: (dir: string) => Promise<boolean>, snapshot?: (source: string, image: string) => Promise<void>, onWake?: (() => unknown) | undefined | null, withoutThread?: boolean | undefined | null, keepCopies?: unknown | undefined | null, tenantMetrics?: boolean | undefined | null): NativeRouter
   /** The most tenants this replica serves at once. */
   get capacity(): number
   /** Serves a tenant: acquires its lease and restores its newest valid copy into its root. */

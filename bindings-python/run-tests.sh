@@ -33,6 +33,15 @@ export VIRTUAL_ENV="$venv"
 # them back with its parser.
 python -m pip install --quiet "maturin>=1.16,<2" "pytest>=8" "mypy>=1.18" "prometheus_client>=0.20"
 
+step "promtool (Debian's prometheus package) for the metrics lint"
+# tests/test_metrics.py pipes the text, per-tenant series included, through
+# `promtool check metrics` when promtool is on PATH, and names its skip otherwise.
+if promtool="$("$root/scripts/promtool.sh")" && [[ -n "$promtool" ]]; then
+    PATH="$(dirname "$promtool"):$PATH"
+    export PATH
+    echo "$promtool"
+fi
+
 step "MySQL/MariaDB server"
 "$root/scripts/mariadb.sh"
 "$root/scripts/postgres.sh"

@@ -1088,6 +1088,15 @@ typedef struct GotryRouterOptions {
      * itself.
      */
     size_t keep_copies;
+    /**
+     * true: `gotry_metrics_text` carries a series per tenant this router lists, labelled
+     * `replica` and `tenant` (the lease key): its state (`gotry_tenant_router_tenant_state`
+     * with a `state` label, 1), calls in flight, and copy lag in seconds and in writes, read
+     * at each call and gone once the tenant leaves. At most `capacity` tenants;
+     * `gotry_router_options_default` writes the core's default, false, since each tenant is
+     * a series on the metrics server.
+     */
+    bool tenant_metrics;
 } GotryRouterOptions;
 
 /**
@@ -2398,7 +2407,8 @@ void gotry_lease_free(struct GotryLease *lease);
 /**
  * Writes every metric family of this process (lease store operations and their latency,
  * fences, lost leases, the keepers' rounds, the routers' tenants, refusals and handoffs,
- * copies and restores) in the Prometheus text format 0.0.4, ready to be served as it is or
+ * copies and restores; and each tenant's series of the routers started with
+ * `GotryRouterOptions.tenant_metrics`) in the Prometheus text format 0.0.4, ready to be served as it is or
  * appended to the output of the host's own registry. `*out_text` receives a new
  * NUL-terminated string to free with `gotry_metrics_text_free`, `*out_len` its length
  * without the NUL. Thread-safe.

@@ -69,6 +69,16 @@ if [[ ! -e /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 ]]; then
 fi
 ls /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1
 
+section "promtool (Debian's prometheus package, unpacked into target/) for the metrics lints"
+# The core's and the Python module's metrics tests run `promtool check metrics` when promtool
+# is on PATH, and say SKIPPED otherwise.
+promtool="$(./scripts/promtool.sh)"
+if [[ -n "$promtool" ]]; then
+    PATH="$(dirname "$promtool"):$PATH"
+    export PATH
+    "$promtool" --version | head -n 1
+fi
+
 section "rust: formatting"
 cargo fmt --all --check
 

@@ -69,13 +69,16 @@ function registerPromClient(registry) {
     if (registry === null || typeof registry !== 'object' || typeof registry.registerMetric !== 'function') {
         throw new TypeError('registerPromClient expects a prom-client Registry (an object with registerMetric)');
     }
-    // One reading serves every family of one scrape: the registry calls each metric's get()
-    // in the same turn of the event loop.
+    // One reading serves every family of one scrape: prom-client's metrics() and
+    // getMetricsAsJSON() call every metric's get() in one synchronous pass, before they await
+    // any. It is dropped at the next microtask, so a later scrape reads again even in the same
+    // turn of the event loop (dropped at setImmediate, a scrape right after a store call that
+    // settled in the same poll phase was served the reading from before it).
     let reading;
     const read = () => {
         if (reading === undefined) {
             reading = new Map(parseText(native.metricsText()).map((family) => [family.name, family]));
-            setImmediate(() => {
+            queueMicrotask(() => {
                 reading = undefined;
             });
         }

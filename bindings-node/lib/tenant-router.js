@@ -115,6 +115,7 @@ class TenantRouter {
             onEvent === null ? null : () => this.#deliver(),
             options.withoutThread === true,
             options.keepCopies,
+            options.tenantMetrics,
         ));
         this.leaseStore = options.leaseStore;
         this.durableStore = options.durableStore;
@@ -128,13 +129,15 @@ class TenantRouter {
     /**
      * `{ leaseStore, durableStore, stateRoot, replicaId, ttlMs, marginMs, capacity?,
      * copyPolicy?: { intervalMs?, durability?: one of durabilities() }, verify?, snapshot?,
-     * onEvent?, clock?, withoutThread?, keepCopies? }`. The lease store's clock must be native (the keeper's
+     * onEvent?, clock?, withoutThread?, keepCopies?, tenantMetrics? }`. The lease store's clock must be native (the keeper's
      * thread reads it), and so must `clock` (`systemMonotonicClock`, the default, or a
      * ManualClock), on which every timing rule of the router runs. With `withoutThread: true`
      * the router runs no thread of its own: rounds run only when `tick()` is called.
      * `capacity` defaults to what the descriptor limit allows; the copy policy to a copy
      * every 30 s of written tenants, in the background (`async`); `keepCopies` to the core's
-     * number of copies kept per tenant (0 keeps every copy). `verify(dir)` checks a
+     * number of copies kept per tenant (0 keeps every copy); `tenantMetrics: true` adds each
+     * tenant's series (state, copy lag, calls in flight, labelled `tenant`) to `metrics()`,
+     * off by the core's default. `verify(dir)` checks a
      * restored copy (as EpochCopies' restore does), `snapshot(source, image)` reads the files
      * the host holds open (as EpochCopies' does), `onEvent(event)` is told `lost`, `closed`
      * and `copy_failed` on the event loop.
@@ -161,6 +164,9 @@ class TenantRouter {
         if (onEvent !== null && typeof onEvent !== 'function') throw new TypeError('onEvent must be a function');
         if (options.withoutThread !== undefined && typeof options.withoutThread !== 'boolean') {
             throw new TypeError('withoutThread must be a boolean');
+        }
+        if (options.tenantMetrics != null && typeof options.tenantMetrics !== 'boolean') {
+            throw new TypeError('tenantMetrics must be a boolean');
         }
         const policy = copyPolicyOf(options.copyPolicy);
         return new TenantRouter(INTERNAL, options, leaseStore, durableStore, policy, clock, onEvent);

@@ -76,7 +76,8 @@ impl NativeRouter {
     /// Starts a router for `replicaId`: its keeper's renewal thread on `leaseStore` and, in
     /// `async` durability, its copier; neither with `withoutThread`, whose rounds run only at
     /// `tick`. `capacity`, `intervalMs`, `durability` (one of `durabilities()`) and
-    /// `keepCopies` (0: every copy kept) take the core's defaults when null; the router's
+    /// `keepCopies` (0: every copy kept) and `tenantMetrics` (per-tenant series in the
+    /// metrics text) take the core's defaults when null; the router's
     /// clock is `manualClock`, or the system's monotonic clock. `verify` and `snapshot` are
     /// the JS layer's wrappers of the host's functions; `onWake` (called with no argument on
     /// the JS thread) says that events wait in `takeEvents`.
@@ -101,6 +102,7 @@ impl NativeRouter {
         on_wake: Option<Function<'_, (), Unknown<'static>>>,
         without_thread: Option<bool>,
         keep_copies: Option<Unknown<'_>>,
+        tenant_metrics: Option<bool>,
     ) -> napi::Result<NativeRouter> {
         let options = || -> Result<RouterOptions> {
             let state_root = PathBuf::from(args::string("stateRoot", &state_root)?);
@@ -140,6 +142,9 @@ impl NativeRouter {
             if let Some(keep) = args::optional_integer("keepCopies", keep_copies.as_ref())? {
                 options.keep_copies = usize::try_from(keep)
                     .map_err(|_| invalid(format!("keepCopies must be 0 or more, got {keep}")))?;
+            }
+            if let Some(on) = tenant_metrics {
+                options.tenant_metrics = on;
             }
             Ok(options)
         };

@@ -81,3 +81,102 @@ test('in OpenMetrics mode prom-client writes our counters with one _total', asyn
     assert.doesNotMatch(text, /_total_total/);
     assert.match(text, /# EOF\n$/);
 });
+
+// ---- per-tenant series: TenantRouter.start({ tenantMetrics: true }) ----
+
+const fs = require('node:fs');
+const path = require('node:path');
+const { TenantRouter, DirectoryDurableStore, ManualClock, leaseKeyFor } = require('..');
+
+const ORG = 'acme';
+const TENANTS = ['t-0123456789abcdef0123456789abcdef', 't-11111111111111111111111111111111'];
+
+/** A router with no thread of its own on a manual clock, its stores in a fresh folder. */
+async function startRouter(replicaId, options) {
+    const dir = path.dirname(tempDbPath('unused'));
+    const leaseStore = new SqliteLeaseStore({ path: path.join(dir, 'leases.db') });
+    const clock = new ManualClock(0);
+    const router = await TenantRouter.start({
+        leaseStore,
+        durableStore: new DirectoryDurableStore({ path: path.join(dir, 'durable') }),
+        stateRoot: path.join(dir, 'state'),
+        replicaId,
+        ttlMs: 3_000,
+        marginMs: 500,
+        clock,
+        withoutThread: true,
+        copyPolicy: { intervalMs: 3_600_000 },
+        ...options,
+    });
+    return { router, clock, close: async () => { await router.close(100); leaseStore.close(); } };
+}
+
+/** The samples of one family in a prom-client registry, read through its JSON form. */
+async function samplesOf(registry, name) {
+    const family = (await registry.getMetricsAsJSON()).find((m) => m.name === name);
+    assert.ok(family !== undefined, `${name} is registered`);
+    return family.values;
+}
+
+test('a router started with tenantMetrics shows each tenant in a prom-client registry until it leaves', async () => {
+    const registry = new client.Registry();
+    registerPromClient(registry);
+    const { router, clock, close } = await startRouter('replica-node-tm', { tenantMetrics: true });
+    // The call held in flight returns `released`, settled however the test ends: the router's
+    // drain runs on the manual clock, so a close would wait for a held call for good.
+    let release;
+    const released = new Promise((resolve) => { release = resolve; });
+    let held;
+    try {
+        const [one, two] = TENANTS.map((tenant) => leaseKeyFor(ORG, tenant));
+        for (const tenant of TENANTS) await router.open(ORG, tenant);
+        const write = (handle) => fs.writeFileSync(path.join(handle.root, 'notes.txt'), 'x');
+        await router.run(one, write);
+        await router.run(one, write);
+        held = router.run(one, () => released);
+        clock.advance(1_500);
+
+        const labels = (key) => ({ replica: 'replica-node-tm', tenant: key });
+        const state = await samplesOf(registry, 'gotry_tenant_router_tenant_state');
+        assert.deepEqual(state, [
+            { labels: { ...labels(one), state: 'serving' }, value: 1 },
+            { labels: { ...labels(two), state: 'serving' }, value: 1 },
+        ]);
+        const valueOf = async (name, key) => (await samplesOf(registry, name))
+            .find((s) => s.labels.tenant === key)?.value;
+        assert.equal(await valueOf('gotry_tenant_router_tenant_calls_in_flight', one), 1);
+        assert.equal(await valueOf('gotry_tenant_router_tenant_copy_lag_writes', one), 2);
+        assert.equal(await valueOf('gotry_tenant_router_tenant_copy_lag_seconds', one), 1.5);
+        assert.equal(await valueOf('gotry_tenant_router_tenant_copy_lag_writes', two), 0);
+        // A scrape right after another, in the same turn of the event loop, reads the core again.
+        clock.advance(500);
+        assert.equal(await valueOf('gotry_tenant_router_tenant_copy_lag_seconds', one), 2);
+        // The registry's text carries the label as the core wrote it.
+        const text = await registry.metrics();
+        assert.ok(text.includes(`gotry_tenant_router_tenant_copy_lag_writes{replica="replica-node-tm",tenant="${one}"} 2\n`), text);
+
+        await router.handoff(two, { timeoutMs: 1_000 });
+        assert.deepEqual((await samplesOf(registry, 'gotry_tenant_router_tenant_state')).map((s) => s.labels.tenant), [one]);
+        release();
+        await held;
+    } finally {
+        release();
+        await held?.catch(() => {});
+        await close();
+    }
+    assert.doesNotMatch(await registry.metrics(), /tenant="/);
+});
+
+test('without tenantMetrics no series names a tenant; the option is a boolean', async () => {
+    const { router, close } = await startRouter('replica-node-plain', {});
+    try {
+        await router.open(ORG, TENANTS[0]);
+        await router.run(leaseKeyFor(ORG, TENANTS[0]), () => null);
+        const text = await metrics();
+        assert.ok(value(text, 'gotry_tenant_router_tenants{state="serving"}') >= 1, text);
+        assert.doesNotMatch(text, /tenant="/);
+    } finally {
+        await close();
+    }
+    await assert.rejects(startRouter('replica-node-bad', { tenantMetrics: 1 }), { name: 'TypeError', message: /tenantMetrics must be a boolean/ });
+});

@@ -155,7 +155,8 @@ impl PyTenantRouter {
     #[pyo3(signature = (
         lease_store, durable_store, state_root, replica_id, ttl_ms, margin_ms, *,
         capacity = None, copy_interval_ms = None, durability = None, verify = None,
-        snapshot = None, on_event = None, clock = None, start_thread = true, keep_copies = None
+        snapshot = None, on_event = None, clock = None, start_thread = true, keep_copies = None,
+        tenant_metrics = None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -174,6 +175,7 @@ impl PyTenantRouter {
         clock: Option<&Bound<'_, PyAny>>,
         start_thread: bool,
         keep_copies: Option<&Bound<'_, PyAny>>,
+        tenant_metrics: Option<bool>,
     ) -> PyResult<PyTenantRouter> {
         let state_root = path_arg("state_root", state_root)?;
         let replica_id = store_text("replica_id", replica_id)?;
@@ -207,6 +209,10 @@ impl PyTenantRouter {
         options.without_thread = !start_thread;
         if let Some(value) = keep_copies.filter(|value| !value.is_none()) {
             options.keep_copies = count("keep_copies", value)?;
+        }
+        // None: the core's default (off).
+        if let Some(on) = tenant_metrics {
+            options.tenant_metrics = on;
         }
         options.verify = hooks
             .verify

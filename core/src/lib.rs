@@ -52,7 +52,7 @@ pub use lease_store::{
 pub use router::{
     default_handoff_timeout, CloseReport, CopyPolicy, Durability, RouterCall, RouterEvent, RouterEventKind,
     RouterOptions, RouterTickReport, TenantHandle, TenantRouter, TenantState, TenantStatus,
-    DEFAULT_KEEP_COPIES,
+    DEFAULT_KEEP_COPIES, DEFAULT_TENANT_METRICS,
 };
 pub use tenant_lease::{LeaseOptions, TenantLease, Turn};
 

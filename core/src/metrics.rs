@@ -11,8 +11,27 @@
 //! serve the Prometheus text format 0.0.4. The registry is a `static` of this crate, never
 //! a process-global recorder a host may have installed already.
 //!
-//! Per-tenant labels are not offered: no family here names a tenant, so the series count
-//! is fixed whatever the number of tenants served.
+//! # Per-tenant series: bounded by capacity, off by default
+//!
+//! No family above names a tenant: their series count is fixed whatever the number of
+//! tenants served, and unbounded label sets are how a metrics server falls over. A router
+//! started with [`crate::RouterOptions::tenant_metrics`] adds, for each tenant it lists,
+//! four series labelled `replica` (its replica id) and `tenant` (the lease key, escaped as
+//! the text format asks): its state, its copy lag in seconds and in acknowledged writes, and
+//! its calls in flight. A router lists at most its `capacity` tenants (REPLICA_AT_CAPACITY
+//! beyond), so the option costs at most four series per slot of capacity; it is off by
+//! default ([`crate::DEFAULT_TENANT_METRICS`]) because even that bound, times the replicas
+//! of a fleet and the churn of tenants moving between them (each move is a new series to
+//! the server), is for an operator to choose. The series are read from the live router at
+//! each scrape, as its copy lag is (nothing is counted on the call path), and a tenant's
+//! series are gone from the next text once it leaves the router, or the router is dropped.
+//!
+//! A tenant's state is one gauge, `gotry_tenant_router_tenant_state{replica,tenant,state}`,
+//! written only for its current state, with the value 1: one series per tenant rather than
+//! one per state (five times as many, four of them 0), and a state read by its name, as
+//! `gotry_tenant_router_tenants{state}` counts it (`count by (state)` over the first is the
+//! second), where a state-valued gauge would make every query and alert decode a number
+//! whose meaning lives in this file.
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering::Relaxed};
@@ -465,6 +484,57 @@ fn worst_copy_lag() -> CopyLag {
     })
 }
 
+/// One tenant of a router started with [`crate::RouterOptions::tenant_metrics`], as its
+/// series show it at a scrape.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TenantSeries {
+    /// The lease key, `<organization>/<tenant>`: the `tenant` label.
+    pub key: String,
+    pub state: TenantState,
+    /// Its lag by the rule of the worst-lag gauges (writes no good copy holds yet, of a
+    /// serving or draining tenant; 0 otherwise), so that their maximum over the tenants is
+    /// those gauges.
+    pub copy_lag: CopyLag,
+    pub in_flight: u64,
+}
+
+/// What a router answers when a scrape asks for its tenants' series.
+pub type TenantSeriesSource = dyn Fn() -> Vec<TenantSeries> + Send + Sync;
+
+/// The routers that asked for per-tenant series, with their replica ids: held weakly, so a
+/// router dropped is forgotten, and its tenants' series with it.
+static TENANT_SOURCES: Mutex<Vec<(String, Weak<TenantSeriesSource>)>> = Mutex::new(Vec::new());
+
+/// Adds a router's tenants to the per-tenant series, labelled with `replica`, for as long as
+/// `source` lives (see the [module docs](self)).
+pub fn watch_tenants(replica: &str, source: &Arc<TenantSeriesSource>) {
+    let mut sources = TENANT_SOURCES.lock().unwrap_or_else(|p| p.into_inner());
+    sources.retain(|(_, s)| s.strong_count() > 0);
+    sources.push((replica.to_owned(), Arc::downgrade(source)));
+}
+
+/// Every router's tenants, ordered by replica and key. A key listed twice under one replica
+/// id (two routers of one process with the same id, one still finishing the calls of a
+/// lease it lost) is written once, as the router that asked first lists it: the text must
+/// not hold two samples of one series.
+fn tenant_series() -> Vec<(String, TenantSeries)> {
+    let sources: Vec<(String, Arc<TenantSeriesSource>)> = TENANT_SOURCES
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+        .filter_map(|(replica, source)| Some((replica.clone(), source.upgrade()?)))
+        .collect();
+    // Asked outside the lock: a router's answer takes the router's own lock.
+    let mut all: Vec<(String, TenantSeries)> = sources
+        .iter()
+        .flat_map(|(replica, source)| source().into_iter().map(|t| (replica.clone(), t)))
+        .collect();
+    // Stable: of two equal labels, the first router's stays first.
+    all.sort_by(|a, b| (&a.0, &a.1.key).cmp(&(&b.0, &b.1.key)));
+    all.dedup_by(|b, a| a.0 == b.0 && a.1.key == b.1.key);
+    all
+}
+
 /// Every family in the Prometheus text format 0.0.4 (see [`CONTENT_TYPE`]), ready to be
 /// served as it is or appended to a host registry's own output. Series that never counted
 /// anything are left out of the labelled counters, so the text stays as small as what
@@ -729,7 +799,81 @@ pub fn encode() -> String {
             n.load(Relaxed),
         );
     }
+    tenant_families(&mut out);
     out
+}
+
+/// The per-tenant families: described always (a host registry that registers our families
+/// once, at start, knows them before any router asks), with samples only for the routers
+/// that asked (see the [module docs](self)).
+fn tenant_families(out: &mut String) {
+    let tenants = tenant_series();
+    let labels: Vec<String> = tenants
+        .iter()
+        .map(|(replica, t)| format!("replica=\"{}\",tenant=\"{}\"", escape(replica), escape(&t.key)))
+        .collect();
+    family(
+        out,
+        "gotry_tenant_router_tenant_state",
+        "gauge",
+        "1 for each tenant of a router with per-tenant metrics, labelled with its state.",
+    );
+    for ((_, t), labels) in tenants.iter().zip(&labels) {
+        let _ = writeln!(
+            out,
+            "gotry_tenant_router_tenant_state{{{labels},state=\"{}\"}} 1",
+            t.state.as_str()
+        );
+    }
+    family(
+        out,
+        "gotry_tenant_router_tenant_calls_in_flight",
+        "gauge",
+        "Calls of the tenant admitted by its router that have not ended yet.",
+    );
+    for ((_, t), labels) in tenants.iter().zip(&labels) {
+        sample(
+            out,
+            "gotry_tenant_router_tenant_calls_in_flight",
+            labels,
+            t.in_flight,
+        );
+    }
+    family(
+        out,
+        "gotry_tenant_router_tenant_copy_lag_seconds",
+        "gauge",
+        "Time since the tenant's last good copy began, while it has writes no copy holds yet (else 0).",
+    );
+    for ((_, t), labels) in tenants.iter().zip(&labels) {
+        let _ = writeln!(
+            out,
+            "gotry_tenant_router_tenant_copy_lag_seconds{{{labels}}} {}",
+            t.copy_lag.seconds
+        );
+    }
+    family(
+        out,
+        "gotry_tenant_router_tenant_copy_lag_writes",
+        "gauge",
+        "Acknowledged writes of the tenant since its last good copy.",
+    );
+    for ((_, t), labels) in tenants.iter().zip(&labels) {
+        sample(
+            out,
+            "gotry_tenant_router_tenant_copy_lag_writes",
+            labels,
+            t.copy_lag.writes,
+        );
+    }
+}
+
+/// A label value as the text format writes it: backslash, double quote and line feed escaped.
+fn escape(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }
 
 /// Writes one gauge family of numbers read elsewhere (the CLI's, from the stores), in the
@@ -740,13 +884,7 @@ pub fn encode_gauge(out: &mut String, name: &str, help: &str, samples: &[(&[(&st
     for (labels, value) in samples {
         let labels: Vec<String> = labels
             .iter()
-            .map(|(label, value)| {
-                let escaped = value
-                    .replace('\\', "\\\\")
-                    .replace('"', "\\\"")
-                    .replace('\n', "\\n");
-                format!("{label}=\"{escaped}\"")
-            })
+            .map(|(label, value)| format!("{label}=\"{}\"", escape(value)))
             .collect();
         if labels.is_empty() {
             let _ = writeln!(out, "{name} {value}");

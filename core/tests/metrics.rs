@@ -166,6 +166,10 @@ fn every_family_is_described_and_every_sample_is_well_formed() {
         ("gotry_tenant_copy_lag_writes", "gauge"),
         ("gotry_tenant_restores_total", "counter"),
         ("gotry_tenant_restore_skipped_copies_total", "counter"),
+        ("gotry_tenant_router_tenant_state", "gauge"),
+        ("gotry_tenant_router_tenant_calls_in_flight", "gauge"),
+        ("gotry_tenant_router_tenant_copy_lag_seconds", "gauge"),
+        ("gotry_tenant_router_tenant_copy_lag_writes", "gauge"),
     ] {
         assert!(
             text.contains(&format!("# HELP {} ", family.0)),
@@ -394,6 +398,16 @@ fn promtool_finds_no_problem_in_the_text() {
     let _lease = keeper.acquire("p").unwrap();
     f.at(250);
     keeper.tick().unwrap();
+    // A router with per-tenant series, one of its tenants with a write not copied yet.
+    let dir = tempfile::tempdir().unwrap();
+    let router = router_on(
+        dir.path(),
+        "replica-promtool",
+        &Arc::new(ManualClock::new(0)),
+        Some(true),
+    );
+    router.open(ORG, T1).unwrap();
+    router.run(&key(T1), append).unwrap();
     let mut child = std::process::Command::new(promtool)
         .args(["check", "metrics"])
         .stdin(std::process::Stdio::piped())
@@ -402,6 +416,7 @@ fn promtool_finds_no_problem_in_the_text() {
         .spawn()
         .unwrap();
     let text = metrics::encode();
+    assert!(text.contains("tenant=\""), "{text}");
     std::io::Write::write_all(&mut child.stdin.take().unwrap(), text.as_bytes()).unwrap();
     let out = child.wait_with_output().unwrap();
     let said = format!(
@@ -500,4 +515,143 @@ fn a_strict_router_keeps_a_bounded_number_of_copies_and_counts_its_collections()
     let counted = deltas(&before, &metrics::encode(), &series);
     assert_eq!(counted[..2], [3.0, 0.0], "{counted:?}");
     assert!(counted[2] >= keep as f64, "{counted:?}");
+}
+
+// ---- per-tenant series, with RouterOptions::tenant_metrics ----
+
+/// A router of `replica` with no thread of its own on the manual clock `mono` (so a tenant's
+/// lag is what the test moved the clock by), with per-tenant series when `tenant_metrics`
+/// says so (the default when `None`).
+fn router_on(
+    dir: &Path,
+    replica: &str,
+    mono: &Arc<ManualClock>,
+    tenant_metrics: Option<bool>,
+) -> TenantRouter {
+    let leases: Arc<dyn LeaseStore> = Arc::new(SqliteLeaseStore::open(dir.join("leases.db")).unwrap());
+    let durable: Arc<dyn DurableStore> = Arc::new(DirectoryDurableStore::open(dir.join("durable")).unwrap());
+    let mut options = RouterOptions::new(leases, durable, dir.join("state"), replica.to_owned(), 3_000, 500);
+    options.copy_policy = CopyPolicy {
+        interval: Duration::from_secs(3_600),
+        durability: Durability::Async,
+    };
+    options.clock = mono.clone();
+    options.without_thread = true;
+    if let Some(on) = tenant_metrics {
+        options.tenant_metrics = on;
+    }
+    TenantRouter::start(options).unwrap()
+}
+
+/// The labels of a tenant's series: the replica id escaped as the text format asks.
+fn tenant_labels(replica_escaped: &str, tenant: &str) -> String {
+    format!("replica=\"{replica_escaped}\",tenant=\"{}\"", key(tenant))
+}
+
+#[test]
+fn a_router_with_tenant_metrics_writes_each_tenants_series_until_it_leaves() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let mono = Arc::new(ManualClock::new(0));
+    // A replica id holds any text: its quote and backslash are escaped in the label.
+    let replica = "replica \"tm\" \\ 1";
+    let escaped = "replica \\\"tm\\\" \\\\ 1";
+    let router = router_on(dir.path(), replica, &mono, Some(true));
+    router.open(ORG, T1).unwrap();
+    router.open(ORG, T2).unwrap();
+    router.run(&key(T1), append).unwrap();
+    router.run(&key(T1), append).unwrap();
+    let call = router.begin(&key(T1)).unwrap();
+    mono.advance(1_500).unwrap();
+
+    let text = metrics::encode();
+    let (one, two) = (tenant_labels(escaped, T1), tenant_labels(escaped, T2));
+    let read = |name: &str, labels: &str| value(&text, &format!("{name}{{{labels}}}"));
+    assert_eq!(
+        read(
+            "gotry_tenant_router_tenant_state",
+            &format!("{one},state=\"serving\"")
+        ),
+        1.0,
+        "{text}"
+    );
+    assert_eq!(read("gotry_tenant_router_tenant_calls_in_flight", &one), 1.0);
+    assert_eq!(read("gotry_tenant_router_tenant_copy_lag_writes", &one), 2.0);
+    assert_eq!(read("gotry_tenant_router_tenant_copy_lag_seconds", &one), 1.5);
+    assert_eq!(
+        read(
+            "gotry_tenant_router_tenant_state",
+            &format!("{two},state=\"serving\"")
+        ),
+        1.0
+    );
+    // Written as 0, not left out: the tenant is served and nothing of it is unsaved.
+    for name in [
+        "gotry_tenant_router_tenant_calls_in_flight",
+        "gotry_tenant_router_tenant_copy_lag_writes",
+        "gotry_tenant_router_tenant_copy_lag_seconds",
+    ] {
+        assert!(text.contains(&format!("{name}{{{two}}} 0\n")), "{name}: {text}");
+    }
+    // One state series per tenant: the current one.
+    assert_eq!(
+        text.matches("gotry_tenant_router_tenant_state{").count(),
+        2,
+        "{text}"
+    );
+
+    // Handed off, the tenant leaves the router and its series the text.
+    router.handoff(&key(T2), Duration::from_secs(60)).unwrap();
+    let text = metrics::encode();
+    assert!(!text.contains(&two), "{text}");
+    assert_eq!(text.matches(&one).count(), 4, "{text}");
+
+    // Closed, the router lists no tenant any more.
+    drop(call);
+    let report = router.close(Duration::from_secs(60));
+    assert_eq!(report.handed_off, vec![key(T1)]);
+    let text = metrics::encode();
+    assert!(!text.contains("tenant=\""), "{text}");
+    // The families are described all the same, for a host registry that registers them once.
+    for name in [
+        "gotry_tenant_router_tenant_state",
+        "gotry_tenant_router_tenant_calls_in_flight",
+        "gotry_tenant_router_tenant_copy_lag_seconds",
+        "gotry_tenant_router_tenant_copy_lag_writes",
+    ] {
+        assert!(text.contains(&format!("# TYPE {name} gauge\n")), "{name}");
+    }
+}
+
+#[test]
+fn a_router_dropped_takes_its_tenants_series_out_of_the_text() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let mono = Arc::new(ManualClock::new(0));
+    let router = router_on(dir.path(), "replica-dropped", &mono, Some(true));
+    router.open(ORG, T3).unwrap();
+    let labels = tenant_labels("replica-dropped", T3);
+    let series = format!("gotry_tenant_router_tenant_state{{{labels},state=\"serving\"}}");
+    assert_eq!(value(&metrics::encode(), &series), 1.0);
+    drop(router);
+    let text = metrics::encode();
+    assert!(!text.contains(&labels), "{text}");
+}
+
+#[test]
+fn without_tenant_metrics_no_series_names_a_tenant() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let mono = Arc::new(ManualClock::new(0));
+    // Not asked for: the default is off.
+    let router = router_on(dir.path(), "replica-plain", &mono, None);
+    router.open(ORG, T1).unwrap();
+    router.run(&key(T1), append).unwrap();
+    let _call = router.begin(&key(T1)).unwrap();
+    let text = metrics::encode();
+    // The router is counted in the families without a tenant label, and named nowhere.
+    assert!(value(&text, "gotry_tenant_router_tenants{state=\"serving\"}") >= 1.0);
+    assert_eq!(value(&text, "gotry_tenant_copy_lag_writes"), 1.0);
+    assert!(!text.contains("tenant=\""), "{text}");
+    assert!(!text.contains(&key(T1)), "{text}");
 }

@@ -14,7 +14,8 @@ use crate::status::{name_or_null, GotryStatus};
 
 /// Writes every metric family of this process (lease store operations and their latency,
 /// fences, lost leases, the keepers' rounds, the routers' tenants, refusals and handoffs,
-/// copies and restores) in the Prometheus text format 0.0.4, ready to be served as it is or
+/// copies and restores; and each tenant's series of the routers started with
+/// `GotryRouterOptions.tenant_metrics`) in the Prometheus text format 0.0.4, ready to be served as it is or
 /// appended to the output of the host's own registry. `*out_text` receives a new
 /// NUL-terminated string to free with `gotry_metrics_text_free`, `*out_len` its length
 /// without the NUL. Thread-safe.

@@ -83,6 +83,13 @@ pub struct GotryRouterOptions {
     /// the core's default. 0 keeps every copy, for a host that runs `gotry_epoch_copies_gc`
     /// itself.
     pub keep_copies: usize,
+    /// true: `gotry_metrics_text` carries a series per tenant this router lists, labelled
+    /// `replica` and `tenant` (the lease key): its state (`gotry_tenant_router_tenant_state`
+    /// with a `state` label, 1), calls in flight, and copy lag in seconds and in writes, read
+    /// at each call and gone once the tenant leaves. At most `capacity` tenants;
+    /// `gotry_router_options_default` writes the core's default, false, since each tenant is
+    /// a series on the metrics server.
+    pub tenant_metrics: bool,
 }
 
 /// Writes the default options: the capacity computed from this process's descriptor limit
@@ -118,6 +125,7 @@ impl GotryRouterOptions {
             event_user_data: std::ptr::null_mut(),
             without_thread: false,
             keep_copies: gotry_core::DEFAULT_KEEP_COPIES,
+            tenant_metrics: gotry_core::DEFAULT_TENANT_METRICS,
         }
     }
 }
@@ -274,6 +282,8 @@ unsafe fn read_options(options: *const GotryRouterOptions) -> Result<Option<Gotr
     // SAFETY: readable by the caller's promise; a C bool is one byte, read as a byte since a
     // Rust bool may only hold 0 or 1.
     let without_thread = unsafe { std::ptr::addr_of!((*options).without_thread).cast::<u8>().read() } != 0;
+    // SAFETY: as above.
+    let tenant_metrics = unsafe { std::ptr::addr_of!((*options).tenant_metrics).cast::<u8>().read() } != 0;
     // SAFETY: as above; every other field is valid for any bits (NULL is a function pointer's
     // None).
     unsafe {
@@ -290,6 +300,7 @@ unsafe fn read_options(options: *const GotryRouterOptions) -> Result<Option<Gotr
             event_user_data: std::ptr::addr_of!((*options).event_user_data).read(),
             without_thread,
             keep_copies: std::ptr::addr_of!((*options).keep_copies).read(),
+            tenant_metrics,
         }))
     }
 }
@@ -360,6 +371,7 @@ pub unsafe extern "C" fn gotry_router_start(
         }
         core.without_thread = options.without_thread;
         core.keep_copies = options.keep_copies;
+        core.tenant_metrics = options.tenant_metrics;
         core.verify = options.verify.map(|call| {
             let user_data = UserData(options.verify_user_data);
             let gate = gate.clone();

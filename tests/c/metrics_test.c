@@ -1,6 +1,7 @@
 /*
- * The core's metrics through the C door: lease operations on a real SQLite store, read back
- * as numbers from the Prometheus text that gotry_metrics_text hands over. The registry is the
+ * The core's metrics through the C door: lease operations on a real SQLite store, and the
+ * per-tenant series of a router started with options.tenant_metrics, read back as numbers
+ * from the Prometheus text that gotry_metrics_text hands over. The registry is the
  * process's, so the test reads each series before and after and compares the differences.
  *
  * Usage: metrics_test SCRATCH_DIR   (an existing, empty, writable directory)
@@ -91,6 +92,118 @@ static void text_media_type_and_null_checks(void) {
     CHECK(media != NULL && strcmp(media, "text/plain; version=0.0.4; charset=utf-8") == 0);
 }
 
+/* The whole text, to free with gotry_metrics_text_free. */
+static char *metrics_text(void) {
+    GotryError *err = NULL;
+    char *text = NULL;
+    size_t len = 0;
+    STATUS(gotry_metrics_text(&text, &len, &err), GOTRY_STATUS_OK);
+    gotry_error_free(err);
+    return text;
+}
+
+#define TENANT "t-0123456789abcdef0123456789abcdef"
+#define TENANT_LABELS "replica=\"replica-c\",tenant=\"acme/" TENANT "\""
+
+/* A router with no thread of its own on a manual clock, with or without per-tenant series,
+ * serving TENANT. */
+static GotryRouter *start_router(const char *dir, const char *replica, GotryManualClock *clock, bool tenant_metrics,
+                                 GotryStore **out_leases, GotryDurableStore **out_durable) {
+    char path[1200];
+    GotryError *err = NULL;
+    snprintf(path, sizeof path, "%s/%s-leases.db", dir, replica);
+    STATUS(gotry_store_open(path, strlen(path), NULL, out_leases, &err), GOTRY_STATUS_OK);
+    snprintf(path, sizeof path, "%s/%s-durable", dir, replica);
+    STATUS(gotry_durable_store_open(path, strlen(path), out_durable, &err), GOTRY_STATUS_OK);
+    GotryRouterOptions options;
+    options.tenant_metrics = true;
+    STATUS(gotry_router_options_default(&options), GOTRY_STATUS_OK);
+    CHECK(!options.tenant_metrics); /* off by default */
+    options.tenant_metrics = tenant_metrics;
+    options.clock = clock;
+    options.without_thread = true;
+    options.copy_interval_ms = 3600000;
+    snprintf(path, sizeof path, "%s/%s-state", dir, replica);
+    GotryRouter *router = NULL;
+    STATUS(gotry_router_start(*out_leases, *out_durable, path, strlen(path), replica, strlen(replica), 3000, 500,
+                              &options, &router, &err),
+           GOTRY_STATUS_OK);
+    GotryTenantHandle *handle = NULL;
+    STATUS(gotry_router_open(router, S("acme"), S(TENANT), &handle, &err), GOTRY_STATUS_OK);
+    gotry_tenant_handle_free(handle);
+    return router;
+}
+
+static void stop_router(GotryRouter *router, GotryStore *leases, GotryDurableStore *durable) {
+    GotryError *err = NULL;
+    GotryCloseReport *report = NULL;
+    STATUS(gotry_router_close(router, 1000, &report), GOTRY_STATUS_OK);
+    gotry_close_report_free(report);
+    gotry_router_free(router);
+    gotry_durable_store_free(durable);
+    gotry_store_free(leases);
+}
+
+/* A router started with options.tenant_metrics: its tenant's series, read back from the text,
+ * until a handoff takes the tenant out of the router. */
+static void tenant_series_until_the_tenant_leaves(const char *dir) {
+    GotryError *err = NULL;
+    GotryManualClock *clock = NULL;
+    STATUS(gotry_manual_clock_new(0, &clock), GOTRY_STATUS_OK);
+    GotryStore *leases = NULL;
+    GotryDurableStore *durable = NULL;
+    GotryRouter *router = start_router(dir, "replica-c", clock, true, &leases, &durable);
+    const char *key = "acme/" TENANT;
+    /* One acknowledged call, one still in flight. */
+    GotryRouterCall *call = NULL;
+    STATUS(gotry_router_begin(router, key, strlen(key), &call, &err), GOTRY_STATUS_OK);
+    STATUS(gotry_router_call_finish(call, &err), GOTRY_STATUS_OK);
+    call = NULL;
+    STATUS(gotry_router_begin(router, key, strlen(key), &call, &err), GOTRY_STATUS_OK);
+    int64_t now = 0;
+    STATUS(gotry_manual_clock_advance(clock, 1500, &now, &err), GOTRY_STATUS_OK);
+    CHECK(now == 1500);
+
+    static const char *const series[] = {
+        "gotry_tenant_router_tenant_state{" TENANT_LABELS ",state=\"serving\"}",
+        "gotry_tenant_router_tenant_calls_in_flight{" TENANT_LABELS "}",
+        "gotry_tenant_router_tenant_copy_lag_writes{" TENANT_LABELS "}",
+        "gotry_tenant_router_tenant_copy_lag_seconds{" TENANT_LABELS "}",
+    };
+    enum { N = sizeof series / sizeof series[0] };
+    double seen[N];
+    read_series(series, N, seen);
+    const double want[N] = {1, 1, 1, 1.5};
+    for (size_t i = 0; i < N; i++) {
+        if (seen[i] != want[i]) fprintf(stderr, "%s is %g, expected %g\n", series[i], seen[i], want[i]);
+        CHECK(seen[i] == want[i]);
+    }
+    STATUS(gotry_router_call_finish(call, &err), GOTRY_STATUS_OK);
+    STATUS(gotry_router_handoff(router, key, strlen(key), 1000, &err), GOTRY_STATUS_OK);
+    char *text = metrics_text();
+    CHECK(text != NULL && strstr(text, "tenant=\"") == NULL);
+    CHECK(text != NULL && strstr(text, "# TYPE gotry_tenant_router_tenant_state gauge\n") != NULL);
+    gotry_metrics_text_free(text);
+    stop_router(router, leases, durable);
+    gotry_manual_clock_free(clock);
+}
+
+/* Without the option, no series names the tenant the router serves. */
+static void no_tenant_label_without_the_option(const char *dir) {
+    GotryError *err = NULL;
+    GotryManualClock *clock = NULL;
+    STATUS(gotry_manual_clock_new(0, &clock), GOTRY_STATUS_OK);
+    GotryStore *leases = NULL;
+    GotryDurableStore *durable = NULL;
+    GotryRouter *router = start_router(dir, "replica-plain", clock, false, &leases, &durable);
+    char *text = metrics_text();
+    CHECK(text != NULL && sample_value(text, "gotry_tenant_router_tenants{state=\"serving\"}") >= 1);
+    CHECK(text != NULL && strstr(text, "tenant=\"") == NULL && strstr(text, TENANT) == NULL);
+    gotry_metrics_text_free(text);
+    stop_router(router, leases, durable);
+    gotry_manual_clock_free(clock);
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: %s SCRATCH_DIR\n", argv[0]);
@@ -98,6 +211,8 @@ int main(int argc, char **argv) {
     }
     lease_operations_are_counted(argv[1]);
     text_media_type_and_null_checks();
+    tenant_series_until_the_tenant_leaves(argv[1]);
+    no_tenant_label_without_the_option(argv[1]);
     printf("metrics_test: %d checks, %d failed\n", checks, failures);
     return failures == 0 ? 0 : 1;
 }

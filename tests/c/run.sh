@@ -9,7 +9,8 @@
 # system's SQLite (the snapshot function, OPEN_IN_PROCESS without one), linked both against
 # the .so and against the .a; the tenant router (capacity, LEASE_HELD, handoff, draining,
 # drain timeout, a lost lease, copies and status, close) from C and C++ under valgrind; and the
-# metrics text (lease operations counted and read back) under valgrind. The
+# metrics text (lease operations counted and read back, and the per-tenant series of a router
+# started with options.tenant_metrics) under valgrind. The
 # copies test writes its SQLite ledgers with python3's sqlite3 module; the snapshot and router
 # tests link the system's libsqlite3 (Debian: libsqlite3-dev). The C example of ffi-c/README.md
 # is compiled and run too, so the README cannot drift from the header.
@@ -234,7 +235,7 @@ check "the tenant router from C under valgrind (capacity, LEASE_HELD, handoff, D
 check "the tenant router from C++ under valgrind" valgrind_run "$build/router_test_cpp" "$(scratch router-cpp)"
 check "the shared router scenarios (tests/vectors/router-scenarios.json) under valgrind" \
     valgrind_run "$build/router_vectors_test" "$(scratch router-vectors)"
-check "metrics from C under valgrind (lease operations read back from gotry_metrics_text)" \
+check "metrics from C under valgrind (lease operations and a router's per-tenant series read back from gotry_metrics_text)" \
     valgrind_run "$build/metrics_test" "$(scratch metrics)"
 # The S3 run is held to the same leak check: valgrind.supp names the only allocations it
 # adds, those of the S3 client's process-wide runtime, whose threads are alive at exit.

@@ -114,7 +114,7 @@ async function usage(): Promise<void> {
     const router: TenantRouter = await TenantRouter.start({
         leaseStore: store, durableStore: directory, stateRoot: '/srv/state', replicaId: 'r', ttlMs: 30_000, marginMs: 3_000,
         capacity: 100, copyPolicy: { intervalMs: 10_000, durability: 'strict' }, snapshot, verify: () => true, clock,
-        withoutThread: true,
+        withoutThread: true, tenantMetrics: true,
         onEvent: (event: RouterEvent) => {
             if (event.kind === 'copy_failed') use(event.error.message);
             use(event.key, event.epoch);

@@ -728,6 +728,7 @@ class TenantRouter:
         clock: _SupportsNowMs | None = None,
         start_thread: bool = True,
         keep_copies: int | None = None,
+        tenant_metrics: bool | None = None,
     ) -> Self:
         """``capacity`` None: about a third of the descriptors left after a quarter of the
         process's limit is reserved (256 with the common limit of 1024). ``copy_interval_ms``
@@ -737,7 +738,13 @@ class TenantRouter:
         ``tick()``, and nothing renews the leases between two ticks. ``keep_copies``: how many
         copies of each tenant the router keeps, deleting older ones as it writes (a strict
         router writes one per acknowledged write); the core's number when None, every copy
-        when 0 (for a host that runs ``EpochCopies.gc`` itself)."""
+        when 0 (for a host that runs ``EpochCopies.gc`` itself). ``tenant_metrics=True``: ``metrics()``
+        (and ``MetricsCollector``) carries a series per tenant this router lists, labelled
+        ``replica`` and ``tenant`` (the lease key): its state
+        (``gotry_tenant_router_tenant_state{state}`` 1), calls in flight and copy lag in seconds
+        and in writes, read at each scrape and gone once the tenant leaves; bounded by
+        ``capacity``, off when None (the core's default), since each tenant is a series on the
+        metrics server."""
     @property
     def capacity(self) -> int: ...
     @property

@@ -191,6 +191,11 @@ pub struct RouterOptions {
     /// [`crate::ManualClock`], or a host that drives its own timer). Nothing renews the
     /// leases between two ticks, a draining tenant's included.
     pub without_thread: bool,
+    /// Per-tenant series in the metrics text: each tenant the router lists gets its state,
+    /// copy lag and calls in flight, labelled with its lease key (see [`crate::metrics`] for
+    /// why the count is bounded by `capacity`). [`DEFAULT_TENANT_METRICS`] (off) unless set:
+    /// every door takes the flag as it is.
+    pub tenant_metrics: bool,
 }
 
 impl RouterOptions {
@@ -219,9 +224,15 @@ impl RouterOptions {
             snapshot: None,
             on_event: None,
             without_thread: false,
+            tenant_metrics: DEFAULT_TENANT_METRICS,
         }
     }
 }
+
+/// Whether a router writes per-tenant series unless its host asks (see
+/// [`RouterOptions::tenant_metrics`]): no, since a label per tenant is a series per tenant
+/// on the host's metrics server, which its operator chooses to pay for.
+pub const DEFAULT_TENANT_METRICS: bool = false;
 
 /// The copies a router keeps of each tenant by default: enough that a restore finding the
 /// newest ones damaged has older ones of the same tenure to fall back on, few enough that a
@@ -425,6 +436,19 @@ impl Tenant {
         }
     }
 
+    /// The tenant's copy lag at `now_ms`: its writes no good copy holds yet, and the time
+    /// since its last good copy began, while it is serving or draining with such writes (0
+    /// otherwise: a lost or closed tenant's writes can no longer be copied from here).
+    fn copy_lag(&self, now_ms: Option<f64>) -> crate::metrics::CopyLag {
+        if self.writes_since_copy == 0 || !matches!(self.life, Life::Serving(_) | Life::Draining(_)) {
+            return crate::metrics::CopyLag::default();
+        }
+        crate::metrics::CopyLag {
+            seconds: now_ms.map_or(0.0, |now| ((now - self.last_good_copy_at) / 1000.0).max(0.0)),
+            writes: self.writes_since_copy,
+        }
+    }
+
     /// Every change of state goes through here, so the gauge of tenants by state cannot miss one.
     fn set_life(&mut self, life: Life) {
         crate::metrics::router_tenant(Some(self.life.state()), Some(life.state()));
@@ -501,6 +525,9 @@ pub struct TenantRouter {
     copier: Mutex<Option<JoinHandle<()>>>,
     /// Kept alive with the router: the metrics ask it at each scrape.
     _copy_lag: Arc<crate::metrics::CopyLagSource>,
+    /// Likewise, with [`RouterOptions::tenant_metrics`]: dropped with the router, which
+    /// takes its tenants' series out of the text.
+    _tenant_series: Option<Arc<crate::metrics::TenantSeriesSource>>,
 }
 
 impl std::fmt::Debug for TenantRouter {
@@ -531,6 +558,7 @@ impl TenantRouter {
         // The keeper's handler needs the router, which needs the keeper: the handler finds
         // the router through a cell filled once both exist (no lease is kept before that).
         let router_cell: Arc<OnceLock<Weak<Shared>>> = Arc::default();
+        let replica_id = options.replica_id.clone();
         let mut keeper_options = KeeperOptions::new(
             options.lease_store,
             options.replica_id,
@@ -591,10 +619,20 @@ impl TenantRouter {
                 .map_or_else(Default::default, |shared| shared.copy_lag())
         });
         crate::metrics::watch_copy_lag(&copy_lag);
+        let tenant_series = options.tenant_metrics.then(|| {
+            let weak = Arc::downgrade(&shared);
+            let source: Arc<crate::metrics::TenantSeriesSource> = Arc::new(move || {
+                weak.upgrade()
+                    .map_or_else(Vec::new, |shared| shared.tenant_series())
+            });
+            crate::metrics::watch_tenants(&replica_id, &source);
+            source
+        });
         Ok(TenantRouter {
             shared,
             copier: Mutex::new(copier),
             _copy_lag: copy_lag,
+            _tenant_series: tenant_series,
         })
     }
 
@@ -1005,14 +1043,28 @@ impl Shared {
         let now = self.now().ok();
         lock(&self.tenants)
             .values()
-            .filter(|t| t.writes_since_copy > 0 && matches!(t.life, Life::Serving(_) | Life::Draining(_)))
             .fold(crate::metrics::CopyLag::default(), |worst, t| {
-                let seconds = now.map_or(0.0, |now| (now - t.last_good_copy_at) / 1000.0);
+                let lag = t.copy_lag(now);
                 crate::metrics::CopyLag {
-                    seconds: worst.seconds.max(seconds),
-                    writes: worst.writes.max(t.writes_since_copy),
+                    seconds: worst.seconds.max(lag.seconds),
+                    writes: worst.writes.max(lag.writes),
                 }
             })
+    }
+
+    /// Every tenant listed, as its per-tenant series show it (the clock read before the
+    /// lock, as for [`Shared::copy_lag`]).
+    fn tenant_series(&self) -> Vec<crate::metrics::TenantSeries> {
+        let now = self.now().ok();
+        lock(&self.tenants)
+            .iter()
+            .map(|(key, t)| crate::metrics::TenantSeries {
+                key: key.clone(),
+                state: t.life.state(),
+                copy_lag: t.copy_lag(now),
+                in_flight: t.in_flight,
+            })
+            .collect()
     }
 
     fn enter(&self, key: &str) -> Result<(Arc<TenantHandle>, u64)> {
