@@ -350,11 +350,18 @@ fn silent_down_and_terminated_servers_fail_closed_within_the_timeout_and_service
     assert_eq!(renewed.record.epoch, epoch);
 
     // The server terminates every session of this store (pg_terminate_backend, as a
-    // failover or an administrator does): the next call connects again and succeeds.
+    // failover or an administrator does): the next call connects again and succeeds. Only
+    // this store's: the sessions the proxy opened, not the stores of the tests running
+    // beside this one.
+    let ports: Vec<String> = proxy.upstream_ports().iter().map(u16::to_string).collect();
     let terminated = server::execute(
         &url,
-        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
-         WHERE application_name = 'gotry-tenant-state' AND pid <> pg_backend_pid()",
+        &format!(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+             WHERE application_name = 'gotry-tenant-state' AND pid <> pg_backend_pid()
+               AND client_port IN ({})",
+            ports.join(", ")
+        ),
     )
     .unwrap();
     assert_ne!(terminated[0][0].as_deref(), Some("0"));
