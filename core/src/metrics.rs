@@ -812,60 +812,35 @@ fn tenant_families(out: &mut String) {
         .iter()
         .map(|(replica, t)| format!("replica=\"{}\",tenant=\"{}\"", escape(replica), escape(&t.key)))
         .collect();
-    family(
-        out,
+    // Each family: its header, then one sample per tenant, `value` giving the labels that
+    // follow the tenant's own (the state's) and the sample's value.
+    let mut gauge = |name: &str, help: &str, value: &dyn Fn(&TenantSeries) -> (String, String)| {
+        family(out, name, "gauge", help);
+        for ((_, t), labels) in tenants.iter().zip(&labels) {
+            let (more, value) = value(t);
+            let _ = writeln!(out, "{name}{{{labels}{more}}} {value}");
+        }
+    };
+    gauge(
         "gotry_tenant_router_tenant_state",
-        "gauge",
         "1 for each tenant of a router with per-tenant metrics, labelled with its state.",
+        &|t| (format!(",state=\"{}\"", t.state.as_str()), "1".to_owned()),
     );
-    for ((_, t), labels) in tenants.iter().zip(&labels) {
-        let _ = writeln!(
-            out,
-            "gotry_tenant_router_tenant_state{{{labels},state=\"{}\"}} 1",
-            t.state.as_str()
-        );
-    }
-    family(
-        out,
+    gauge(
         "gotry_tenant_router_tenant_calls_in_flight",
-        "gauge",
         "Calls of the tenant admitted by its router that have not ended yet.",
+        &|t| (String::new(), t.in_flight.to_string()),
     );
-    for ((_, t), labels) in tenants.iter().zip(&labels) {
-        sample(
-            out,
-            "gotry_tenant_router_tenant_calls_in_flight",
-            labels,
-            t.in_flight,
-        );
-    }
-    family(
-        out,
+    gauge(
         "gotry_tenant_router_tenant_copy_lag_seconds",
-        "gauge",
         "Time since the tenant's last good copy began, while it has writes no copy holds yet (else 0).",
+        &|t| (String::new(), t.copy_lag.seconds.to_string()),
     );
-    for ((_, t), labels) in tenants.iter().zip(&labels) {
-        let _ = writeln!(
-            out,
-            "gotry_tenant_router_tenant_copy_lag_seconds{{{labels}}} {}",
-            t.copy_lag.seconds
-        );
-    }
-    family(
-        out,
+    gauge(
         "gotry_tenant_router_tenant_copy_lag_writes",
-        "gauge",
         "Acknowledged writes of the tenant since its last good copy.",
+        &|t| (String::new(), t.copy_lag.writes.to_string()),
     );
-    for ((_, t), labels) in tenants.iter().zip(&labels) {
-        sample(
-            out,
-            "gotry_tenant_router_tenant_copy_lag_writes",
-            labels,
-            t.copy_lag.writes,
-        );
-    }
 }
 
 /// A label value as the text format writes it: backslash, double quote and line feed escaped.
