@@ -376,7 +376,10 @@ impl Spares {
             match state.reserved.get(target).copied() {
                 None => return None,
                 Some(Reserved::Linking) => {
-                    state = self.wanted.wait(state).unwrap_or_else(|poisoned| poisoned.into_inner())
+                    state = self
+                        .wanted
+                        .wait(state)
+                        .unwrap_or_else(|poisoned| poisoned.into_inner())
                 }
                 Some(Reserved::Queued) => {
                     state.reserved.remove(target);
@@ -451,7 +454,12 @@ impl Spares {
     /// Links a flushed spare (`spare`, or one made now) at `target` and flushes the folder: the
     /// identity of the file reserved, or `None` when the name is taken, the folder is no longer
     /// the one whose path is durable, or the disk fails (the put then goes the usual way).
-    fn make_reservation(&self, target: &Path, folder: FileId, spare: Option<(PathBuf, File)>) -> Option<FileId> {
+    fn make_reservation(
+        &self,
+        target: &Path,
+        folder: FileId,
+        spare: Option<(PathBuf, File)>,
+    ) -> Option<FileId> {
         let (path, file) = match spare {
             Some(spare) => spare,
             None => {
@@ -552,7 +560,10 @@ impl Spares {
         }
         let (ready, reserved) = {
             let mut state = lock(&self.state);
-            (std::mem::take(&mut state.ready), std::mem::take(&mut state.reserved))
+            (
+                std::mem::take(&mut state.ready),
+                std::mem::take(&mut state.reserved),
+            )
         };
         for (path, file) in ready {
             discard(&path, file);
@@ -575,24 +586,28 @@ fn fill(target: &Path, reserved: FileId, bytes: &[u8]) -> std::io::Result<bool> 
         .open(target);
     let mut file = match opened {
         Ok(file) => file,
-        Err(e) if e.kind() == ErrorKind::NotFound || e.raw_os_error() == Some(libc::ELOOP) => return Ok(false),
+        Err(e) if e.kind() == ErrorKind::NotFound || e.raw_os_error() == Some(libc::ELOOP) => {
+            return Ok(false)
+        }
         Err(e) => return Err(e),
     };
     let meta = file.metadata()?;
     if (meta.dev(), meta.ino()) != reserved || meta.len() != 0 || meta.nlink() == 0 {
         return Ok(false);
     }
-    file.write_all(bytes).and_then(|()| file.sync_data()).inspect_err(|_| {
-        // Back to a reservation, which readers pass over, rather than a torn object.
-        let _ = file.set_len(0);
-    })?;
+    file.write_all(bytes)
+        .and_then(|()| file.sync_data())
+        .inspect_err(|_| {
+            // Back to a reservation, which readers pass over, rather than a torn object.
+            let _ = file.set_len(0);
+        })?;
     Ok(true)
 }
 
 /// Removes the reservation at `target` when it is still the empty file `id`.
 fn remove_reservation(target: &Path, id: FileId) {
-    let unused = fs::symlink_metadata(target)
-        .is_ok_and(|meta| (meta.dev(), meta.ino()) == id && meta.len() == 0);
+    let unused =
+        fs::symlink_metadata(target).is_ok_and(|meta| (meta.dev(), meta.ino()) == id && meta.len() == 0);
     if unused {
         let _ = fs::remove_file(target);
     }
@@ -616,7 +631,9 @@ impl DurableStore for DirectoryDurableStore {
         let target = self.path_of(key)?;
         self.assert_writable(key)?;
         if let Some(reserved) = self.spares.claim(&target) {
-            if fill(&target, reserved, bytes).map_err(|e| Error::durable_io(format!("{key} cannot be written"), &e))? {
+            if fill(&target, reserved, bytes)
+                .map_err(|e| Error::durable_io(format!("{key} cannot be written"), &e))?
+            {
                 return Ok(PutOutcome::Created);
             }
         }
@@ -922,7 +939,10 @@ mod tests {
             spares,
             "another process's spares were removed"
         );
-        assert!(dir.path().join("a/reserved").exists(), "another process's reservation was removed");
+        assert!(
+            dir.path().join("a/reserved").exists(),
+            "another process's reservation was removed"
+        );
     }
 
     fn inode(path: &Path) -> u64 {
@@ -940,25 +960,51 @@ mod tests {
         store.reserve("a/next");
         store.reserve("a/unused");
         assert!(store.wait_reserved("a/next") && store.wait_reserved("a/unused"));
-        let listed: Vec<(String, u64)> = store.list("a/").unwrap().into_iter().map(|o| (o.key, o.size)).collect();
+        let listed: Vec<(String, u64)> = store
+            .list("a/")
+            .unwrap()
+            .into_iter()
+            .map(|o| (o.key, o.size))
+            .collect();
         assert_eq!(
             listed,
-            [("a/first".into(), 1), ("a/next".into(), 0), ("a/unused".into(), 0)]
+            [
+                ("a/first".into(), 1),
+                ("a/next".into(), 0),
+                ("a/unused".into(), 0)
+            ]
         );
         let reserved = inode(&dir.path().join("a/next"));
 
         let other = DirectoryDurableStore::open(dir.path()).unwrap();
-        assert_eq!(other.put_new("a/next", b"theirs").unwrap(), PutOutcome::AlreadyExists);
+        assert_eq!(
+            other.put_new("a/next", b"theirs").unwrap(),
+            PutOutcome::AlreadyExists
+        );
 
         crate::plumbing::synced::take();
         assert_eq!(store.put_new("a/next", b"ours").unwrap(), PutOutcome::Created);
-        assert_eq!(crate::plumbing::synced::take(), Vec::<PathBuf>::new(), "a folder was flushed");
+        assert_eq!(
+            crate::plumbing::synced::take(),
+            Vec::<PathBuf>::new(),
+            "a folder was flushed"
+        );
         assert_eq!(fs::read(dir.path().join("a/next")).unwrap(), b"ours");
-        assert_eq!(inode(&dir.path().join("a/next")), reserved, "the put did not write into the reservation");
-        assert_eq!(store.put_new("a/next", b"again").unwrap(), PutOutcome::AlreadyExists);
+        assert_eq!(
+            inode(&dir.path().join("a/next")),
+            reserved,
+            "the put did not write into the reservation"
+        );
+        assert_eq!(
+            store.put_new("a/next", b"again").unwrap(),
+            PutOutcome::AlreadyExists
+        );
 
         drop(store);
-        assert!(!dir.path().join("a/unused").exists(), "an unused reservation was left behind");
+        assert!(
+            !dir.path().join("a/unused").exists(),
+            "an unused reservation was left behind"
+        );
         assert_eq!(fs::read(dir.path().join("a/next")).unwrap(), b"ours");
         drop(other);
     }
@@ -988,7 +1034,11 @@ mod tests {
         assert_eq!(store.put_new("a/removed", b"ours").unwrap(), PutOutcome::Created);
         assert_eq!(fs::read(dir.path().join("a/removed")).unwrap(), b"ours");
         for key in ["a/replaced", "a/written"] {
-            assert_eq!(store.put_new(key, b"ours").unwrap(), PutOutcome::AlreadyExists, "{key}");
+            assert_eq!(
+                store.put_new(key, b"ours").unwrap(),
+                PutOutcome::AlreadyExists,
+                "{key}"
+            );
             assert_eq!(fs::read(dir.path().join(key)).unwrap(), b"theirs", "{key}");
         }
         drop(store);

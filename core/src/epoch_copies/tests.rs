@@ -576,10 +576,16 @@ fn a_copy_writes_into_the_name_reserved_for_it_and_readers_pass_reservations_ove
     let looked = copies.restore_latest(&key(), 0, None, &look, None).unwrap();
     assert_eq!((looked.restored, looked.skipped), (id(1, 1), vec![]));
     assert_eq!(copies.gc(&a, 1).unwrap().deleted, []);
-    assert!(objects.join(&next).exists(), "gc removed the holder's own reservation");
+    assert!(
+        objects.join(&next).exists(),
+        "gc removed the holder's own reservation"
+    );
 
     write_state(&root, &["1", "2"]);
-    assert_eq!(copies.write_copy(&a, &root).unwrap().id, CopyId { epoch: 1, seq: 2 });
+    assert_eq!(
+        copies.write_copy(&a, &root).unwrap().id,
+        CopyId { epoch: 1, seq: 2 }
+    );
     assert_eq!(
         fs::metadata(objects.join(&next)).unwrap().ino(),
         reserved.ino(),
@@ -596,10 +602,19 @@ fn a_copy_writes_into_the_name_reserved_for_it_and_readers_pass_reservations_ove
     let own = manifest_key(&key(), CopyId { epoch: 2, seq: 1 }).unwrap();
     assert!(store.wait_reserved(&own), "nothing reserved after a restore");
     copies_b.gc(&b, 1).unwrap();
-    assert!(!objects.join(&stale).exists(), "the replaced tenure's reservation was kept");
-    assert!(objects.join(&own).exists(), "the holder's own reservation was removed");
+    assert!(
+        !objects.join(&stale).exists(),
+        "the replaced tenure's reservation was kept"
+    );
+    assert!(
+        objects.join(&own).exists(),
+        "the holder's own reservation was removed"
+    );
     write_state(&b_root, &["1", "2", "3"]);
-    assert_eq!(copies_b.write_copy(&b, &b_root).unwrap().id, CopyId { epoch: 2, seq: 1 });
+    assert_eq!(
+        copies_b.write_copy(&b, &b_root).unwrap().id,
+        CopyId { epoch: 2, seq: 1 }
+    );
     assert_eq!(world.restored_by_next_holder("c"), id(2, 1));
 }
 
