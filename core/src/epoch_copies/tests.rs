@@ -582,9 +582,15 @@ fn a_copy_writes_into_the_name_reserved_for_it_and_readers_pass_reservations_ove
     );
 
     write_state(&root, &["1", "2"]);
+    crate::plumbing::synced::take();
     assert_eq!(
         copies.write_copy(&a, &root).unwrap().id,
         CopyId { epoch: 1, seq: 2 }
+    );
+    assert_eq!(
+        crate::plumbing::synced::take(),
+        Vec::<PathBuf>::new(),
+        "a copy into its reserved name flushed a folder"
     );
     assert_eq!(
         fs::metadata(objects.join(&next)).unwrap().ino(),
