@@ -471,25 +471,12 @@ impl Spares {
                 (path, file)
             }
         };
-        let linked = fs::hard_link(&path, target).is_ok();
         let id = file.metadata().map(|meta| (meta.dev(), meta.ino()));
+        let made = id.is_ok() && link_into_folder(&path, target, folder).is_ok();
         // The name in staging goes, and the lock with it: the reservation is an object now,
         // which no sweep of staging files touches.
         discard(&path, file);
-        if !linked {
-            return None;
-        }
-        let dir = target.parent().expect("a key names a file under the root");
-        let durable = fs::metadata(dir).is_ok_and(|meta| (meta.dev(), meta.ino()) == folder)
-            && crate::plumbing::sync_dir(dir).is_ok();
-        match id {
-            Ok(id) if durable => Some(id),
-            Ok(id) => {
-                remove_reservation(target, id);
-                None
-            }
-            Err(_) => None,
-        }
+        made.then(|| id.ok()).flatten()
     }
 
     /// Makes a staging file and takes its lock through the descriptor returned, open for
@@ -602,6 +589,35 @@ fn fill(target: &Path, reserved: FileId, bytes: &[u8]) -> std::io::Result<bool> 
             let _ = file.set_len(0);
         })?;
     Ok(true)
+}
+
+/// Links `from` at `target` and flushes the folder, through a descriptor of the folder checked
+/// to be `folder`: a folder moved or made anew meanwhile is not one whose path is durable, and
+/// the name linked is always the one checked and flushed.
+fn link_into_folder(from: &Path, target: &Path, folder: FileId) -> std::io::Result<()> {
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::io::AsRawFd;
+
+    let dir = File::open(target.parent().expect("a key names a file under the root"))?;
+    let meta = dir.metadata()?;
+    if (meta.dev(), meta.ino()) != folder {
+        return Err(std::io::Error::from_raw_os_error(libc::ESTALE));
+    }
+    let name = target.file_name().expect("a key names a file");
+    let (from, name) = (
+        CString::new(from.as_os_str().as_bytes())?,
+        CString::new(name.as_bytes())?,
+    );
+    // SAFETY: both strings are NUL-terminated and live across the call; `dir` is open.
+    if unsafe { libc::linkat(libc::AT_FDCWD, from.as_ptr(), dir.as_raw_fd(), name.as_ptr(), 0) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    dir.sync_all().inspect_err(|_| {
+        // Not durable: the name goes again, as the empty file it still is.
+        // SAFETY: as above.
+        unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), 0) };
+    })
 }
 
 /// Removes the reservation at `target` when it is still the empty file `id`.
