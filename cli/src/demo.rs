@@ -777,6 +777,10 @@ impl DurableStore for Freezable {
         self.inner.delete(key)
     }
 
+    fn reserve(&self, key: &str) {
+        self.inner.reserve(key)
+    }
+
     fn location(&self) -> String {
         self.inner.location()
     }

@@ -233,6 +233,10 @@ impl DurableStore for Counting {
     fn delete(&self, key: &str) -> gotry_tenant_state::Result<()> {
         self.inner.delete(key)
     }
+    fn reserve(&self, key: &str) {
+        self.inner.reserve(key)
+    }
+
     fn location(&self) -> String {
         self.inner.location()
     }

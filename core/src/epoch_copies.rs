@@ -504,6 +504,8 @@ impl EpochCopies {
                 .collect(),
         ));
         lease.assert_held()?;
+        // The next copy's manifest is made ready now, off the path a strict write waits on.
+        self.reserve(lease, seq + 1)?;
         tenure.since_gc += 1;
         if let Some(keep) = self.keep.filter(|keep| tenure.since_gc >= keep.get()) {
             if self.gc_locked(lease, keep.get(), &tenure).is_ok() {
@@ -769,6 +771,7 @@ impl EpochCopies {
         prefix: &str,
         found: &[ObjectInfo],
     ) -> Result<u64> {
+        let next = tenure.seqs.last().map_or(1, |last| last + 1);
         let mut present = BTreeSet::new();
         for object in found {
             match EpochEntry::parse(&object.key[prefix.len()..]) {
@@ -781,14 +784,27 @@ impl EpochCopies {
                 Some(EpochEntry::Manifest(seq) | EpochEntry::Object(seq)) if tenure.seqs.contains(&seq) => {
                     present.insert(seq);
                 }
+                // The name reserved for this copy (by whichever `EpochCopies` of the holder
+                // wrote the last copy or the restore): a stranger's empty object there is met
+                // at the put, which only the store that made the reservation can write into.
+                Some(EpochEntry::Manifest(seq)) if seq == next && layout::is_reserved(object) => {}
                 _ => return Err(conflict(lease, &object.key)),
             }
         }
-        let next = tenure.seqs.last().map_or(1, |last| last + 1);
         // Deleted copies need no remembering: a name that comes back is a stranger's.
         tenure.seqs = present;
         tenure.seqs.insert(next);
         Ok(next)
+    }
+
+    /// Asks the store to reserve the manifest name of the holder's copy `seq`: the next one.
+    fn reserve(&self, lease: &TenantLease, seq: u64) -> Result<()> {
+        let id = CopyId {
+            epoch: lease.epoch(),
+            seq,
+        };
+        self.store.reserve(&manifest_key(lease.key(), id)?);
+        Ok(())
     }
 
     /// Whether the tenure marker at `key` is this holder's (a restore by another
@@ -873,6 +889,11 @@ impl EpochCopies {
             }
         }
         tenure.marker = true;
+        if staged.report.restored.is_some() {
+            // Only after a restore: a first copy torn by a power cut is then passed over for
+            // the copy restored, where a tenure that began empty would have nothing else.
+            self.reserve(lease, 1)?;
+        }
         let report = staged.install(root)?;
         // The tenure's copies build on what it restored (and reference its objects).
         tenure.lineage = lineage.map(Arc::new);
@@ -956,6 +977,7 @@ impl EpochCopies {
             .copied()
             .collect();
         self.delete_copies(lease.key(), &layout, &deleted)?;
+        self.delete_reserved(&layout, |epoch| epoch <= floor)?;
         for (_, marker) in layout.markers.range(..=floor) {
             self.store.delete(marker)?;
         }
@@ -1011,6 +1033,9 @@ impl EpochCopies {
             report.deleted.push(*id);
         }
         self.delete_copies(lease.key(), &layout, &report.deleted)?;
+        // Names reserved by earlier tenures were never written (a holder that is gone, or
+        // one superseded, whose copy a restore would pass over).
+        self.delete_reserved(&layout, |epoch| epoch <= floor || epoch < lease.epoch())?;
         Ok(report)
     }
 
@@ -1054,6 +1079,16 @@ impl EpochCopies {
         Ok(())
     }
 
+    /// Deletes the reserved manifest names of the epochs `dead` says.
+    fn delete_reserved(&self, layout: &Layout, dead: impl Fn(i64) -> bool) -> Result<()> {
+        for (id, key) in &layout.reserved {
+            if dead(id.epoch) {
+                self.store.delete(key)?;
+            }
+        }
+        Ok(())
+    }
+
     fn layout(&self, key: &str) -> Result<Layout> {
         let prefix = tenant_prefix(key)?;
         let mut layout = Layout::default();
@@ -1068,6 +1103,9 @@ impl EpochCopies {
             match EpochEntry::parse(rest) {
                 Some(EpochEntry::Tenure) => {
                     layout.markers.insert(epoch, object.key);
+                }
+                Some(EpochEntry::Manifest(seq)) if layout::is_reserved(&object) => {
+                    layout.reserved.push((CopyId { epoch, seq }, object.key));
                 }
                 Some(EpochEntry::Manifest(seq)) => {
                     let copy = layout.copies.entry(CopyId { epoch, seq }).or_default();
@@ -1190,10 +1228,11 @@ impl EpochCopies {
         Ok((staged, None))
     }
 
-    /// The copy's manifest: `None` when there is none, `Some(None)` when it is not one this
-    /// build reads.
+    /// The copy's manifest: `None` when there is none (or only its reserved name), `Some(None)`
+    /// when it is not one this build reads.
     fn read_manifest(&self, key: &str, id: CopyId) -> Result<Option<Option<AnyManifest>>> {
         let bytes = match self.store.get(&manifest_key(key, id)?)? {
+            Some(bytes) if bytes.is_empty() => return Ok(None),
             Some(bytes) => Some(bytes),
             None => self
                 .store

@@ -25,8 +25,22 @@
 //! for its bytes, one link and its folder, not for an inode. A spare waits locked through a
 //! descriptor open for reading only: one open for writing would keep the file system from
 //! being remounted read-only.
+//!
+//! A name made durable ahead of time costs less still: a put that writes into a file whose
+//! name already survives a power cut waits for one flush (its bytes), not two (its bytes, then
+//! its folder's entry); 0.28 against 0.59 ms per put here. So [`DurableStore::reserve`] has
+//! the same thread link a spare to the key and flush its folder, and the put of that key
+//! writes into the file it finds there and flushes it. Until then the name is an empty
+//! object to every reader (the copies reserve a tenure's next manifest, and their readers pass
+//! an empty one over as not written yet), and create-only still holds: nobody else can link
+//! the name, and a put writes into a reservation only if this store made it and it is still
+//! that same file, empty and linked; otherwise the put goes the usual way, where an existing
+//! name answers `AlreadyExists`. A power cut during that write can leave the name empty or
+//! torn: the put was never acknowledged, and a torn manifest is a copy a restore passes over.
+//! Reservations are made only in folders this store has made durable, and the ones still
+//! unused when the store is dropped are removed.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::fs::{self, File, OpenOptions};
 use std::io::{ErrorKind, Write};
 use std::os::unix::fs::MetadataExt;
@@ -179,6 +193,12 @@ impl DirectoryDurableStore {
         &self.root
     }
 
+    /// Waits until the reservation of `key` is made or given up: whether it is made.
+    #[cfg(test)]
+    pub(crate) fn wait_reserved(&self, key: &str) -> bool {
+        self.spares.wait_reserved(&self.root.join(key))
+    }
+
     fn path_of(&self, key: &str) -> Result<PathBuf> {
         Ok(self.root.join(assert_object_key(key)?))
     }
@@ -240,9 +260,13 @@ impl Drop for DirectoryDurableStore {
     }
 }
 
-/// Staging files made and flushed ahead of puts, by a thread started at a store's first put and
-/// ended when the store is dropped (which removes the files still unused). At most
-/// [`Spares::KEPT`] wait: enough for a replica whose tenants copy a few at a time.
+/// A file's identity: (device, inode).
+type FileId = (u64, u64);
+
+/// Staging files made and flushed ahead of puts, and names reserved ahead of them, by a thread
+/// started at a store's first put or reservation and ended when the store is dropped (which
+/// removes the files and reservations still unused). At most [`Spares::KEPT`] spares wait:
+/// enough for a replica whose tenants copy a few at a time.
 struct Spares {
     root: PathBuf,
     counter: AtomicU64,
@@ -254,6 +278,11 @@ struct Spares {
 struct SpareState {
     /// Each spare with the read-only descriptor that holds its lock.
     ready: Vec<(PathBuf, File)>,
+    /// The names asked for by [`DurableStore::reserve`], by path, until a put claims them.
+    reserved: HashMap<PathBuf, Reserved>,
+    /// The names to reserve, in the order asked, with the folder (as it was when asked) whose
+    /// path the store had made durable.
+    to_reserve: VecDeque<(PathBuf, FileId)>,
     thread: Option<std::thread::JoinHandle<()>>,
     /// The process that started the thread and holds the spares' locks.
     owner: u32,
@@ -264,10 +293,22 @@ struct SpareState {
     closed: bool,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reserved {
+    /// Asked for; the thread has not started on it (a put now cancels it).
+    Queued,
+    /// The thread is linking it: a put waits for the outcome.
+    Linking,
+    /// An empty file of this identity is linked at the name and its folder flushed.
+    Ready(FileId),
+}
+
 impl std::fmt::Debug for Spares {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let state = lock(&self.state);
         f.debug_struct("Spares")
-            .field("ready", &lock(&self.state).ready.len())
+            .field("ready", &state.ready.len())
+            .field("reserved", &state.reserved.len())
             .finish()
     }
 }
@@ -284,13 +325,12 @@ impl Spares {
         })
     }
 
-    /// A ready spare, if any; wakes the thread (starting it the first time) to make the next.
-    /// A process forked from the one that made them never takes one: the parent holds the
-    /// same locks and may write into the same file.
-    fn take(self: &Arc<Spares>) -> Option<(PathBuf, File)> {
-        let mut state = lock(&self.state);
+    /// Starts the thread the first time, and tells whether this process may use what it makes:
+    /// a process forked from the one that made them may not, as the parent holds the same locks
+    /// and may write into the same files.
+    fn started(self: &Arc<Spares>, state: &mut SpareState) -> bool {
         if state.closed {
-            return None;
+            return false;
         }
         if state.thread.is_none() {
             let spares = Arc::clone(self);
@@ -300,19 +340,68 @@ impl Spares {
                 .spawn(move || spares.refill())
                 .ok();
         }
-        if state.owner != std::process::id() {
+        state.owner == std::process::id()
+    }
+
+    /// A ready spare, if any; wakes the thread to make the next.
+    fn take(self: &Arc<Spares>) -> Option<(PathBuf, File)> {
+        let mut state = lock(&self.state);
+        if !self.started(&mut state) {
             return None;
         }
         state.stalled = false;
-        self.wanted.notify_one();
+        self.wanted.notify_all();
         state.ready.pop()
     }
 
-    /// The thread's loop: keeps [`Spares::KEPT`] files made, locked and flushed.
+    /// Queues `target` (in the folder `folder`, whose path is durable) to be reserved.
+    fn reserve(self: &Arc<Spares>, target: PathBuf, folder: FileId) {
+        let mut state = lock(&self.state);
+        if !self.started(&mut state) || state.reserved.contains_key(&target) {
+            return;
+        }
+        state.reserved.insert(target.clone(), Reserved::Queued);
+        state.to_reserve.push_back((target, folder));
+        self.wanted.notify_all();
+    }
+
+    /// The reservation of `target` for a put of it, if this store made one: waits while the
+    /// thread is linking it, cancels it when the thread has not started on it.
+    fn claim(&self, target: &Path) -> Option<FileId> {
+        let mut state = lock(&self.state);
+        if state.owner != std::process::id() {
+            return None;
+        }
+        loop {
+            match state.reserved.get(target).copied() {
+                None => return None,
+                Some(Reserved::Linking) => {
+                    state = self
+                        .wanted
+                        .wait(state)
+                        .unwrap_or_else(|poisoned| poisoned.into_inner())
+                }
+                Some(Reserved::Queued) => {
+                    state.reserved.remove(target);
+                    return None;
+                }
+                Some(Reserved::Ready(id)) => {
+                    state.reserved.remove(target);
+                    return Some(id);
+                }
+            }
+        }
+    }
+
+    /// The thread's loop: makes the reservations asked for, first, and keeps [`Spares::KEPT`]
+    /// files made, locked and flushed.
     fn refill(&self) {
         loop {
             let mut state = lock(&self.state);
-            while !state.closed && (state.stalled || state.ready.len() >= Self::KEPT) {
+            while !state.closed
+                && state.to_reserve.is_empty()
+                && (state.stalled || state.ready.len() >= Self::KEPT)
+            {
                 state = self
                     .wanted
                     .wait(state)
@@ -320,6 +409,28 @@ impl Spares {
             }
             if state.closed {
                 return;
+            }
+            if let Some((target, folder)) = state.to_reserve.pop_front() {
+                if state.reserved.get(&target) != Some(&Reserved::Queued) {
+                    // Claimed (so cancelled) before the thread came to it.
+                    continue;
+                }
+                state.reserved.insert(target.clone(), Reserved::Linking);
+                let spare = state.ready.pop();
+                drop(state);
+                let made = self.make_reservation(&target, folder, spare);
+                let mut state = lock(&self.state);
+                match made {
+                    Some(id) => {
+                        state.reserved.insert(target, Reserved::Ready(id));
+                    }
+                    None => {
+                        state.reserved.remove(&target);
+                    }
+                }
+                // Wakes a put waiting for this reservation (and a test, see `wait_reserved`).
+                self.wanted.notify_all();
+                continue;
             }
             drop(state);
             let made = self.make(false).and_then(|made| match made {
@@ -338,6 +449,34 @@ impl Spares {
                 Err(_) => state.stalled = true,
             }
         }
+    }
+
+    /// Links a flushed spare (`spare`, or one made now) at `target` and flushes the folder: the
+    /// identity of the file reserved, or `None` when the name is taken, the folder is no longer
+    /// the one whose path is durable, or the disk fails (the put then goes the usual way).
+    fn make_reservation(
+        &self,
+        target: &Path,
+        folder: FileId,
+        spare: Option<(PathBuf, File)>,
+    ) -> Option<FileId> {
+        let (path, file) = match spare {
+            Some(spare) => spare,
+            None => {
+                let (path, file) = self.make(false).ok()??;
+                if file.sync_all().is_err() {
+                    discard(&path, file);
+                    return None;
+                }
+                (path, file)
+            }
+        };
+        let id = file.metadata().map(|meta| (meta.dev(), meta.ino()));
+        let made = id.is_ok() && link_into_folder(&path, target, folder).is_ok();
+        // The name in staging goes, and the lock with it: the reservation is an object now,
+        // which no sweep of staging files touches.
+        discard(&path, file);
+        made.then(|| id.ok()).flatten()
     }
 
     /// Makes a staging file and takes its lock through the descriptor returned, open for
@@ -372,10 +511,24 @@ impl Spares {
         state.ready.iter().map(|(path, _)| path.clone()).collect()
     }
 
-    /// Stops the thread and removes the spares it made. In a forked child, whose copy of the
-    /// store has no such thread and whose spares are the parent's, it leaves both alone.
+    /// Waits until the thread is done with the reservation of `target`: whether it is ready.
+    #[cfg(test)]
+    fn wait_reserved(&self, target: &Path) -> bool {
+        let mut state = lock(&self.state);
+        loop {
+            match state.reserved.get(target) {
+                Some(Reserved::Queued | Reserved::Linking) => state = self.wanted.wait(state).unwrap(),
+                Some(Reserved::Ready(_)) => return true,
+                None => return false,
+            }
+        }
+    }
+
+    /// Stops the thread and removes the spares and reservations it made. In a forked child,
+    /// whose copy of the store has no such thread and whose spares are the parent's, it leaves
+    /// both alone.
     fn close(&self) {
-        let (thread, ready) = {
+        let thread = {
             let mut state = lock(&self.state);
             state.closed = true;
             self.wanted.notify_all();
@@ -383,16 +536,96 @@ impl Spares {
                 // Closing the child's descriptors leaves the parent's locks held.
                 std::mem::forget(state.thread.take());
                 state.ready.clear();
+                state.reserved.clear();
                 return;
             }
-            (state.thread.take(), std::mem::take(&mut state.ready))
+            state.thread.take()
         };
+        // Joined first: a reservation the thread is making is among those removed.
         if let Some(thread) = thread {
             let _ = thread.join();
         }
+        let (ready, reserved) = {
+            let mut state = lock(&self.state);
+            (
+                std::mem::take(&mut state.ready),
+                std::mem::take(&mut state.reserved),
+            )
+        };
         for (path, file) in ready {
             discard(&path, file);
         }
+        for (target, reserved) in reserved {
+            if let Reserved::Ready(id) = reserved {
+                remove_reservation(&target, id);
+            }
+        }
+    }
+}
+
+/// Writes `bytes` into the reservation at `target` and flushes them, when it is still the file
+/// this store reserved: the same one, empty and linked. `false` when it is not (removed,
+/// replaced, written): the put then goes the usual way, where the name decides.
+fn fill(target: &Path, reserved: FileId, bytes: &[u8]) -> std::io::Result<bool> {
+    let opened = OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(target);
+    let mut file = match opened {
+        Ok(file) => file,
+        Err(e) if e.kind() == ErrorKind::NotFound || e.raw_os_error() == Some(libc::ELOOP) => {
+            return Ok(false)
+        }
+        Err(e) => return Err(e),
+    };
+    let meta = file.metadata()?;
+    if (meta.dev(), meta.ino()) != reserved || meta.len() != 0 || meta.nlink() == 0 {
+        return Ok(false);
+    }
+    file.write_all(bytes)
+        .and_then(|()| file.sync_data())
+        .inspect_err(|_| {
+            // Back to a reservation, which readers pass over, rather than a torn object.
+            let _ = file.set_len(0);
+        })?;
+    Ok(true)
+}
+
+/// Links `from` at `target` and flushes the folder, through a descriptor of the folder checked
+/// to be `folder`: a folder moved or made anew meanwhile is not one whose path is durable, and
+/// the name linked is always the one checked and flushed.
+fn link_into_folder(from: &Path, target: &Path, folder: FileId) -> std::io::Result<()> {
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::io::AsRawFd;
+
+    let dir = File::open(target.parent().expect("a key names a file under the root"))?;
+    let meta = dir.metadata()?;
+    if (meta.dev(), meta.ino()) != folder {
+        return Err(std::io::Error::from_raw_os_error(libc::ESTALE));
+    }
+    let name = target.file_name().expect("a key names a file");
+    let (from, name) = (
+        CString::new(from.as_os_str().as_bytes())?,
+        CString::new(name.as_bytes())?,
+    );
+    // SAFETY: both strings are NUL-terminated and live across the call; `dir` is open.
+    if unsafe { libc::linkat(libc::AT_FDCWD, from.as_ptr(), dir.as_raw_fd(), name.as_ptr(), 0) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    dir.sync_all().inspect_err(|_| {
+        // Not durable: the name goes again, as the empty file it still is.
+        // SAFETY: as above.
+        unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), 0) };
+    })
+}
+
+/// Removes the reservation at `target` when it is still the empty file `id`.
+fn remove_reservation(target: &Path, id: FileId) {
+    let unused =
+        fs::symlink_metadata(target).is_ok_and(|meta| (meta.dev(), meta.ino()) == id && meta.len() == 0);
+    if unused {
+        let _ = fs::remove_file(target);
     }
 }
 
@@ -413,6 +646,13 @@ impl DurableStore for DirectoryDurableStore {
     fn put_new(&self, key: &str, bytes: &[u8]) -> Result<PutOutcome> {
         let target = self.path_of(key)?;
         self.assert_writable(key)?;
+        if let Some(reserved) = self.spares.claim(&target) {
+            if fill(&target, reserved, bytes)
+                .map_err(|e| Error::durable_io(format!("{key} cannot be written"), &e))?
+            {
+                return Ok(PutOutcome::Created);
+            }
+        }
         let mut staged = self.staging_file()?;
         let (staging, file) = (&staged.path, &mut staged.file);
         let outcome = (|| {
@@ -495,6 +735,21 @@ impl DurableStore for DirectoryDurableStore {
 
     fn location(&self) -> String {
         format!("file://{}", self.root.display())
+    }
+
+    fn reserve(&self, key: &str) {
+        let Ok(target) = self.path_of(key) else {
+            return;
+        };
+        let folder = target.parent().and_then(|folder| fs::metadata(folder).ok());
+        let Some(folder) = folder.map(|meta| (meta.dev(), meta.ino())) else {
+            return;
+        };
+        // Linking the name and flushing its folder makes it durable only where the folder's
+        // own path already is.
+        if !self.read_only && lock(&self.durable_dirs).contains(&folder) {
+            self.spares.reserve(target, folder);
+        }
     }
 
     fn remove_leftovers(&self) -> Result<()> {
@@ -682,17 +937,146 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = DirectoryDurableStore::open(dir.path()).unwrap();
         store.put_new("a/first", b"x").unwrap();
+        store.reserve("a/reserved");
+        assert!(store.wait_reserved("a/reserved"));
         let spares: HashSet<PathBuf> = store.spares.wait_for_spares(Spares::KEPT).into_iter().collect();
         lock(&store.spares.state).owner = std::process::id().wrapping_add(1);
         store.put_new("a/second", b"y").unwrap();
         assert_eq!(fs::read(dir.path().join("a/second")).unwrap(), b"y");
         assert_eq!(staged(dir.path()), spares, "a spare was taken by another process");
+        assert_eq!(
+            store.put_new("a/reserved", b"y").unwrap(),
+            PutOutcome::AlreadyExists,
+            "another process's reservation was written"
+        );
         drop(store);
         assert_eq!(
             staged(dir.path()),
             spares,
             "another process's spares were removed"
         );
+        assert!(
+            dir.path().join("a/reserved").exists(),
+            "another process's reservation was removed"
+        );
+    }
+
+    fn inode(path: &Path) -> u64 {
+        fs::symlink_metadata(path).unwrap().ino()
+    }
+
+    /// A reserved key is an empty object at once durable: another writer meets it as an
+    /// existing name, and this store's put writes into that very file with one flush of its
+    /// bytes, none of a folder. A reservation unused when the store goes is removed.
+    #[test]
+    fn a_reserved_key_is_an_empty_object_that_only_its_store_fills_with_no_folder_flush() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = DirectoryDurableStore::open(dir.path()).unwrap();
+        store.put_new("a/first", b"x").unwrap();
+        store.reserve("a/next");
+        store.reserve("a/unused");
+        assert!(store.wait_reserved("a/next") && store.wait_reserved("a/unused"));
+        let listed: Vec<(String, u64)> = store
+            .list("a/")
+            .unwrap()
+            .into_iter()
+            .map(|o| (o.key, o.size))
+            .collect();
+        assert_eq!(
+            listed,
+            [
+                ("a/first".into(), 1),
+                ("a/next".into(), 0),
+                ("a/unused".into(), 0)
+            ]
+        );
+        let reserved = inode(&dir.path().join("a/next"));
+
+        let other = DirectoryDurableStore::open(dir.path()).unwrap();
+        assert_eq!(
+            other.put_new("a/next", b"theirs").unwrap(),
+            PutOutcome::AlreadyExists
+        );
+
+        crate::plumbing::synced::take();
+        assert_eq!(store.put_new("a/next", b"ours").unwrap(), PutOutcome::Created);
+        assert_eq!(
+            crate::plumbing::synced::take(),
+            Vec::<PathBuf>::new(),
+            "a folder was flushed"
+        );
+        assert_eq!(fs::read(dir.path().join("a/next")).unwrap(), b"ours");
+        assert_eq!(
+            inode(&dir.path().join("a/next")),
+            reserved,
+            "the put did not write into the reservation"
+        );
+        assert_eq!(
+            store.put_new("a/next", b"again").unwrap(),
+            PutOutcome::AlreadyExists
+        );
+
+        drop(store);
+        assert!(
+            !dir.path().join("a/unused").exists(),
+            "an unused reservation was left behind"
+        );
+        assert_eq!(fs::read(dir.path().join("a/next")).unwrap(), b"ours");
+        drop(other);
+    }
+
+    /// A put writes into its reservation only while it is the file reserved, empty and linked:
+    /// removed, the put makes the object anew; replaced or written by someone else, the name is
+    /// theirs.
+    #[test]
+    fn a_put_does_not_write_into_a_reservation_removed_or_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = DirectoryDurableStore::open(dir.path()).unwrap();
+        store.put_new("a/first", b"x").unwrap();
+        for key in ["a/removed", "a/replaced", "a/written"] {
+            store.reserve(key);
+            assert!(store.wait_reserved(key), "{key}");
+        }
+        fs::remove_file(dir.path().join("a/removed")).unwrap();
+        fs::remove_file(dir.path().join("a/replaced")).unwrap();
+        fs::write(dir.path().join("a/replaced"), b"theirs").unwrap();
+        OpenOptions::new()
+            .append(true)
+            .open(dir.path().join("a/written"))
+            .unwrap()
+            .write_all(b"theirs")
+            .unwrap();
+
+        assert_eq!(store.put_new("a/removed", b"ours").unwrap(), PutOutcome::Created);
+        assert_eq!(fs::read(dir.path().join("a/removed")).unwrap(), b"ours");
+        for key in ["a/replaced", "a/written"] {
+            assert_eq!(
+                store.put_new(key, b"ours").unwrap(),
+                PutOutcome::AlreadyExists,
+                "{key}"
+            );
+            assert_eq!(fs::read(dir.path().join(key)).unwrap(), b"theirs", "{key}");
+        }
+        drop(store);
+        for key in ["a/removed", "a/replaced", "a/written"] {
+            assert!(dir.path().join(key).exists(), "{key} was removed with the store");
+        }
+    }
+
+    /// A name is reserved only where linking it and flushing its folder makes it durable: in a
+    /// folder whose path this store flushed, not one another writer made (nor one missing).
+    #[test]
+    fn nothing_is_reserved_in_a_folder_the_store_has_not_made_durable() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = DirectoryDurableStore::open(dir.path()).unwrap();
+        store.put_new("a/first", b"x").unwrap();
+        fs::create_dir(dir.path().join("b")).unwrap();
+        store.reserve("b/next");
+        store.reserve("c/next");
+        assert!(!store.wait_reserved("b/next") && !store.wait_reserved("c/next"));
+        assert_eq!(store.list("").unwrap().len(), 1);
+        store.reserve("a/next");
+        assert!(store.wait_reserved("a/next"));
     }
 
     #[test]

@@ -62,6 +62,13 @@ pub trait DurableStore: Send + Sync + std::fmt::Debug {
     fn delete(&self, key: &str) -> Result<()>;
     /// Where the store is, for messages and status: the URL without any credential.
     fn location(&self) -> String;
+    /// Says that this store will soon be asked to put `key`, so that a backend whose put costs
+    /// more than its bytes can do that part ahead of time, off the caller's path: the copies
+    /// call it for the next manifest of a tenure, which a strict copy waits for. A hint: it
+    /// answers nothing, may do nothing, and a put of `key` stays create-only whatever it did.
+    /// Until the put, a backend may show `key` as an empty object (the directory store does;
+    /// the copies' readers pass an empty manifest over as not yet written).
+    fn reserve(&self, _key: &str) {}
     /// Removes what writers killed mid-put left behind, never what a live writer still
     /// uses. Backends whose puts leave nothing behind have nothing to do.
     fn remove_leftovers(&self) -> Result<()> {

@@ -297,6 +297,15 @@ pub(super) struct ListedCopy {
 pub(super) struct Layout {
     pub(super) copies: BTreeMap<CopyId, ListedCopy>,
     pub(super) markers: BTreeMap<i64, String>,
+    /// Manifest names reserved for copies not written yet (see [`is_reserved`]), with their keys.
+    pub(super) reserved: Vec<(CopyId, String)>,
+}
+
+/// Whether a listed manifest is a name reserved for a copy not written yet
+/// ([`DurableStore::reserve`]): an empty one. No manifest is empty, so readers pass it over as
+/// no copy at all, and only the holder that reserved it writes it.
+pub(super) fn is_reserved(manifest: &ObjectInfo) -> bool {
+    manifest.size == 0
 }
 
 /// `orgs/<org>/tenants/<tenant>/epochs/` of a lease key `<org>/<tenant>`.

@@ -976,11 +976,20 @@ mod tests {
             fs::write(source.join("sub/kept"), b"first").unwrap();
             fs::write(source.join("other"), b"other").unwrap();
             let lease = lease(dir, SOURCE_TENANT);
-            let copies = copies(dir);
+            let store = Arc::new(DirectoryDurableStore::open(dir.join("store")).unwrap());
+            let copies = EpochCopies::new(store.clone());
             copies.write_copy(&lease, &source).unwrap();
             fs::write(source.join("sub/kept"), b"second").unwrap();
             fs::write(source.join("third"), b"3").unwrap();
             copies.write_copy(&lease, &source).unwrap();
+            // The name of the next copy's manifest, reserved in the background, is in place
+            // before the snapshot of the folder is taken.
+            let next = format!(
+                "orgs/{ORG}/tenants/{SOURCE_TENANT}/epochs/{:020}/{:020}.json",
+                lease.epoch(),
+                3
+            );
+            proptest::prop_assert!(store.wait_reserved(&next));
             let outside = dir.join("outside");
             fs::create_dir(&outside).unwrap();
             fs::write(outside.join("precious"), b"untouched").unwrap();

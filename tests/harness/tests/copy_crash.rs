@@ -165,6 +165,9 @@ enum Landing {
 #[derive(Debug, Default)]
 struct ListedCopy {
     manifest: Option<String>,
+    /// An empty manifest: the name the directory store reserved for the next copy (see
+    /// `DurableStore::reserve`), no copy.
+    reserved: bool,
     /// The copy's own objects by their name in `files/` (`000003`, `000003.000001` for a piece of a
     /// base in format 4, or `000003.delta`).
     files: BTreeMap<String, String>,
@@ -423,7 +426,12 @@ impl Run {
                         epoch: number(epoch) as i64,
                         seq: number(manifest.strip_suffix(".json").unwrap()),
                     };
-                    copies.entry(id).or_default().manifest = Some(object.key.clone());
+                    let copy = copies.entry(id).or_default();
+                    if object.size == 0 {
+                        copy.reserved = true;
+                    } else {
+                        copy.manifest = Some(object.key.clone());
+                    }
                 }
                 [epoch, seq, "files", index] => {
                     let id = CopyId {
@@ -594,7 +602,12 @@ impl Run {
             .collect();
         let incomplete: Vec<u64> = copies
             .iter()
-            .filter(|(id, c)| id.epoch == epoch && c.manifest.is_none())
+            .filter(|(id, c)| id.epoch == epoch && c.manifest.is_none() && !c.files.is_empty())
+            .map(|(id, _)| id.seq)
+            .collect();
+        let reserved: Vec<u64> = copies
+            .iter()
+            .filter(|(id, c)| id.epoch == epoch && c.reserved)
             .map(|(id, _)| id.seq)
             .collect();
         let written = complete.len() as u64;
@@ -611,6 +624,12 @@ impl Run {
         assert!(
             incomplete.len() <= 1,
             "round {round}: incomplete copies {incomplete:?}"
+        );
+        // A name is reserved only for the copy after the last one written (or restored): an
+        // empty manifest never stands where a copy was acknowledged.
+        assert!(
+            reserved.iter().all(|&seq| seq == written + 1),
+            "round {round}: reserved {reserved:?} after {written} complete copies in epoch {epoch}"
         );
         match incomplete.first() {
             Some(&seq) => {

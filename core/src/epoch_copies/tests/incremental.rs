@@ -391,6 +391,10 @@ impl DurableStore for HeldBack {
     fn delete(&self, key: &str) -> Result<()> {
         self.inner.delete(key)
     }
+    fn reserve(&self, key: &str) {
+        self.inner.reserve(key)
+    }
+
     fn location(&self) -> String {
         self.inner.location()
     }
