@@ -25,8 +25,8 @@
 //!   failure), and the held calls go on: no call waits behind the copier longer than the
 //!   grace and one snapshot. A strict call waits for such calls at most [`QUIET_WAIT_MS`]
 //!   (5 s).
-//! * [`TenantRouter::handoff`] drains (the lease keeps being renewed meanwhile), takes a
-//!   final copy, releases. Calls still running at the timeout leave the tenant serving,
+//! * [`TenantRouter::handoff`] drains (told as [`RouterEvent::Draining`] as it begins; the
+//!   lease keeps being renewed meanwhile), takes a final copy, releases. Calls still running at the timeout leave the tenant serving,
 //!   with nothing flushed or released (DRAIN_TIMEOUT).
 //!
 //! # Time
