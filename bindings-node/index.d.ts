@@ -583,11 +583,16 @@ export interface CopyPolicy {
  * - `lost`: the lease was lost; the tenant's calls are FencedError from now on.
  * - `closed`: the tenant's last call ended after a loss or a handoff: its files may be closed.
  * - `copy_failed`: a background copy failed; the tenant's lag grows until one succeeds.
+ * - `draining`: a handoff (or close) began draining the tenant, before it waits for the calls
+ *   in flight; new calls are TenantDrainingError from now on. Told once per drain: stop
+ *   routing the tenant's requests here. `closed` follows when it is released; a drain that
+ *   timed out is the handoff's DrainTimeoutError, and the tenant serves again.
  */
 export type RouterEvent =
     | { kind: 'lost'; key: string; epoch: number }
     | { kind: 'closed'; key: string; epoch: number }
-    | { kind: 'copy_failed'; key: string; epoch: number; error: Error };
+    | { kind: 'copy_failed'; key: string; epoch: number; error: Error }
+    | { kind: 'draining'; key: string; epoch: number };
 
 export interface TenantRouterOptions extends HostSnapshotOptions {
     /** A lease store of this package whose clock is native (not a `nowMs` function). */

@@ -370,6 +370,14 @@ typedef enum GotryRouterEventKind {
      * until a copy succeeds.
      */
     GOTRY_ROUTER_EVENT_KIND_COPY_FAILED = 3,
+    /**
+     * `draining`: a handoff (or a close) began draining the tenant, before it waits for the
+     * calls in flight; new calls are refused (DRAINING) from now on. Told once per drain, so
+     * that the host stops routing the tenant's requests here without polling the status;
+     * `closed` follows when the tenant is released, while a drain that timed out is the
+     * handoff's answer and the tenant serves again.
+     */
+    GOTRY_ROUTER_EVENT_KIND_DRAINING = 4,
 } GotryRouterEventKind;
 
 /**
@@ -1009,7 +1017,9 @@ typedef struct GotryRouterEvent {
  *   returns); after a handoff, on the thread calling `gotry_router_handoff` or
  *   `gotry_router_close`, before it returns;
  * - `copy_failed` on the router's copier thread (or on the thread calling
- *   `gotry_router_tick`, before it returns), in `GOTRY_DURABILITY_ASYNC` mode.
+ *   `gotry_router_tick`, before it returns), in `GOTRY_DURABILITY_ASYNC` mode;
+ * - `draining` on the thread calling `gotry_router_handoff` or `gotry_router_close`, before
+ *   the drain waits for the calls in flight.
  *
  * Several threads may call it at once, so `event_user_data` must be usable from any thread.
  * Keep it short (a `lost` event delays the renewals of every tenant) and never let a C++
@@ -2528,8 +2538,8 @@ void gotry_history_free(struct GotryHistory *history);
 enum GotryStatus gotry_router_options_default(struct GotryRouterOptions *out_options);
 
 /**
- * The name of a `GotryRouterEventKind` value (`"lost"`, `"closed"`, `"copy_failed"`); NULL
- * for any other value. Static; thread-safe.
+ * The name of a `GotryRouterEventKind` value (`"lost"`, `"closed"`, `"copy_failed"`,
+ * `"draining"`); NULL for any other value. Static; thread-safe.
  */
 const char *gotry_router_event_kind_name(int kind);
 

@@ -139,8 +139,8 @@ class TenantRouter {
      * tenant's series (state, copy lag, calls in flight, labelled `tenant`) to `metrics()`,
      * off by the core's default. `verify(dir)` checks a
      * restored copy (as EpochCopies' restore does), `snapshot(source, image)` reads the files
-     * the host holds open (as EpochCopies' does), `onEvent(event)` is told `lost`, `closed`
-     * and `copy_failed` on the event loop.
+     * the host holds open (as EpochCopies' does), `onEvent(event)` is told `lost`, `closed`,
+     * `copy_failed` and `draining` on the event loop.
      */
     static async start(options) {
         if (options === null || typeof options !== 'object') {

@@ -442,6 +442,7 @@ pub enum RouterEventValue {
     Lost { key: String, epoch: i64 },
     Closed { key: String, epoch: i64 },
     CopyFailed { key: String, epoch: i64, error: Error },
+    Draining { key: String, epoch: i64 },
 }
 
 impl RouterEventValue {
@@ -454,6 +455,7 @@ impl RouterEventValue {
             RouterEvent::CopyFailed { key, epoch, error } => {
                 RouterEventValue::CopyFailed { key, epoch, error }
             }
+            RouterEvent::Draining { key, epoch } => RouterEventValue::Draining { key, epoch },
             _ => return None,
         })
     }
@@ -469,6 +471,7 @@ impl ObjectValue for RouterEventValue {
             RouterEventValue::CopyFailed { key, epoch, error } => {
                 (RouterEventKind::CopyFailed, key, epoch, Some(error))
             }
+            RouterEventValue::Draining { key, epoch } => (RouterEventKind::Draining, key, epoch, None),
         };
         let kind = kind.as_str();
         object.set("kind", kind)?;

@@ -3,7 +3,8 @@
  * The shared router scenarios of tests/vectors/router-scenarios.json, replayed through the
  * addon as every door replays them (the file's comment says what world they assume). A
  * call held in flight (`begin`/`end`) is a `router.run` whose function waits on a promise
- * the scenario settles; a handoff begun in the background is an unawaited promise.
+ * the scenario settles; a handoff (or a close) begun in the background is an unawaited
+ * promise, and the step resolves once the router's `draining` event for the tenant came.
  */
 
 const test = require('node:test');
@@ -33,17 +34,43 @@ function appendLine(handle, line) {
     fs.appendFileSync(path.join(handle.root, 'lines.txt'), `${line}\n`);
 }
 
-async function until(done, what) {
-    const deadline = Date.now() + 30_000;
-    while (!done()) {
-        assert.ok(Date.now() < deadline, `gave up waiting: ${what}`);
-        await new Promise(resolve => setTimeout(resolve, 1));
-    }
-}
+/**
+ * The `draining` events one router told, by key: a step that begins a drain in the
+ * background resolves once its drain was told, so the next step may assume it has begun.
+ */
+class Drains {
+    #told = new Map();
+    #waiting = [];
 
-/** Resolves once `router` shows `key` draining: the next step may assume the drain has begun. */
-function untilDraining(router, key) {
-    return until(() => router.status().some(t => t.key === key && t.state === 'draining'), `the drain of ${key}`);
+    /** The router's onEvent. */
+    tell(event) {
+        if (event.kind !== 'draining') return;
+        this.#told.set(event.key, this.told(event.key) + 1);
+        this.#waiting = this.#waiting.filter(waiter => !waiter.settle());
+    }
+
+    told(key) {
+        return this.#told.get(key) ?? 0;
+    }
+
+    /**
+     * Resolves once a drain of `key` is told beyond the `before` told already; rejects after
+     * 30 s, a bound on a replay that would otherwise hang, not a time limit on the router.
+     */
+    untilTold(key, before) {
+        return new Promise((resolve, reject) => {
+            const timer = setTimeout(() => reject(new Error(`no draining event told for ${key} within 30 s`)), 30_000);
+            const waiter = {
+                settle: () => {
+                    if (this.told(key) <= before) return false;
+                    clearTimeout(timer);
+                    resolve();
+                    return true;
+                },
+            };
+            if (!waiter.settle()) this.#waiting.push(waiter);
+        });
+    }
 }
 
 /** A close report in the vectors' spelling; no tenant may fail in these scenarios. */
@@ -59,6 +86,7 @@ class Site {
         this.leaseStore = new SqliteLeaseStore({ path: path.join(this.dir, 'leases.db'), nowMs: this.clock });
         this.durableStore = new DirectoryDurableStore({ path: path.join(this.dir, 'durable') });
         this.routers = new Map();
+        this.drains = new Map();
         this.calls = new Map();
         this.handoffs = new Map();
         this.closes = new Map();
@@ -75,7 +103,9 @@ class Site {
     /** Runs one step; resolves to what it answered, or undefined for a step that expects nothing. */
     async step(step) {
         switch (step.do) {
-        case 'start':
+        case 'start': {
+            const drains = new Drains();
+            this.drains.set(step.replica, drains);
             this.routers.set(step.replica, await TenantRouter.start({
                 leaseStore: this.leaseStore,
                 durableStore: this.durableStore,
@@ -86,8 +116,10 @@ class Site {
                 capacity: step.capacity,
                 copyPolicy: { intervalMs: DOC.copy_interval_ms, durability: step.durability },
                 clock: this.clock,
+                onEvent: event => drains.tell(event),
             }));
             return undefined;
+        }
         case 'open':
             return outcome(this.router(step).open(DOC.organization, step.tenant), handle => ({ epoch: handle.epoch }));
         case 'run':
@@ -117,8 +149,10 @@ class Site {
         case 'handoff_start': {
             const router = this.router(step);
             const key = this.key(step);
+            const drains = this.drains.get(step.replica);
+            const before = drains.told(key);
             this.handoffs.set(step.handoff, outcome(router.handoff(key, { timeoutMs: step.timeout_ms }), () => ({ ok: true })));
-            await untilDraining(router, key);
+            await drains.untilTold(key, before);
             return undefined;
         }
         case 'handoff_wait': {
@@ -129,9 +163,11 @@ class Site {
         case 'close':
             return closeReport(await this.router(step).close({ timeoutMs: step.timeout_ms }));
         case 'close_start': {
-            const router = this.router(step);
-            this.closes.set(step.close, router.close({ timeoutMs: step.timeout_ms }));
-            await untilDraining(router, this.key(step));
+            const key = this.key(step);
+            const drains = this.drains.get(step.replica);
+            const before = drains.told(key);
+            this.closes.set(step.close, this.router(step).close({ timeoutMs: step.timeout_ms }));
+            await drains.untilTold(key, before);
             return undefined;
         }
         case 'close_wait': {

@@ -160,8 +160,8 @@ test('a handoff carries the tenant\'s data to the next replica', () => inWorld(a
 
     await one.handoff(key, 1_000);
     assert.deepEqual(one.status(), []);
-    // Told before the handoff's promise settled.
-    assert.deepEqual(events, [{ kind: 'closed', key, epoch: 1 }]);
+    // Told before the handoff's promise settled: the drain when it began, then the release.
+    assert.deepEqual(events, [{ kind: 'draining', key, epoch: 1 }, { kind: 'closed', key, epoch: 1 }]);
     const record = await w.leaseStore.read(key);
     assert.ok(record.leaseUntilMs <= w.wall.nowMs(), 'released: the next replica may start at once');
 
@@ -212,7 +212,8 @@ test('a drain timeout leaves the tenant serving, nothing copied or released', ()
     assert.deepEqual(await w.durableStore.list(`orgs/${ORG}/tenants/${tenant}/epochs/00000000000000000001/00000000000000000001/`), []);
     assert.equal((await w.leaseStore.read(key)).owner, 'replica-1');
     assert.ok((await w.leaseStore.read(key)).leaseUntilMs > w.wall.nowMs(), 'still held');
-    assert.deepEqual(events, []);
+    // The drain was told when it began; nothing was closed.
+    assert.deepEqual(events, [{ kind: 'draining', key, epoch: 1 }]);
 }));
 
 test('a call that throws ends unacknowledged and rejects with that very value', () => inWorld(async w => {
@@ -244,7 +245,10 @@ test('close hands every tenant off, then opens are RouterClosedError', () => inW
     await router.run(a.key, handle => append(handle, 'in a'));
     const report = await router.close(2_000);
     assert.deepEqual(report, { handedOff: [a.key, b.key].sort(), timedOut: [], failed: [] });
-    assert.deepEqual(events.map(e => [e.kind, e.key]).sort(), [['closed', a.key], ['closed', b.key]].sort());
+    assert.deepEqual(
+        events.map(e => [e.kind, e.key]).sort(),
+        [['draining', a.key], ['closed', a.key], ['draining', b.key], ['closed', b.key]].sort(),
+    );
     assert.ok(isA(pkg.RouterClosedError, 'GOTRY_TENANT_ROUTER_CLOSED')(await rejection(router.open(ORG, a.tenant))));
     assert.deepEqual(router.status(), []);
     for (const { key } of [a, b]) assert.ok((await w.leaseStore.read(key)).leaseUntilMs <= w.wall.nowMs());

@@ -103,7 +103,9 @@ impl EventParts {
     fn of(event: RouterEvent) -> Option<EventParts> {
         let kind = event.kind().as_str();
         let (key, epoch, error) = match event {
-            RouterEvent::Lost { key, epoch } | RouterEvent::Closed { key, epoch } => (key, epoch, None),
+            RouterEvent::Lost { key, epoch }
+            | RouterEvent::Closed { key, epoch }
+            | RouterEvent::Draining { key, epoch } => (key, epoch, None),
             RouterEvent::CopyFailed { key, epoch, error } => (key, epoch, Some(error)),
             // A kind the core added after this module was built: nothing to say it with.
             _ => return None,
@@ -553,7 +555,7 @@ impl PyRouterEvent {
         ("kind", "key", "epoch", "error")
     }
 
-    /// `"lost"`, `"closed"` or `"copy_failed"`.
+    /// `"lost"`, `"closed"`, `"copy_failed"` or `"draining"`.
     #[getter]
     fn kind(&self) -> &'static str {
         self.kind

@@ -215,7 +215,7 @@ def test_a_handoff_carries_the_data_to_the_other_replica(site: Site) -> None:
 
     a.handoff(key)
     assert a.status() == []
-    assert events_a.told() == [("closed", key, 1)]
+    assert events_a.told() == [("draining", key, 1), ("closed", key, 1)]
     record = site.leases.read(key)
     assert record is not None and record.lease_until_ms <= site.leases.now_ms(), "released at once"
     with pytest.raises(gts.LeaseLostError):
@@ -736,9 +736,12 @@ def test_an_exception_in_on_event_goes_to_the_unraisable_hook(site: Site, unrais
     other_key = router.open(ORG, other).key
     site.leases.release(other_key, "replica-a", 1)
     site.leases.acquire(other_key, "thief", 600_000)
-    wait_for("three reports", lambda: len(unraisable.seen) >= 3)
+    wait_for("four reports", lambda: len(unraisable.seen) >= 4)
     with unraisable.lock:
-        assert unraisable.seen[0] == (ValueError, f"handler bug on closed {key}")
+        assert unraisable.seen[:2] == [
+            (ValueError, f"handler bug on draining {key}"),
+            (ValueError, f"handler bug on closed {key}"),
+        ]
         assert (ValueError, f"handler bug on lost {other_key}") in unraisable.seen
     # The router carries on.
     third = router.open(ORG, new_tenant())
@@ -746,7 +749,10 @@ def test_an_exception_in_on_event_goes_to_the_unraisable_hook(site: Site, unrais
     # Closed while the hook is still ours: its handoff is told (and fails) too.
     assert router.close().handed_off == [third.key]
     with unraisable.lock:
-        assert unraisable.seen[-1] == (ValueError, f"handler bug on closed {third.key}")
+        assert unraisable.seen[-2:] == [
+            (ValueError, f"handler bug on draining {third.key}"),
+            (ValueError, f"handler bug on closed {third.key}"),
+        ]
 
 
 def test_a_router_whose_callback_refers_back_to_it_is_collected(site: Site) -> None:
@@ -796,7 +802,7 @@ def test_a_router_alive_at_exit_is_closed_by_the_exit_hook(site: Site) -> None:
         timeout=60,
     )
     assert child.returncode == 0, child.stderr
-    assert child.stdout.splitlines() == ["exiting", "event closed"]
+    assert child.stdout.splitlines() == ["exiting", "event draining", "event closed"]
     key = gts.lease_key_for(ORG, tenant)
     assert site.leases.history(key)[-1].op == "release"
     assert [(c.epoch, c.seq) for c in gts.EpochCopies(site.durable).list(key)] == [(1, 1)]

@@ -2,14 +2,14 @@
 Python module as every door replays them (see the file's comment for the world they assume).
 
 A call held in flight (``begin``/``end``) is a ``router.run`` on a thread of its own whose
-function waits to be let go; a handoff begun in the background likewise.
+function waits to be let go; a handoff (or a close) begun in the background likewise, and its
+step returns once the router's ``draining`` event for the tenant came.
 """
 
 from __future__ import annotations
 
 import json
 import threading
-import time
 from pathlib import Path
 from collections.abc import Callable
 from typing import Any
@@ -88,13 +88,31 @@ def append_line(handle: gts.TenantHandle, line: str) -> None:
         file.write(line + "\n")
 
 
-def until_draining(router: gts.TenantRouter, key: str) -> None:
-    """Returns once ``router`` shows ``key`` draining: the next step may assume the drain
-    has begun."""
-    deadline = time.monotonic() + 30
-    while not any(t.key == key and t.state == "draining" for t in router.status()):
-        assert time.monotonic() < deadline, f"the drain of {key} never began"
-        time.sleep(0.001)
+class Drains:
+    """The ``draining`` events one router told, by key: a step that begins a drain in the
+    background returns once its drain was told, so the next step may assume it has begun."""
+
+    def __init__(self) -> None:
+        self.told: dict[str, int] = {}
+        self.changed = threading.Condition()
+
+    def tell(self, event: gts.RouterEvent) -> None:
+        """The router's ``on_event``."""
+        if event.kind == "draining":
+            with self.changed:
+                self.told[event.key] = self.told.get(event.key, 0) + 1
+                self.changed.notify_all()
+
+    def count(self, key: str) -> int:
+        with self.changed:
+            return self.told.get(key, 0)
+
+    def until_told(self, key: str, before: int) -> None:
+        """Returns once a drain of ``key`` is told beyond the ``before`` told already. The
+        bound keeps a replay that would hang from hanging; it is no time limit on the router."""
+        with self.changed:
+            told = self.changed.wait_for(lambda: self.told.get(key, 0) > before, timeout=30)
+        assert told, f"no draining event told for {key} within 30 s"
 
 
 def close_report(report: gts.CloseReport) -> Json:
@@ -111,6 +129,7 @@ class Site:
         self.leases = gts.SqliteLeaseStore(tmp_path / "leases.db", now_ms=self.clock)
         self.durable = gts.DirectoryDurableStore(tmp_path / "durable")
         self.routers: dict[str, gts.TenantRouter] = {}
+        self.drains: dict[str, Drains] = {}
         self.calls: dict[str, HeldCall] = {}
         self.handoffs: dict[str, Background] = {}
         self.closes: dict[str, Background] = {}
@@ -128,6 +147,7 @@ class Site:
     def step(self, step: Json) -> Json | None:
         do = step["do"]
         if do == "start":
+            drains = self.drains[step["replica"]] = Drains()
             self.routers[step["replica"]] = gts.TenantRouter(
                 self.leases,
                 self.durable,
@@ -139,6 +159,7 @@ class Site:
                 copy_interval_ms=DOC["copy_interval_ms"],
                 durability=step["durability"],
                 clock=self.clock,
+                on_event=drains.tell,
             )
             return None
         if do == "open":
@@ -156,19 +177,22 @@ class Site:
         if do == "handoff":
             return outcome(lambda: self.handoff(step))
         if do == "handoff_start":
+            drains, key = self.drains[step["replica"]], self.key(step)
+            before = drains.count(key)
             self.handoffs[step["handoff"]] = Background(lambda: self.handoff(step))
-            until_draining(self.router(step), self.key(step))
+            drains.until_told(key, before)
             return None
         if do == "handoff_wait":
             return self.handoffs.pop(step["handoff"]).wait()
         if do == "close":
             return close_report(self.router(step).close(timeout_ms=step["timeout_ms"]))
         if do == "close_start":
-            router = self.router(step)
+            router, drains, key = self.router(step), self.drains[step["replica"]], self.key(step)
+            before = drains.count(key)
             self.closes[step["close"]] = Background(
                 lambda: close_report(router.close(timeout_ms=step["timeout_ms"]))
             )
-            until_draining(router, self.key(step))
+            drains.until_told(key, before)
             return None
         if do == "close_wait":
             return self.closes.pop(step["close"]).wait()

@@ -4,13 +4,13 @@
 //! file run one at a time.
 
 use std::path::Path;
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::sync::{mpsc, Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use gotry_tenant_state::{
     metrics, open_durable_store, CopyPolicy, DirectoryDurableStore, Durability, DurableStore, EpochCopies,
-    Error, KeeperOptions, LeaseKeeper, LeaseOptions, LeaseStore, ManualClock, RouterOptions,
-    SqliteLeaseStore, TenantHandle, TenantLease, TenantRouter, TenantState, DEFAULT_KEEP_COPIES,
+    Error, KeeperOptions, LeaseKeeper, LeaseOptions, LeaseStore, ManualClock, RouterEvent, RouterOptions,
+    SqliteLeaseStore, TenantHandle, TenantLease, TenantRouter, DEFAULT_KEEP_COPIES,
 };
 
 const TTL: i64 = 1_000;
@@ -203,8 +203,14 @@ fn key(tenant: &str) -> String {
     format!("{ORG}/{tenant}")
 }
 
-/// A router of `replica` on the SQLite lease store in `dir` and the given durable store.
-fn router(dir: &Path, durable: Arc<dyn DurableStore>, replica: &str, durability: Durability) -> TenantRouter {
+/// The options of a router of `replica` on the SQLite lease store in `dir` and the given
+/// durable store.
+fn options(
+    dir: &Path,
+    durable: Arc<dyn DurableStore>,
+    replica: &str,
+    durability: Durability,
+) -> RouterOptions {
     let leases: Arc<dyn LeaseStore> = Arc::new(SqliteLeaseStore::open(dir.join("leases.db")).unwrap());
     let mut options = RouterOptions::new(leases, durable, dir.join(replica), replica.to_owned(), 3_000, 500);
     options.copy_policy = CopyPolicy {
@@ -212,7 +218,11 @@ fn router(dir: &Path, durable: Arc<dyn DurableStore>, replica: &str, durability:
         interval: Duration::from_secs(3_600),
         durability,
     };
-    TenantRouter::start(options).unwrap()
+    options
+}
+
+fn router(dir: &Path, durable: Arc<dyn DurableStore>, replica: &str, durability: Durability) -> TenantRouter {
+    TenantRouter::start(options(dir, durable, replica, durability)).unwrap()
 }
 
 /// A call that appends to the tenant's ledger, a real SQLite file.
@@ -223,15 +233,6 @@ fn append(handle: &TenantHandle) -> gotry_tenant_state::Result<()> {
     db.execute_batch("CREATE TABLE IF NOT EXISTS entries (text TEXT); INSERT INTO entries VALUES ('x')")
         .unwrap();
     Ok(())
-}
-
-fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
-    // Not a time limit on the code under test: a bound on a test that would otherwise hang.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !done() {
-        assert!(Instant::now() < deadline, "gave up waiting for {what}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
 }
 
 #[test]
@@ -252,7 +253,20 @@ fn a_drain_timeout_a_draining_refusal_calls_in_flight_and_copy_lag_are_counted()
         "gotry_tenant_copy_duration_seconds_count",
     ];
     let before = metrics::encode();
-    let router = Arc::new(router(dir.path(), durable, "replica-a", Durability::Async));
+    let mut options = options(dir.path(), durable, "replica-a", Durability::Async);
+    let (told, drains) = mpsc::channel();
+    options.on_event = Some(Arc::new(move |event| {
+        if let RouterEvent::Draining { key, .. } = event {
+            let _ = told.send(key);
+        }
+    }));
+    let router = Arc::new(TenantRouter::start(options).unwrap());
+    // Not a time limit on the router: a bound on a test that would otherwise hang.
+    let drained = || {
+        drains
+            .recv_timeout(Duration::from_secs(60))
+            .expect("no draining event within 60 s")
+    };
     router.open(ORG, T1).unwrap();
     for _ in 0..3 {
         router.run(&key(T1), append).unwrap();
@@ -276,14 +290,13 @@ fn a_drain_timeout_a_draining_refusal_calls_in_flight_and_copy_lag_are_counted()
         matches!(timed_out, Err(Error::DrainTimeout { .. })),
         "{timed_out:?}"
     );
+    assert_eq!(drained(), key(T1), "the drain that timed out was told");
     // A handoff that waits for the call: meanwhile the tenant is draining and refuses calls.
     let handoff = {
         let router = router.clone();
         std::thread::spawn(move || router.handoff(&key(T1), Duration::from_secs(600)))
     };
-    wait_for("the tenant to drain", || {
-        router.status().unwrap().first().map(|t| t.state) == Some(TenantState::Draining)
-    });
+    assert_eq!(drained(), key(T1));
     assert!(matches!(router.begin(&key(T1)), Err(Error::Draining { .. })));
     drop(call);
     handoff.join().unwrap().unwrap();

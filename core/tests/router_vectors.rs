@@ -5,12 +5,12 @@
 use std::collections::HashMap;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use gotry_tenant_state::durable_store::dir::DirectoryDurableStore;
-use gotry_tenant_state::router::{CopyPolicy, Durability, RouterOptions};
+use gotry_tenant_state::router::{CopyPolicy, Durability, RouterEvent, RouterOptions};
 use gotry_tenant_state::{
     lease_key_for, CloseReport, Error, LeaseStore, ManualClock, RouterCall, SqliteLeaseStore, TenantHandle,
     TenantRouter,
@@ -46,23 +46,41 @@ struct Site {
     leases: Arc<dyn LeaseStore>,
     durable: Arc<DirectoryDurableStore>,
     routers: HashMap<String, Arc<TenantRouter>>,
+    drains: HashMap<String, Arc<Drains>>,
     calls: HashMap<String, RouterCall>,
     handoffs: HashMap<String, JoinHandle<Result<(), Error>>>,
     closes: HashMap<String, JoinHandle<CloseReport>>,
 }
 
-/// Waits until `router` shows `key` draining: the step after a drain begun in the
-/// background may assume it has begun.
-fn until_draining(router: &TenantRouter, key: &str) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !router
-        .status()
-        .unwrap()
-        .iter()
-        .any(|t| t.key == key && t.state.as_str() == "draining")
-    {
-        assert!(Instant::now() < deadline, "the drain of {key} never began");
-        std::thread::sleep(Duration::from_millis(1));
+/// The `draining` events one router told, by key: a step that begins a drain in the
+/// background returns once its drain was told, so the next step may assume it has begun.
+#[derive(Default)]
+struct Drains {
+    told: Mutex<HashMap<String, usize>>,
+    changed: Condvar,
+}
+
+impl Drains {
+    fn told(&self, key: &str) -> usize {
+        self.told.lock().unwrap().get(key).copied().unwrap_or(0)
+    }
+
+    fn tell(&self, key: String) {
+        *self.told.lock().unwrap().entry(key).or_default() += 1;
+        self.changed.notify_all();
+    }
+
+    /// Waits until a drain of `key` is told beyond the `before` told already.
+    fn until_told(&self, key: &str, before: usize) {
+        // Not a time limit on the router: a bound on a replay that would otherwise hang.
+        let (told, _) = self
+            .changed
+            .wait_timeout_while(self.told.lock().unwrap(), Duration::from_secs(30), |told| {
+                told.get(key).copied().unwrap_or(0) <= before
+            })
+            .unwrap();
+        let now = told.get(key).copied().unwrap_or(0);
+        assert!(now > before, "no draining event told for {key} within 30 s");
     }
 }
 
@@ -85,6 +103,7 @@ impl Site {
             leases: Arc::new(leases),
             durable: Arc::new(DirectoryDurableStore::open(dir.join("durable")).unwrap()),
             routers: HashMap::new(),
+            drains: HashMap::new(),
             calls: HashMap::new(),
             handoffs: HashMap::new(),
             closes: HashMap::new(),
@@ -101,6 +120,10 @@ impl Site {
 
     fn router(&self, step: &Value) -> Arc<TenantRouter> {
         self.routers[step["replica"].as_str().unwrap()].clone()
+    }
+
+    fn drains(&self, step: &Value) -> Arc<Drains> {
+        self.drains[step["replica"].as_str().unwrap()].clone()
     }
 
     /// Runs one step and returns what it answered, or `None` for a step that expects nothing.
@@ -123,8 +146,16 @@ impl Site {
                     durability: Durability::parse(step["durability"].as_str().unwrap()).unwrap(),
                 };
                 options.clock = self.clock.clone();
+                let drains = Arc::new(Drains::default());
+                let told = drains.clone();
+                options.on_event = Some(Arc::new(move |event| {
+                    if let RouterEvent::Draining { key, .. } = event {
+                        told.tell(key);
+                    }
+                }));
                 let router = TenantRouter::start(options).unwrap();
                 self.routers.insert(replica.to_owned(), Arc::new(router));
+                self.drains.insert(replica.to_owned(), drains);
                 return None;
             }
             "open" => {
@@ -158,14 +189,14 @@ impl Site {
                 outcome(answer, |()| json!({ "ok": true }))
             }
             "handoff_start" => {
-                let (router, key) = (self.router(step), self.key(step));
+                let (router, key, drains) = (self.router(step), self.key(step), self.drains(step));
                 let timeout = Duration::from_millis(step["timeout_ms"].as_u64().unwrap());
+                let before = drains.told(&key);
                 let thread = {
                     let key = key.clone();
-                    let router = router.clone();
                     std::thread::spawn(move || router.handoff(&key, timeout))
                 };
-                until_draining(&router, &key);
+                drains.until_told(&key, before);
                 self.handoffs
                     .insert(step["handoff"].as_str().unwrap().to_owned(), thread);
                 return None;
@@ -179,13 +210,11 @@ impl Site {
                 close_report(self.router(step).close(timeout))
             }
             "close_start" => {
-                let (router, key) = (self.router(step), self.key(step));
+                let (router, key, drains) = (self.router(step), self.key(step), self.drains(step));
                 let timeout = Duration::from_millis(step["timeout_ms"].as_u64().unwrap());
-                let thread = {
-                    let router = router.clone();
-                    std::thread::spawn(move || router.close(timeout))
-                };
-                until_draining(&router, &key);
+                let before = drains.told(&key);
+                let thread = std::thread::spawn(move || router.close(timeout));
+                drains.until_told(&key, before);
                 self.closes
                     .insert(step["close"].as_str().unwrap().to_owned(), thread);
                 return None;

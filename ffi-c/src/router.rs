@@ -143,16 +143,23 @@ pub enum GotryRouterEventKind {
     /// `copy_failed`: a background copy failed (the error says why); the tenant's lag grows
     /// until a copy succeeds.
     CopyFailed = 3,
+    /// `draining`: a handoff (or a close) began draining the tenant, before it waits for the
+    /// calls in flight; new calls are refused (DRAINING) from now on. Told once per drain, so
+    /// that the host stops routing the tenant's requests here without polling the status;
+    /// `closed` follows when the tenant is released, while a drain that timed out is the
+    /// handoff's answer and the tenant serves again.
+    Draining = 4,
 }
 
-const EVENT_KINDS: [(GotryRouterEventKind, RouterEventKind); 3] = [
+const EVENT_KINDS: [(GotryRouterEventKind, RouterEventKind); 4] = [
     (GotryRouterEventKind::Lost, RouterEventKind::Lost),
     (GotryRouterEventKind::Closed, RouterEventKind::Closed),
     (GotryRouterEventKind::CopyFailed, RouterEventKind::CopyFailed),
+    (GotryRouterEventKind::Draining, RouterEventKind::Draining),
 ];
 
-/// The name of a `GotryRouterEventKind` value (`"lost"`, `"closed"`, `"copy_failed"`); NULL
-/// for any other value. Static; thread-safe.
+/// The name of a `GotryRouterEventKind` value (`"lost"`, `"closed"`, `"copy_failed"`,
+/// `"draining"`); NULL for any other value. Static; thread-safe.
 #[no_mangle]
 pub extern "C" fn gotry_router_event_kind_name(kind: c_int) -> *const c_char {
     static NAMES: OnceLock<Vec<CString>> = OnceLock::new();
@@ -189,7 +196,9 @@ pub struct GotryRouterEvent {
 ///   returns); after a handoff, on the thread calling `gotry_router_handoff` or
 ///   `gotry_router_close`, before it returns;
 /// - `copy_failed` on the router's copier thread (or on the thread calling
-///   `gotry_router_tick`, before it returns), in `GOTRY_DURABILITY_ASYNC` mode.
+///   `gotry_router_tick`, before it returns), in `GOTRY_DURABILITY_ASYNC` mode;
+/// - `draining` on the thread calling `gotry_router_handoff` or `gotry_router_close`, before
+///   the drain waits for the calls in flight.
 ///
 /// Several threads may call it at once, so `event_user_data` must be usable from any thread.
 /// Keep it short (a `lost` event delays the renewals of every tenant) and never let a C++
@@ -212,6 +221,7 @@ impl EventSink {
         let (kind, key, epoch, error) = match &event {
             RouterEvent::Lost { key, epoch } => (GotryRouterEventKind::Lost, key, *epoch, None),
             RouterEvent::Closed { key, epoch } => (GotryRouterEventKind::Closed, key, *epoch, None),
+            RouterEvent::Draining { key, epoch } => (GotryRouterEventKind::Draining, key, *epoch, None),
             RouterEvent::CopyFailed { key, epoch, error } => (
                 GotryRouterEventKind::CopyFailed,
                 key,
@@ -1264,6 +1274,14 @@ mod tests {
             Some("copy_failed")
         );
         assert!(gotry_router_event_kind_name(0).is_null());
+        for kind in RouterEventKind::ALL {
+            let ours = c_value(&EVENT_KINDS, kind).expect("every kind of the core has a C value");
+            assert_eq!(
+                text(gotry_router_event_kind_name(ours as c_int)).as_deref(),
+                Some(kind.as_str())
+            );
+        }
+        assert_eq!(EVENT_KINDS.len(), RouterEventKind::ALL.len());
         assert_eq!(text(gotry_tenant_state_name(4)).as_deref(), Some("lost"));
         assert!(gotry_tenant_state_name(6).is_null());
         for (ours, core) in TENANT_STATES {

@@ -12,7 +12,7 @@
  * Covered: the options and their defaults; capacity (REPLICA_AT_CAPACITY with its limit,
  * before the tenant's root is touched); LEASE_HELD from a second router, with the record to
  * forward to; a handoff that carries the acknowledged rows to the
- * next replica; DRAINING while a handoff waits for a call; DRAIN_TIMEOUT (key, in flight,
+ * next replica, its `draining` event told before its `closed`; DRAINING while a handoff waits for a call; DRAIN_TIMEOUT (key, in flight,
  * timeout) that leaves the tenant serving; a lost lease (the store's clock jumps past the
  * TTL): the `lost` event on the renewal thread, FENCED for new calls and for the call still
  * running, `closed` when that call ends; background copies and the status they leave (last
@@ -348,7 +348,8 @@ static void options_and_names(void) {
     CHECK(strcmp(gotry_router_event_kind_name(GOTRY_ROUTER_EVENT_KIND_LOST), "lost") == 0);
     CHECK(strcmp(gotry_router_event_kind_name(GOTRY_ROUTER_EVENT_KIND_CLOSED), "closed") == 0);
     CHECK(strcmp(gotry_router_event_kind_name(GOTRY_ROUTER_EVENT_KIND_COPY_FAILED), "copy_failed") == 0);
-    CHECK(gotry_router_event_kind_name(0) == NULL && gotry_router_event_kind_name(4) == NULL);
+    CHECK(strcmp(gotry_router_event_kind_name(GOTRY_ROUTER_EVENT_KIND_DRAINING), "draining") == 0);
+    CHECK(gotry_router_event_kind_name(0) == NULL && gotry_router_event_kind_name(5) == NULL);
     CHECK(strcmp(gotry_tenant_state_name(GOTRY_TENANT_STATE_OPENING), "opening") == 0);
     CHECK(strcmp(gotry_tenant_state_name(GOTRY_TENANT_STATE_SERVING), "serving") == 0);
     CHECK(strcmp(gotry_tenant_state_name(GOTRY_TENANT_STATE_DRAINING), "draining") == 0);
@@ -560,9 +561,13 @@ static void handoff_carries_data(World *world) {
 
     int before = event_count(&events_a);
     STATUS(gotry_router_handoff(a, tenant.key, strlen(tenant.key), 5000, &err), GOTRY_STATUS_OK);
-    SeenEvent closed;
-    CHECK(EVENT_NOW(&events_a, GOTRY_ROUTER_EVENT_KIND_CLOSED, tenant.key, before, &closed) >= 0);
+    SeenEvent closed, drained;
+    int closed_at = EVENT_NOW(&events_a, GOTRY_ROUTER_EVENT_KIND_CLOSED, tenant.key, before, &closed);
+    CHECK(closed_at >= 0);
     CHECK(closed.epoch == 1 && closed.on_main_thread && closed.error_status == GOTRY_STATUS_OK);
+    /* The drain was told when it began, on the thread that handed off, before the release. */
+    int drained_at = EVENT_NOW(&events_a, GOTRY_ROUTER_EVENT_KIND_DRAINING, tenant.key, before, &drained);
+    CHECK(drained_at >= 0 && drained_at < closed_at && drained.epoch == 1 && drained.on_main_thread);
     /* Every copy of the ledger the host holds went through its snapshot function. */
     CHECK(snapshots_calls(&host) >= 1 && host.bad_args == 0);
     /* The tenant left: the host closes its files, A no longer serves it. */

@@ -2,7 +2,8 @@
  * The shared router scenarios of tests/vectors/router-scenarios.json, replayed through the C
  * door as every door replays them (the file's comment says what world they assume). The
  * tables come from router_vectors_to_c.py. A call held in flight is a GotryRouterCall left
- * unfinished until its `end` step; a handoff begun in the background runs on a thread.
+ * unfinished until its `end` step; a handoff (or a close) begun in the background runs on a
+ * thread, and the step returns once the router's `draining` event for the tenant came.
  *
  * Usage: router_vectors_test SCRATCH_DIR   (an existing, empty, writable directory)
  * Link with -pthread.
@@ -50,9 +51,19 @@ typedef struct {
 
 enum { MAX_NAMED = 8 };
 
+/* The `draining` events one router told, by key: a step that begins a drain in the
+ * background returns once its drain was told, so the next step may assume it has begun. */
+typedef struct {
+    pthread_mutex_t lock;
+    pthread_cond_t told;
+    char keys[MAX_NAMED][GOTRY_LEASE_KEY_BUFFER_LEN];
+    int counts[MAX_NAMED];
+} Drains;
+
 typedef struct {
     const char *name;
     GotryRouter *router;
+    Drains drains;
 } Replica;
 
 typedef struct {
@@ -128,6 +139,13 @@ static GotryRouter *router_of(Site *site, const char *name) {
     exit(2);
 }
 
+static Drains *drains_of(Site *site, const char *name) {
+    for (int i = 0; i < MAX_NAMED; i++)
+        if (site->replicas[i].name != NULL && strcmp(site->replicas[i].name, name) == 0) return &site->replicas[i].drains;
+    fprintf(stderr, "%s: no replica %s\n", scenario_name, name);
+    exit(2);
+}
+
 static void key_of(const char *tenant, char *out) {
     CHECK(gotry_lease_key_for(S(RV_ORGANIZATION), tenant, strlen(tenant), out, GOTRY_LEASE_KEY_BUFFER_LEN, NULL) ==
           GOTRY_STATUS_OK);
@@ -173,32 +191,61 @@ static void *run_close(void *arg) {
     return NULL;
 }
 
-/* The state of `key` in the router's status, as its name; "" when it is not listed. */
-static const char *state_of(const GotryRouter *router, const char *key) {
-    GotryTenantStatusList *list = NULL;
-    size_t len = 0;
-    const char *state = "";
-    CHECK(gotry_router_status(router, &list) == GOTRY_STATUS_OK && gotry_tenant_status_list_len(list, &len) == GOTRY_STATUS_OK);
-    for (size_t i = 0; i < len; i++) {
-        GotryTenantStatusView view;
-        CHECK(gotry_tenant_status_list_get(list, i, &view) == GOTRY_STATUS_OK);
-        if (view.key_len == strlen(key) && memcmp(view.key, key, view.key_len) == 0)
-            state = gotry_tenant_state_name(view.state);
-    }
-    gotry_tenant_status_list_free(list);
-    return state;
+/* Ready to be told; before the router that tells it starts. */
+static void drains_init(Drains *drains) {
+    pthread_condattr_t attr;
+    memset(drains, 0, sizeof *drains);
+    CHECK(pthread_mutex_init(&drains->lock, NULL) == 0);
+    CHECK(pthread_condattr_init(&attr) == 0 && pthread_condattr_setclock(&attr, CLOCK_MONOTONIC) == 0);
+    CHECK(pthread_cond_init(&drains->told, &attr) == 0);
+    pthread_condattr_destroy(&attr);
 }
 
-/* Returns once `key` drains on `router`: the next step may assume the drain has begun. */
-static void until_draining(const GotryRouter *router, const char *key) {
-    int64_t deadline = now_ms() + 30000;
-    while (strcmp(state_of(router, key), "draining") != 0) {
-        if (now_ms() > deadline) {
-            mismatch("the drain", "never begun", "draining");
-            break;
-        }
-        sleep_ms(1);
+/* After the router that told it was freed. */
+static void drains_destroy(Drains *drains) {
+    pthread_cond_destroy(&drains->told);
+    pthread_mutex_destroy(&drains->lock);
+}
+
+/* The slot of `key`, taken if it has none yet; called with the lock held. */
+static int drains_slot(Drains *drains, const char *key, size_t key_len) {
+    for (int i = 0; i < MAX_NAMED; i++) {
+        if (drains->keys[i][0] == '\0') memcpy(drains->keys[i], key, key_len);
+        if (strlen(drains->keys[i]) == key_len && memcmp(drains->keys[i], key, key_len) == 0) return i;
     }
+    fprintf(stderr, "%s: more than %d tenants drained\n", scenario_name, MAX_NAMED);
+    exit(2);
+}
+
+static void record_drain(void *user_data, const GotryRouterEvent *event) {
+    Drains *drains = (Drains *)user_data;
+    if (event->kind != GOTRY_ROUTER_EVENT_KIND_DRAINING) return;
+    pthread_mutex_lock(&drains->lock);
+    drains->counts[drains_slot(drains, event->key, event->key_len)]++;
+    pthread_cond_broadcast(&drains->told);
+    pthread_mutex_unlock(&drains->lock);
+}
+
+static int drains_told(Drains *drains, const char *key) {
+    pthread_mutex_lock(&drains->lock);
+    int told = drains->counts[drains_slot(drains, key, strlen(key))];
+    pthread_mutex_unlock(&drains->lock);
+    return told;
+}
+
+/* Returns once a drain of `key` is told beyond the `before` told already. The bound is no
+ * time limit on the router: it keeps a replay that would hang from hanging. */
+static void until_told(Drains *drains, const char *key, int before) {
+    struct timespec deadline;
+    int waited = 0;
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
+    deadline.tv_sec += 30;
+    pthread_mutex_lock(&drains->lock);
+    int slot = drains_slot(drains, key, strlen(key));
+    while (drains->counts[slot] <= before && waited == 0) waited = pthread_cond_timedwait(&drains->told, &drains->lock, &deadline);
+    int told = drains->counts[slot] > before;
+    pthread_mutex_unlock(&drains->lock);
+    if (!told) mismatch("the draining event", "not told within 30 s", "told");
 }
 
 /* Compares a close report with the step's lists, and frees it. */
@@ -240,6 +287,9 @@ static void step(Site *site, const RvStep *s) {
         options.copy_interval_ms = RV_COPY_INTERVAL_MS;
         options.durability = strcmp(s->text, "strict") == 0 ? GOTRY_DURABILITY_STRICT : GOTRY_DURABILITY_ASYNC;
         options.clock = site->clock;
+        drains_init(&site->replicas[slot].drains);
+        options.on_event = record_drain;
+        options.event_user_data = &site->replicas[slot].drains;
         site->replicas[slot].name = s->replica;
         STATUS(gotry_router_start(site->leases, site->durable, state_root, strlen(state_root), s->replica,
                                   strlen(s->replica), RV_TTL_MS, RV_MARGIN_MS, &options, &site->replicas[slot].router,
@@ -294,8 +344,10 @@ static void step(Site *site, const RvStep *s) {
         handoff->router = router_of(site, s->replica);
         memcpy(handoff->key, key, sizeof key);
         handoff->timeout_ms = (uint64_t)s->number;
+        Drains *drains = drains_of(site, s->replica);
+        int before = drains_told(drains, key);
         CHECK(pthread_create(&handoff->thread, NULL, run_handoff, handoff) == 0);
-        until_draining(handoff->router, key);
+        until_told(drains, key, before);
     } else if (strcmp(s->op, "handoff_wait") == 0) {
         for (int i = 0; i < MAX_NAMED; i++) {
             Handoff *handoff = &site->handoffs[i];
@@ -317,8 +369,10 @@ static void step(Site *site, const RvStep *s) {
         closing->router = router_of(site, s->replica);
         closing->timeout_ms = (uint64_t)s->number;
         closing->report = NULL;
+        Drains *drains = drains_of(site, s->replica);
+        int before = drains_told(drains, key);
         CHECK(pthread_create(&closing->thread, NULL, run_close, closing) == 0);
-        until_draining(closing->router, key);
+        until_told(drains, key, before);
     } else if (strcmp(s->op, "close_wait") == 0) {
         for (int i = 0; i < MAX_NAMED; i++) {
             Close *closing = &site->closes[i];
@@ -402,6 +456,7 @@ int main(int argc, char **argv) {
             gotry_router_close(site.replicas[i].router, 10000, &report);
             gotry_close_report_free(report);
             gotry_router_free(site.replicas[i].router);
+            drains_destroy(&site.replicas[i].drains);
         }
         gotry_durable_store_free(site.durable);
         gotry_store_free(site.leases);

@@ -117,6 +117,7 @@ async function usage(): Promise<void> {
         withoutThread: true, tenantMetrics: true,
         onEvent: (event: RouterEvent) => {
             if (event.kind === 'copy_failed') use(event.error.message);
+            if (event.kind === 'draining') use(event.key);
             use(event.key, event.epoch);
         },
     });

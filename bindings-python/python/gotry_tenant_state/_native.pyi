@@ -70,7 +70,7 @@ _LeaseOpName = Literal["acquire", "renew", "release", "forget"]
 _KeeperEventKind = Literal["lost", "fenced_locally", "resumed", "renew_failed"]
 _SkipReason = Literal["manifest", "tenant", "checksum", "integrity", "fold", "superseded"]
 _TenantState = Literal["opening", "serving", "draining", "lost", "closed"]
-_RouterEventKind = Literal["lost", "closed", "copy_failed"]
+_RouterEventKind = Literal["lost", "closed", "copy_failed", "draining"]
 _T = TypeVar("_T")
 
 _Verify = Callable[[str], bool]
@@ -635,6 +635,10 @@ class RouterEvent:
       closed.
     - ``"copy_failed"``: a background copy failed (``error`` is why); the lag grows until
       one succeeds.
+    - ``"draining"``: a handoff (or ``close``) began draining the tenant, before it waits for
+      the calls in flight; new calls raise TenantDrainingError from now on. Told once per drain:
+      stop routing the tenant's requests here. ``"closed"`` follows when it is released; a
+      drain that timed out is the handoff's DrainTimeoutError, and the tenant serves again.
     """
 
     __match_args__ = ("kind", "key", "epoch", "error")

@@ -25,8 +25,8 @@
 //!   failure), and the held calls go on: no call waits behind the copier longer than the
 //!   grace and one snapshot. A strict call waits for such calls at most [`QUIET_WAIT_MS`]
 //!   (5 s).
-//! * [`TenantRouter::handoff`] drains (the lease keeps being renewed meanwhile), takes a
-//!   final copy, releases. Calls still running at the timeout leave the tenant serving,
+//! * [`TenantRouter::handoff`] drains (told as [`RouterEvent::Draining`] as it begins; the
+//!   lease keeps being renewed meanwhile), takes a final copy, releases. Calls still running at the timeout leave the tenant serving,
 //!   with nothing flushed or released (DRAIN_TIMEOUT).
 //!
 //! # Time
@@ -124,6 +124,12 @@ pub enum RouterEvent {
     Closed { key: String, epoch: i64 },
     /// A background copy failed; the tenant's lag grows until one succeeds.
     CopyFailed { key: String, epoch: i64, error: Error },
+    /// A handoff (or a close) began draining the tenant, before it waits for the calls in
+    /// flight: from here the tenant refuses new calls (DRAINING). Told once per drain, so
+    /// that a host stops routing the tenant's requests here (or knows its handoff began)
+    /// without polling `status`. A drain ends with `Closed` once the tenant is released;
+    /// one that timed out or failed is the handoff's answer, and the tenant serves again.
+    Draining { key: String, epoch: i64 },
 }
 
 /// The kind of a [`RouterEvent`], with the stable name every door uses (the keeper's casing).
@@ -132,14 +138,16 @@ pub enum RouterEventKind {
     Lost,
     Closed,
     CopyFailed,
+    Draining,
 }
 
 impl RouterEventKind {
     /// Every kind, in the order documentation lists them.
-    pub const ALL: [RouterEventKind; 3] = [
+    pub const ALL: [RouterEventKind; 4] = [
         RouterEventKind::Lost,
         RouterEventKind::Closed,
         RouterEventKind::CopyFailed,
+        RouterEventKind::Draining,
     ];
 
     pub const fn as_str(self) -> &'static str {
@@ -147,6 +155,7 @@ impl RouterEventKind {
             RouterEventKind::Lost => "lost",
             RouterEventKind::Closed => "closed",
             RouterEventKind::CopyFailed => "copy_failed",
+            RouterEventKind::Draining => "draining",
         }
     }
 }
@@ -157,6 +166,7 @@ impl RouterEvent {
             RouterEvent::Lost { .. } => RouterEventKind::Lost,
             RouterEvent::Closed { .. } => RouterEventKind::Closed,
             RouterEvent::CopyFailed { .. } => RouterEventKind::CopyFailed,
+            RouterEvent::Draining { .. } => RouterEventKind::Draining,
         }
     }
 }
@@ -1295,6 +1305,10 @@ impl Shared {
             handle
         };
         self.changed.notify_all();
+        self.emit(RouterEvent::Draining {
+            key: key.to_owned(),
+            epoch: handle.epoch(),
+        });
         // The keeper goes on renewing the lease while the calls finish.
         let drained = self.wait_until(deadline_ms, |tenants| {
             tenants.get(key).is_none_or(|t| t.in_flight == 0)

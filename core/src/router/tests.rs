@@ -65,6 +65,7 @@ impl World {
                 RouterEvent::Lost { key, epoch } => format!("lost {key} {epoch}"),
                 RouterEvent::Closed { key, epoch } => format!("closed {key} {epoch}"),
                 RouterEvent::CopyFailed { key, .. } => format!("copy_failed {key}"),
+                RouterEvent::Draining { key, epoch } => format!("draining {key} {epoch}"),
             };
             lock(&seen).push(line);
         }));
@@ -108,6 +109,7 @@ impl World {
                 RouterEvent::Lost { key, epoch } => format!("lost {key} {epoch}"),
                 RouterEvent::Closed { key, epoch } => format!("closed {key} {epoch}"),
                 RouterEvent::CopyFailed { key, .. } => format!("copy_failed {key}"),
+                RouterEvent::Draining { key, epoch } => format!("draining {key} {epoch}"),
             };
             lock(&seen).push(line);
         }));
@@ -316,6 +318,69 @@ fn a_drain_times_out_on_the_routers_clock_and_leaves_the_tenant_serving() {
     answer(&handoff, "the handoff").unwrap();
     let record = world.leases.read(&key(T1)).unwrap().unwrap();
     assert!(record.lease_until_ms <= world.wall.get(), "released");
+}
+
+/// A drain is told when it begins, before it waits for the calls in flight (the host stops
+/// sending the tenant's requests here), once per drain, with the tenure's epoch; a handoff
+/// refused because one already drains tells nothing, nor does a tenant that is not drained.
+#[test]
+fn a_drain_is_told_once_when_it_begins_before_its_calls_end() {
+    let world = World::new();
+    // A TTL longer than the drains, so that the gate stays open without renewals.
+    let (router, events, clock) = world.ticking_router("replica-a", Durability::Async, 600_000);
+    let router = Arc::new(router);
+    router.open(ORG, T1).unwrap();
+    router.open(ORG, T2).unwrap();
+    let slow = router.begin(&key(T1)).unwrap();
+    let start_handoff = || {
+        let router = router.clone();
+        spawn_answer(move || router.handoff(&key(T1), Duration::from_secs(60)))
+    };
+    let draining = || tenant_of(&router, T1, |t| t.life.state() == TenantState::Draining);
+    let drain = format!("draining {} 1", key(T1));
+
+    let handoff = start_handoff();
+    clock.await_looked("the drain", draining);
+    assert!(handoff.try_recv().is_err(), "the drain still waits for its call");
+    assert_eq!(*lock(&events), [drain.as_str()], "told before the call ended");
+    assert!(matches!(
+        router.handoff(&key(T1), Duration::from_secs(60)),
+        Err(Error::Draining { .. })
+    ));
+    assert_eq!(
+        *lock(&events),
+        [drain.as_str()],
+        "a refused handoff drains nothing"
+    );
+    clock.advance(60_000);
+    assert!(matches!(
+        answer(&handoff, "the handoff"),
+        Err(Error::DrainTimeout { .. })
+    ));
+
+    // The tenant serves again; the next drain is a drain of its own, told again.
+    let handoff = start_handoff();
+    clock.await_looked("the second drain", draining);
+    assert_eq!(*lock(&events), [drain.as_str(), drain.as_str()]);
+    slow.finish().unwrap();
+    answer(&handoff, "the handoff").unwrap();
+    assert_eq!(
+        *lock(&events),
+        [
+            drain.as_str(),
+            drain.as_str(),
+            format!("closed {} 1", key(T1)).as_str()
+        ]
+    );
+    assert_eq!(router.status().unwrap()[0].state, TenantState::Serving);
+
+    // Close drains every tenant it hands off: each is told before it is closed.
+    let report = router.close(Duration::from_secs(60));
+    assert_eq!(report.handed_off, [key(T2)]);
+    assert_eq!(
+        lock(&events)[3..],
+        [format!("draining {} 1", key(T2)), format!("closed {} 1", key(T2))]
+    );
 }
 
 /// Once the clock passed the lease's TTL without a renewal, the next tick finds it lost:
@@ -803,7 +868,7 @@ fn durability_words_and_event_names_are_the_cores() {
     assert_eq!(Durability::parse("Strict"), None, "a word is matched as written");
     assert_eq!(Durability::parse("eventually"), None);
     let names: Vec<_> = RouterEventKind::ALL.map(RouterEventKind::as_str).into();
-    assert_eq!(names, ["lost", "closed", "copy_failed"]);
+    assert_eq!(names, ["lost", "closed", "copy_failed", "draining"]);
     let event = RouterEvent::CopyFailed {
         key: "o/t".into(),
         epoch: 1,
