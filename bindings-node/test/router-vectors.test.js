@@ -196,6 +196,9 @@ class Site {
     }
 
     async close() {
+        // A scenario that failed mid-way may still hold calls: released, their runs end, and
+        // nothing of the router keeps the process alive after the failure is reported.
+        for (const call of this.calls.values()) call.release();
         for (const router of this.routers.values()) await router.close({ timeoutMs: 10_000 });
         this.leaseStore.close();
     }
