@@ -299,8 +299,9 @@ enum Reserved {
     Queued,
     /// The thread is linking it: a put waits for the outcome.
     Linking,
-    /// An empty file of this identity is linked at the name and its folder flushed.
-    Ready(FileId),
+    /// An empty file of this identity is linked at the name and its folder flushed; the number
+    /// orders reservations by age.
+    Ready(FileId, u64),
 }
 
 impl std::fmt::Debug for Spares {
@@ -315,6 +316,10 @@ impl std::fmt::Debug for Spares {
 
 impl Spares {
     const KEPT: usize = 4;
+    /// Reservations kept unclaimed at most. A tenure that ends (a handoff, a loss) never claims
+    /// the name its last copy reserved; without a bound, a store open for the life of a replica
+    /// would keep one per tenure it ever served.
+    const RESERVED_MOST: usize = if cfg!(test) { 4 } else { 1024 };
 
     fn new(root: &Path) -> Arc<Spares> {
         Arc::new(Spares {
@@ -385,7 +390,7 @@ impl Spares {
                     state.reserved.remove(target);
                     return None;
                 }
-                Some(Reserved::Ready(id)) => {
+                Some(Reserved::Ready(id, _)) => {
                     state.reserved.remove(target);
                     return Some(id);
                 }
@@ -422,7 +427,9 @@ impl Spares {
                 let mut state = lock(&self.state);
                 match made {
                     Some(id) => {
-                        state.reserved.insert(target, Reserved::Ready(id));
+                        let age = self.counter.fetch_add(1, Ordering::Relaxed);
+                        state.reserved.insert(target, Reserved::Ready(id, age));
+                        Self::evict(&mut state);
                     }
                     None => {
                         state.reserved.remove(&target);
@@ -448,6 +455,27 @@ impl Spares {
                 Ok(None) => {}
                 Err(_) => state.stalled = true,
             }
+        }
+    }
+
+    /// Removes the oldest reservations beyond [`Spares::RESERVED_MOST`], under the lock: a put
+    /// cannot claim one while it is removed, and finds none after (its put then links anew).
+    fn evict(state: &mut SpareState) {
+        while state.reserved.len() > Self::RESERVED_MOST {
+            let oldest = state
+                .reserved
+                .iter()
+                .filter_map(|(target, reserved)| match reserved {
+                    Reserved::Ready(id, age) => Some((*age, *id, target)),
+                    _ => None,
+                })
+                .min_by_key(|(age, ..)| *age)
+                .map(|(_, id, target)| (id, target.clone()));
+            let Some((id, target)) = oldest else {
+                return;
+            };
+            state.reserved.remove(&target);
+            remove_reservation(&target, id);
         }
     }
 
@@ -518,7 +546,7 @@ impl Spares {
         loop {
             match state.reserved.get(target) {
                 Some(Reserved::Queued | Reserved::Linking) => state = self.wanted.wait(state).unwrap(),
-                Some(Reserved::Ready(_)) => return true,
+                Some(Reserved::Ready(..)) => return true,
                 None => return false,
             }
         }
@@ -556,7 +584,7 @@ impl Spares {
             discard(&path, file);
         }
         for (target, reserved) in reserved {
-            if let Reserved::Ready(id) = reserved {
+            if let Reserved::Ready(id, _) = reserved {
                 remove_reservation(&target, id);
             }
         }
@@ -1061,6 +1089,31 @@ mod tests {
         for key in ["a/removed", "a/replaced", "a/written"] {
             assert!(dir.path().join(key).exists(), "{key} was removed with the store");
         }
+    }
+
+    /// Unclaimed reservations are bounded: beyond [`Spares::RESERVED_MOST`] the oldest are
+    /// removed, and a put of such a key makes its object the usual way.
+    #[test]
+    fn the_oldest_unclaimed_reservations_go_beyond_the_bound() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = DirectoryDurableStore::open(dir.path()).unwrap();
+        store.put_new("a/first", b"x").unwrap();
+        let keys: Vec<String> = (0..Spares::RESERVED_MOST + 2)
+            .map(|n| format!("a/r{n}"))
+            .collect();
+        for key in &keys {
+            store.reserve(key);
+            assert!(store.wait_reserved(key), "{key}");
+        }
+        let (evicted, kept) = keys.split_at(2);
+        for key in evicted {
+            assert!(!dir.path().join(key).exists(), "{key} was kept beyond the bound");
+            assert_eq!(store.put_new(key, b"y").unwrap(), PutOutcome::Created);
+        }
+        for key in kept {
+            assert_eq!(fs::metadata(dir.path().join(key)).unwrap().len(), 0, "{key}");
+        }
+        assert_eq!(lock(&store.spares.state).reserved.len(), Spares::RESERVED_MOST);
     }
 
     /// A name is reserved only where linking it and flushing its folder makes it durable: in a
