@@ -26,8 +26,9 @@
 //!   grace and one snapshot. A strict call waits for such calls at most [`QUIET_WAIT_MS`]
 //!   (5 s).
 //! * [`TenantRouter::handoff`] drains (told as [`RouterEvent::Draining`] as it begins; the
-//!   lease keeps being renewed meanwhile), takes a final copy, releases. Calls still running at the timeout leave the tenant serving,
-//!   with nothing flushed or released (DRAIN_TIMEOUT).
+//!   lease keeps being renewed meanwhile), takes a final copy, releases. Calls still running
+//!   at the timeout leave the tenant serving, with nothing flushed or released
+//!   (DRAIN_TIMEOUT).
 //!
 //! # Time
 //!
