@@ -787,7 +787,7 @@ impl EpochCopies {
                 // The name reserved for this copy (by whichever `EpochCopies` of the holder
                 // wrote the last copy or the restore): a stranger's empty object there is met
                 // at the put, which only the store that made the reservation can write into.
-                Some(EpochEntry::Manifest(seq)) if seq == next && layout::is_reserved(object) => {}
+                Some(EpochEntry::Manifest(seq)) if seq == next && layout::is_reserved(object.size) => {}
                 _ => return Err(conflict(lease, &object.key)),
             }
         }
@@ -1104,7 +1104,7 @@ impl EpochCopies {
                 Some(EpochEntry::Tenure) => {
                     layout.markers.insert(epoch, object.key);
                 }
-                Some(EpochEntry::Manifest(seq)) if layout::is_reserved(&object) => {
+                Some(EpochEntry::Manifest(seq)) if layout::is_reserved(object.size) => {
                     layout.reserved.push((CopyId { epoch, seq }, object.key));
                 }
                 Some(EpochEntry::Manifest(seq)) => {
@@ -1232,7 +1232,7 @@ impl EpochCopies {
     /// when it is not one this build reads.
     fn read_manifest(&self, key: &str, id: CopyId) -> Result<Option<Option<AnyManifest>>> {
         let bytes = match self.store.get(&manifest_key(key, id)?)? {
-            Some(bytes) if bytes.is_empty() => return Ok(None),
+            Some(bytes) if layout::is_reserved(bytes.len() as u64) => return Ok(None),
             Some(bytes) => Some(bytes),
             None => self
                 .store

@@ -607,7 +607,7 @@ fn fill(target: &Path, reserved: FileId, bytes: &[u8]) -> std::io::Result<bool> 
         Err(e) => return Err(e),
     };
     let meta = file.metadata()?;
-    if (meta.dev(), meta.ino()) != reserved || meta.len() != 0 || meta.nlink() == 0 {
+    if !still_reserved(&meta, reserved) || meta.nlink() == 0 {
         return Ok(false);
     }
     file.write_all(bytes)
@@ -648,11 +648,14 @@ fn link_into_folder(from: &Path, target: &Path, folder: FileId) -> std::io::Resu
     })
 }
 
+/// Whether `meta` is still the reservation `id`: the same file, and empty.
+fn still_reserved(meta: &fs::Metadata, id: FileId) -> bool {
+    (meta.dev(), meta.ino()) == id && meta.len() == 0
+}
+
 /// Removes the reservation at `target` when it is still the empty file `id`.
 fn remove_reservation(target: &Path, id: FileId) {
-    let unused =
-        fs::symlink_metadata(target).is_ok_and(|meta| (meta.dev(), meta.ino()) == id && meta.len() == 0);
-    if unused {
+    if fs::symlink_metadata(target).is_ok_and(|meta| still_reserved(&meta, id)) {
         let _ = fs::remove_file(target);
     }
 }
@@ -766,6 +769,9 @@ impl DurableStore for DirectoryDurableStore {
     }
 
     fn reserve(&self, key: &str) {
+        if self.read_only {
+            return;
+        }
         let Ok(target) = self.path_of(key) else {
             return;
         };
@@ -775,7 +781,7 @@ impl DurableStore for DirectoryDurableStore {
         };
         // Linking the name and flushing its folder makes it durable only where the folder's
         // own path already is.
-        if !self.read_only && lock(&self.durable_dirs).contains(&folder) {
+        if lock(&self.durable_dirs).contains(&folder) {
             self.spares.reserve(target, folder);
         }
     }

@@ -301,11 +301,11 @@ pub(super) struct Layout {
     pub(super) reserved: Vec<(CopyId, String)>,
 }
 
-/// Whether a listed manifest is a name reserved for a copy not written yet
+/// Whether a manifest of `size` bytes is a name reserved for a copy not written yet
 /// ([`DurableStore::reserve`]): an empty one. No manifest is empty, so readers pass it over as
 /// no copy at all, and only the holder that reserved it writes it.
-pub(super) fn is_reserved(manifest: &ObjectInfo) -> bool {
-    manifest.size == 0
+pub(super) fn is_reserved(size: u64) -> bool {
+    size == 0
 }
 
 /// `orgs/<org>/tenants/<tenant>/epochs/` of a lease key `<org>/<tenant>`.
