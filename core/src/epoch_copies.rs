@@ -83,12 +83,13 @@ pub use snapshot::SNAPSHOT_LOCK_WAIT;
 use snapshot::{assert_root_not_open, backup_sqlite, Snapshot};
 
 /// The manifest format this build writes: a base, in pieces when it is large, and a chain of
-/// deltas per file, small ones inline in the manifest. It restores this one, format 4 (no
-/// inline objects), format 3 (a base of one object), format 2 (a base
-/// and at most one delta) and format 1 (every file one whole object of its own copy, checked by
-/// SHA-256 and `integrity_check` at restore).
-pub const FORMAT_VERSION: u32 = 5;
-/// The format of the tenure marker, which formats 2 to 5 left as they were.
+/// deltas per file, small ones inline in the manifest, each file's digest made of the digests
+/// of its 1 MiB groups of blocks (see [`delta::Blocks`]). It restores this one, format 5 (a
+/// file's digest made of every block digest), format 4 (no inline objects), format 3 (a base
+/// of one object), format 2 (a base and at most one delta) and format 1 (every file one whole
+/// object of its own copy, checked by SHA-256 and `integrity_check` at restore).
+pub const FORMAT_VERSION: u32 = 6;
+/// The format of the tenure marker, which formats 2 to 6 left as they were.
 const MARKER_FORMAT: u32 = 1;
 const SQLITE_HEADER: &[u8; 16] = b"SQLite format 3\0";
 
@@ -176,8 +177,8 @@ type Lineage = HashMap<String, Known>;
 struct Known {
     file: FileV2,
     /// The file as this copy holds it, block by block.
-    blocks: Arc<Vec<[u8; 32]>>,
-    base_blocks: Arc<Vec<[u8; 32]>>,
+    blocks: Arc<delta::Blocks>,
+    base_blocks: Arc<delta::Blocks>,
     /// The blocks each delta of `file.deltas` writes, in order.
     chain: Vec<Arc<Vec<usize>>>,
     /// Where the file's WAL stood when it was read, for a database the host holds: the next
@@ -276,7 +277,7 @@ type BlockDigests = Vec<[u8; 32]>;
 fn based(
     file: &snapshot::SnapshotFile,
     size: u64,
-    (blocks, digest): (Arc<Vec<[u8; 32]>>, String),
+    (blocks, digest): (Arc<delta::Blocks>, String),
     pieces: Vec<ObjectRef>,
     wal: Option<wal::WalMark>,
 ) -> Known {
@@ -546,15 +547,17 @@ impl EpochCopies {
         // hashed and stored, instead of a pass to hash the file and another to store it.
         if let (Content::Whole(body, wal), None) = (&content, known) {
             let (hashed, pieces) = self.store_base(body, file, None, HashMap::new(), &piece_name, &store)?;
-            let blocks = Arc::new(hashed.expect("a base not yet hashed is hashed as it is stored"));
-            let digest = delta::digest_of(&blocks, body.len());
+            let blocks = Arc::new(delta::Blocks::new(
+                hashed.expect("a base not yet hashed is hashed as it is stored"),
+            ));
+            let digest = blocks.file_digest(body.len());
             return Ok(based(file, body.len(), (blocks, digest), pieces, wal.cloned()));
         }
         let (blocks, size, digest, step, wal) = match &content {
             Content::Whole(body, wal) => {
-                let blocks = Arc::new(body.block_digests()?);
+                let blocks = Arc::new(delta::Blocks::new(body.block_digests()?));
                 let size = body.len();
-                let digest = delta::digest_of(&blocks, size);
+                let digest = blocks.file_digest(size);
                 let step = next_step(known, &blocks, size, &digest, file.sqlite);
                 (blocks, size, digest, step, *wal)
             }
@@ -1284,7 +1287,9 @@ impl EpochCopies {
                     return Ok(Err(SkipReason::Manifest));
                 }
                 let prefix = tenant_prefix(key)?;
-                let restored = in_parallel(&manifest.files, |_, file| self.fetch_v2(&prefix, file, into));
+                let restored = in_parallel(&manifest.files, |_, file| {
+                    self.fetch_v2(&prefix, file, manifest.format_version, into)
+                });
                 for folder in &manifest.folders {
                     let path = into.join(relative_path(folder).expect("checked by layable"));
                     std::fs::create_dir_all(&path).map_err(|e| {
@@ -1353,6 +1358,7 @@ impl EpochCopies {
         &self,
         prefix: &str,
         file: &FileV2,
+        format: u32,
         into: &Path,
     ) -> Result<std::result::Result<Known, SkipReason>> {
         use std::os::unix::fs::FileExt;
@@ -1421,7 +1427,7 @@ impl EpochCopies {
                 }
             }
             out.set_len(base_len).map_err(cannot_write)?;
-            let base_blocks = Arc::new(blocks.clone());
+            let base_blocks = Arc::new(delta::Blocks::new(blocks.clone()));
             let (mut len, mut chain) = (base_len, Vec::with_capacity(file.deltas.len()));
             for delta_bytes in fetched {
                 let Some(delta_bytes) = delta_bytes? else {
@@ -1432,7 +1438,16 @@ impl EpochCopies {
                     None => return Ok(Err(SkipReason::Checksum)),
                 }
             }
-            if len != file.size || delta::digest_of(&blocks, len) != file.digest {
+            let blocks = delta::Blocks::new(blocks);
+            // The lineage keeps the digest of this build's format, which the next copy compares
+            // to tell an unchanged file, whichever format the manifest was written in.
+            let digest = blocks.file_digest(len);
+            let meant = if format >= 6 {
+                digest.clone()
+            } else {
+                delta::digest_of(&blocks, len)
+            };
+            if len != file.size || meant != file.digest {
                 return Ok(Err(SkipReason::Checksum));
             }
             out.sync_data().map_err(cannot_write)?;
@@ -1444,7 +1459,10 @@ impl EpochCopies {
                 return Ok(Err(SkipReason::Integrity));
             }
             Ok(Ok(Known {
-                file: file.clone(),
+                file: FileV2 {
+                    digest,
+                    ..file.clone()
+                },
                 blocks: Arc::new(blocks),
                 base_blocks,
                 chain,

@@ -59,7 +59,82 @@ pub(super) fn block_digests(bytes: &[u8]) -> Vec<[u8; 32]> {
     })
 }
 
-/// The digest of a file (or object) of `len` bytes whose blocks hash to `blocks`.
+/// The blocks of a file's group in its digest (format 6): 1 MiB of the file. A change rehashes
+/// the groups it touches (8 KiB of digests each) and the list of groups (32 bytes a MiB), not
+/// every block digest of the file, so a copy after a one-row change of a large ledger hashes
+/// what changed.
+const GROUP: usize = 256;
+
+/// A file's block digests, with the digests of their groups that the file's digest is made of.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(super) struct Blocks {
+    digests: Vec<[u8; 32]>,
+    groups: Vec<[u8; 32]>,
+}
+
+impl std::ops::Deref for Blocks {
+    type Target = [[u8; 32]];
+
+    fn deref(&self) -> &[[u8; 32]] {
+        &self.digests
+    }
+}
+
+impl Blocks {
+    pub(super) fn new(digests: Vec<[u8; 32]>) -> Blocks {
+        let groups = digests.chunks(GROUP).map(group_digest).collect();
+        Blocks { digests, groups }
+    }
+
+    /// The same file after a change that left every block outside `touched` as it was (blocks
+    /// past the old end aside, which the length decides): only the groups that holds are
+    /// hashed again.
+    pub(super) fn changed(&self, digests: Vec<[u8; 32]>, touched: impl IntoIterator<Item = usize>) -> Blocks {
+        let count = digests.len().div_ceil(GROUP);
+        // The group the old end was in, and every one after it, holds other blocks now.
+        let resized = if digests.len() == self.digests.len() {
+            count
+        } else {
+            self.digests.len().min(digests.len()) / GROUP
+        };
+        let mut again: BTreeSet<usize> = (resized..count).collect();
+        again.extend(
+            touched
+                .into_iter()
+                .map(|index| index / GROUP)
+                .filter(|&g| g < count),
+        );
+        let mut groups = self.groups.clone();
+        groups.resize(count, [0; 32]);
+        for g in again {
+            groups[g] = group_digest(&digests[g * GROUP..((g + 1) * GROUP).min(digests.len())]);
+        }
+        Blocks { digests, groups }
+    }
+
+    /// The digest of the file, `len` bytes long, that these are the blocks of (format 6 and
+    /// later; [`digest_of`] before).
+    pub(super) fn file_digest(&self, len: u64) -> String {
+        let mut hasher = Sha256::new();
+        hasher.update(b"gotry-groups-v6");
+        hasher.update(len.to_le_bytes());
+        for group in &self.groups {
+            hasher.update(group);
+        }
+        hex(&hasher.finalize())
+    }
+}
+
+fn group_digest(blocks: &[[u8; 32]]) -> [u8; 32] {
+    let mut hasher = Sha256::new();
+    for block in blocks {
+        hasher.update(block);
+    }
+    hasher.finalize().into()
+}
+
+/// The digest of an object of `len` bytes whose blocks hash to `blocks`, and of a file in
+/// formats 2 to 5.
 pub(super) fn digest_of(blocks: &[[u8; 32]], len: u64) -> String {
     let mut hasher = Sha256::new();
     hasher.update(b"gotry-blocks-v2");
@@ -266,6 +341,41 @@ mod tests {
             );
             bytes
         }
+    }
+
+    /// The groups a change hashes again are all that it changed: after any run of writes,
+    /// growths and cuts, the digest kept up to date is the one made from scratch.
+    #[test]
+    fn a_digest_updated_group_by_group_is_the_digest_made_whole() {
+        let mut state: Vec<u8> = (0..BLOCK * GROUP * 3 + 100).map(|i| (i % 251) as u8).collect();
+        let mut kept = Blocks::new(block_digests(&state));
+        let mut seen = BTreeSet::new();
+        for step in 0..60usize {
+            let before = block_digests(&state);
+            let at = (step * 7919 * BLOCK / 3) % state.len();
+            state[at] ^= 0x5a;
+            match step % 6 {
+                1 => state.extend(std::iter::repeat_n(step as u8, BLOCK * (step % 300) + 7)),
+                4 => state.truncate(state.len() - (BLOCK * (step % 200) + 11).min(state.len() / 2)),
+                _ => {}
+            }
+            let now = block_digests(&state);
+            // Touched: the blocks whose digests differ, growth aside (the length says it).
+            let touched: Vec<usize> = (0..now.len().min(before.len()))
+                .filter(|&i| before[i] != now[i])
+                .collect();
+            kept = kept.changed(now.clone(), touched);
+            let whole = Blocks::new(now);
+            assert_eq!(kept, whole, "step {step}");
+            let len = state.len() as u64;
+            assert_eq!(kept.file_digest(len), whole.file_digest(len));
+            assert!(
+                seen.insert(kept.file_digest(len)),
+                "step {step}: a digest seen before"
+            );
+        }
+        // Another length of the same blocks is another file.
+        assert_ne!(kept.file_digest(1), kept.file_digest(2));
     }
 
     #[test]

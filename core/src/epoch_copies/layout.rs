@@ -172,7 +172,7 @@ impl AnyManifest {
                 }
                 Some(AnyManifest::V2(manifest))
             }
-            version @ 3..=5 => serde_json::from_slice::<ManifestV2>(bytes)
+            version @ 3..=6 => serde_json::from_slice::<ManifestV2>(bytes)
                 .ok()
                 .filter(|m| {
                     m.files.iter().all(|f| {

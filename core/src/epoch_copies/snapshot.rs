@@ -120,7 +120,7 @@ impl Held {
 
 pub(super) struct Changed {
     pub(super) len: u64,
-    pub(super) blocks: Arc<Vec<[u8; 32]>>,
+    pub(super) blocks: Arc<delta::Blocks>,
     pub(super) digest: String,
     /// The file's chain after this copy, whose last delta it stores (`None`: the file is as the
     /// lineage's last copy holds it).
@@ -463,7 +463,8 @@ fn changed_since(
             }
         }
     }
-    let digest = delta::digest_of(&blocks, tail.len);
+    let blocks = known.blocks.changed(blocks, content.keys().copied());
+    let digest = blocks.file_digest(tail.len);
     let chain = match next_step(Some(known), &blocks, tail.len, &digest, true) {
         Step::Base => return Ok(None),
         Step::Same => None,

@@ -409,14 +409,13 @@ fn every_untrustworthy_copy_is_skipped_with_its_reason() {
     let object = own_ledger_object(&manifest, 3).object.clone();
     let whole = fs::read(world.root("a").join("gotry-state/gotry-state.db")).unwrap();
     let truncated = whole[..whole.len() / 2].to_vec();
-    let digest = delta::digest(&truncated);
     let file = &mut manifest.files[ledger];
     file.size = truncated.len() as u64;
-    file.digest = digest.clone();
+    file.digest = delta::Blocks::new(delta::block_digests(&truncated)).file_digest(file.size);
     file.base = ObjectRef {
         object,
         size: file.size,
-        digest,
+        digest: delta::digest(&truncated),
         inline: Some(truncated),
     };
     file.deltas.clear();

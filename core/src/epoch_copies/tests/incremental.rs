@@ -52,6 +52,28 @@ fn manifest_at(world: &World, epoch: i64, seq: u64) -> ManifestV2 {
     serde_json::from_slice(&bytes).unwrap()
 }
 
+/// `manifest`, a tenure's first copy (every file a base), with its files' digests as builds
+/// before format 6 made them (over every block digest): what those builds wrote.
+fn with_digests_before_format_6(world: &World, mut manifest: ManifestV2) -> ManifestV2 {
+    let prefix = tenant_prefix(&key()).unwrap();
+    for file in &mut manifest.files {
+        assert!(file.deltas.is_empty(), "a first copy stores every file as a base");
+        let bytes: Vec<u8> = file
+            .base_objects()
+            .flat_map(|o| match &o.inline {
+                Some(inline) => inline.clone(),
+                None => world
+                    .durable
+                    .get(&format!("{prefix}{}", o.object))
+                    .unwrap()
+                    .unwrap(),
+            })
+            .collect();
+        file.digest = delta::digest(&bytes);
+    }
+    manifest
+}
+
 /// Every object a copy references, as the copy that stored it.
 fn stored_by(manifest: &ManifestV2) -> BTreeSet<CopyId> {
     manifest
@@ -1001,7 +1023,7 @@ fn a_copy_of_format_3_still_restores_and_one_naming_pieces_is_a_manifest_fault()
     copies.write_copy(&a, &root).unwrap();
     add_entry(&root, "2");
     copies.write_copy(&a, &root).unwrap();
-    let mut manifest = manifest_at(&world, 1, 1);
+    let mut manifest = with_digests_before_format_6(&world, manifest_at(&world, 1, 1));
     manifest.format_version = 3;
     forge_manifest(&world, 1, &manifest);
     let mut manifest = manifest_at(&world, 1, 2);
@@ -1019,6 +1041,42 @@ fn a_copy_of_format_3_still_restores_and_one_naming_pieces_is_a_manifest_fault()
         }]
     );
     assert_eq!(entries_of(&root_b), ["1"]);
+}
+
+/// A copy restored from a manifest of an earlier format (file digests over every block) is the
+/// lineage of the next copy: a file left as it was is referenced, not stored again, though
+/// this build digests it another way.
+#[test]
+fn a_file_restored_from_format_5_and_left_alone_is_not_stored_again() {
+    let world = World::directory();
+    let a = world.holder("replica-a");
+    let (root, copies) = (world.root("a"), world.copies());
+    padded_root(&root, 64);
+    add_entry(&root, "1");
+    copies.write_copy(&a, &root).unwrap();
+    let mut manifest = with_digests_before_format_6(&world, manifest_at(&world, 1, 1));
+    manifest.format_version = 5;
+    forge_manifest(&world, 1, &manifest);
+    let b = world.next_holder("replica-b");
+    let (root_b, copies_b) = (world.root("b"), world.copies());
+    assert_eq!(copies_b.restore(&b, &root_b, None).unwrap().restored, id(1, 1));
+    let written = copies_b.write_copy(&b, &root_b).unwrap();
+    assert_eq!(
+        (written.pieces_uploaded, written.bytes_uploaded),
+        (0, 0),
+        "{written:?}"
+    );
+    // Its manifest digests the file as this build does, so the next holder restores it.
+    assert_ne!(
+        manifest_at(&world, 2, 1).files[0].digest,
+        manifest.files[0].digest
+    );
+    let (report, _) = {
+        let c = world.next_holder("replica-c");
+        let root_c = world.root("c");
+        (world.copies().restore(&c, &root_c, None).unwrap(), root_c)
+    };
+    assert_eq!(report.restored, id(2, 1));
 }
 
 /// Format 5: small objects ride in the manifest. A one-row change is one object, the manifest;
@@ -1125,7 +1183,7 @@ fn a_manifest_of_format_4_with_an_inline_object_is_a_manifest_fault() {
     add_entry(&root, "2");
     let second = copies.write_copy(&a, &root).unwrap();
     assert!(new_delta(&world, &second, LEDGER).inline.is_some());
-    let mut manifest = manifest_at(&world, 1, 1);
+    let mut manifest = with_digests_before_format_6(&world, manifest_at(&world, 1, 1));
     manifest.format_version = 4;
     let first = CopyId { epoch: 1, seq: 1 };
     world
