@@ -776,6 +776,9 @@ impl DurableStore for Freezable {
     fn delete(&self, key: &str) -> gotry_tenant_state::Result<()> {
         self.inner.delete(key)
     }
+    fn delete_all(&self, keys: &[String]) -> gotry_tenant_state::Result<()> {
+        self.inner.delete_all(keys)
+    }
 
     fn reserve(&self, key: &str) {
         self.inner.reserve(key)

@@ -1067,29 +1067,32 @@ impl EpochCopies {
                 }
             }
         }
+        // Every manifest before any object, so a power cut never leaves a manifest whose
+        // objects are gone: a copy without its manifest does not exist.
+        let (mut manifests, mut files) = (Vec::new(), Vec::new());
         for id in dead {
             let copy = &layout.copies[id];
-            let (manifest, files): (Vec<_>, Vec<_>) = copy
-                .objects
-                .iter()
-                .partition(|o| Some(&o.key) == copy.manifest.as_ref());
-            for object in manifest.into_iter().chain(files) {
-                if !referenced.contains(&object.key) {
-                    self.store.delete(&object.key)?;
+            for object in copy.objects.iter().filter(|o| !referenced.contains(&o.key)) {
+                if Some(&object.key) == copy.manifest.as_ref() {
+                    manifests.push(object.key.clone());
+                } else {
+                    files.push(object.key.clone());
                 }
             }
         }
-        Ok(())
+        self.store.delete_all(&manifests)?;
+        self.store.delete_all(&files)
     }
 
     /// Deletes the reserved manifest names of the epochs `dead` says.
     fn delete_reserved(&self, layout: &Layout, dead: impl Fn(i64) -> bool) -> Result<()> {
-        for (id, key) in &layout.reserved {
-            if dead(id.epoch) {
-                self.store.delete(key)?;
-            }
-        }
-        Ok(())
+        let dead: Vec<String> = layout
+            .reserved
+            .iter()
+            .filter(|(id, _)| dead(id.epoch))
+            .map(|(_, key)| key.clone())
+            .collect();
+        self.store.delete_all(&dead)
     }
 
     fn layout(&self, key: &str) -> Result<Layout> {

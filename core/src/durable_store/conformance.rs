@@ -38,6 +38,16 @@ fn get_and_delete(store: &dyn DurableStore) {
     // A deleted name can be created again.
     assert_eq!(store.put_new("d/x", b"2").unwrap(), PutOutcome::Created);
     assert_eq!(store.get("d/x").unwrap().as_deref(), Some(&b"2"[..]));
+    // Many at once, across folders, one of them missing; what is not named stays.
+    for key in ["m/a/1", "m/a/2", "m/b/c/1", "m/b/kept"] {
+        store.put_new(key, b"x").unwrap();
+    }
+    let gone = ["m/a/1", "m/a/2", "m/b/c/1", "m/none"].map(str::to_owned);
+    store.delete_all(&gone).unwrap();
+    let left: Vec<String> = store.list("m/").unwrap().into_iter().map(|o| o.key).collect();
+    assert_eq!(left, ["m/b/kept"]);
+    store.delete_all(&gone).unwrap();
+    assert_eq!(store.put_new("m/a/1", b"y").unwrap(), PutOutcome::Created);
 }
 
 fn list_is_by_prefix_and_ordered(store: &dyn DurableStore) {

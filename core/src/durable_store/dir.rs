@@ -40,7 +40,7 @@
 //! Reservations are made only in folders this store has made durable, and the ones still
 //! unused when the store is dropped are removed.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::fs::{self, File, OpenOptions};
 use std::io::{ErrorKind, Write};
 use std::os::unix::fs::MetadataExt;
@@ -297,9 +297,9 @@ struct SpareState {
 enum Reserved {
     /// Asked for; the thread has not started on it (a put now cancels it).
     Queued,
-    /// The thread is linking it: a put waits for the outcome.
-    Linking,
-    /// An empty file of this identity is linked at the name and its folder flushed; the number
+    /// The thread is making it: a put waits for the outcome.
+    Making,
+    /// An empty file of this identity is at the name, flushed with its folder; the number
     /// orders reservations by age.
     Ready(FileId, u64),
 }
@@ -380,7 +380,7 @@ impl Spares {
         loop {
             match state.reserved.get(target).copied() {
                 None => return None,
-                Some(Reserved::Linking) => {
+                Some(Reserved::Making) => {
                     state = self
                         .wanted
                         .wait(state)
@@ -420,10 +420,9 @@ impl Spares {
                     // Claimed (so cancelled) before the thread came to it.
                     continue;
                 }
-                state.reserved.insert(target.clone(), Reserved::Linking);
-                let spare = state.ready.pop();
+                state.reserved.insert(target.clone(), Reserved::Making);
                 drop(state);
-                let made = self.make_reservation(&target, folder, spare);
+                let made = self.make_reservation(&target, folder);
                 let mut state = lock(&self.state);
                 match made {
                     Some(id) => {
@@ -479,32 +478,11 @@ impl Spares {
         }
     }
 
-    /// Links a flushed spare (`spare`, or one made now) at `target` and flushes the folder: the
-    /// identity of the file reserved, or `None` when the name is taken, the folder is no longer
-    /// the one whose path is durable, or the disk fails (the put then goes the usual way).
-    fn make_reservation(
-        &self,
-        target: &Path,
-        folder: FileId,
-        spare: Option<(PathBuf, File)>,
-    ) -> Option<FileId> {
-        let (path, file) = match spare {
-            Some(spare) => spare,
-            None => {
-                let (path, file) = self.make(false).ok()??;
-                if file.sync_all().is_err() {
-                    discard(&path, file);
-                    return None;
-                }
-                (path, file)
-            }
-        };
-        let id = file.metadata().map(|meta| (meta.dev(), meta.ino()));
-        let made = id.is_ok() && link_into_folder(&path, target, folder).is_ok();
-        // The name in staging goes, and the lock with it: the reservation is an object now,
-        // which no sweep of staging files touches.
-        discard(&path, file);
-        made.then(|| id.ok()).flatten()
+    /// Creates the empty file reserved at `target`, flushed with its folder: its identity, or
+    /// `None` when the name is taken, the folder is no longer the one whose path is durable, or
+    /// the disk fails (the put then goes the usual way).
+    fn make_reservation(&self, target: &Path, folder: FileId) -> Option<FileId> {
+        create_in_folder(target, folder).ok()
     }
 
     /// Makes a staging file and takes its lock through the descriptor returned, open for
@@ -545,7 +523,7 @@ impl Spares {
         let mut state = lock(&self.state);
         loop {
             match state.reserved.get(target) {
-                Some(Reserved::Queued | Reserved::Linking) => state = self.wanted.wait(state).unwrap(),
+                Some(Reserved::Queued | Reserved::Making) => state = self.wanted.wait(state).unwrap(),
                 Some(Reserved::Ready(..)) => return true,
                 None => return false,
             }
@@ -619,33 +597,41 @@ fn fill(target: &Path, reserved: FileId, bytes: &[u8]) -> std::io::Result<bool> 
     Ok(true)
 }
 
-/// Links `from` at `target` and flushes the folder, through a descriptor of the folder checked
-/// to be `folder`: a folder moved or made anew meanwhile is not one whose path is durable, and
-/// the name linked is always the one checked and flushed.
-fn link_into_folder(from: &Path, target: &Path, folder: FileId) -> std::io::Result<()> {
+/// Creates `target`, empty, and flushes it and its folder, through a descriptor of the folder
+/// checked to be `folder`: a folder moved or made anew meanwhile is not one whose path is
+/// durable, and the name created is always the one checked and flushed. Made in place rather
+/// than linked from staging: an empty file needs no staging, and a reservation then costs one
+/// journal commit (the file's flush; the folder's finds it done on ext4) instead of a spare's
+/// and the link's.
+fn create_in_folder(target: &Path, folder: FileId) -> std::io::Result<FileId> {
     use std::ffi::CString;
     use std::os::unix::ffi::OsStrExt;
-    use std::os::unix::io::AsRawFd;
+    use std::os::unix::io::{AsRawFd, FromRawFd};
 
     let dir = File::open(target.parent().expect("a key names a file under the root"))?;
     let meta = dir.metadata()?;
     if (meta.dev(), meta.ino()) != folder {
         return Err(std::io::Error::from_raw_os_error(libc::ESTALE));
     }
-    let name = target.file_name().expect("a key names a file");
-    let (from, name) = (
-        CString::new(from.as_os_str().as_bytes())?,
-        CString::new(name.as_bytes())?,
-    );
-    // SAFETY: both strings are NUL-terminated and live across the call; `dir` is open.
-    if unsafe { libc::linkat(libc::AT_FDCWD, from.as_ptr(), dir.as_raw_fd(), name.as_ptr(), 0) } != 0 {
+    let name = CString::new(target.file_name().expect("a key names a file").as_bytes())?;
+    let flags = libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY | libc::O_CLOEXEC;
+    // SAFETY: `name` is NUL-terminated and lives across the call; `dir` is open.
+    let fd = unsafe { libc::openat(dir.as_raw_fd(), name.as_ptr(), flags, 0o644 as libc::c_uint) };
+    if fd < 0 {
         return Err(std::io::Error::last_os_error());
     }
-    dir.sync_all().inspect_err(|_| {
+    // SAFETY: `fd` was just opened here and is owned by nothing else.
+    let file = unsafe { File::from_raw_fd(fd) };
+    let made = file
+        .metadata()
+        .map(|meta| (meta.dev(), meta.ino()))
+        .and_then(|id| file.sync_all().and_then(|()| dir.sync_all()).map(|()| id));
+    if made.is_err() {
         // Not durable: the name goes again, as the empty file it still is.
         // SAFETY: as above.
         unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), 0) };
-    })
+    }
+    made
 }
 
 /// Whether `meta` is still the reservation `id`: the same file, and empty.
@@ -748,18 +734,31 @@ impl DurableStore for DirectoryDurableStore {
     }
 
     fn delete(&self, key: &str) -> Result<()> {
-        let path = self.path_of(key)?;
-        self.assert_writable(key)?;
-        match fs::remove_file(&path) {
-            Ok(()) => {}
-            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(Error::durable_io(format!("{key} cannot be deleted"), &e)),
+        self.delete_all(std::slice::from_ref(&key.to_owned()))
+    }
+
+    fn delete_all(&self, keys: &[String]) -> Result<()> {
+        let mut folders = BTreeSet::new();
+        for key in keys {
+            let path = self.path_of(key)?;
+            self.assert_writable(key)?;
+            match fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == ErrorKind::NotFound => continue,
+                Err(e) => return Err(Error::durable_io(format!("{key} cannot be deleted"), &e)),
+            }
+            folders.insert(path.parent().expect("a key names a file under the root").to_owned());
         }
-        let mut folder = path.parent().expect("a key names a file under the root");
-        sync_dir(folder)?;
-        // Emptied folders go too, so that deleted copies leave nothing to walk.
-        while folder != self.root && fs::remove_dir(folder).is_ok() {
-            folder = folder.parent().expect("inside the root");
+        for folder in &folders {
+            sync_dir(folder)?;
+        }
+        // Emptied folders go too, so that deleted copies leave nothing to walk; the deepest
+        // first, so a folder emptied by its child's removal goes as well.
+        for folder in folders.iter().rev() {
+            let mut folder = folder.as_path();
+            while folder != self.root && fs::remove_dir(folder).is_ok() {
+                folder = folder.parent().expect("inside the root");
+            }
         }
         Ok(())
     }
@@ -779,7 +778,7 @@ impl DurableStore for DirectoryDurableStore {
         let Some(folder) = folder.map(|meta| (meta.dev(), meta.ino())) else {
             return;
         };
-        // Linking the name and flushing its folder makes it durable only where the folder's
+        // Making the name and flushing its folder makes it durable only where the folder's
         // own path already is.
         if lock(&self.durable_dirs).contains(&folder) {
             self.spares.reserve(target, folder);
@@ -1122,7 +1121,7 @@ mod tests {
         assert_eq!(lock(&store.spares.state).reserved.len(), Spares::RESERVED_MOST);
     }
 
-    /// A name is reserved only where linking it and flushing its folder makes it durable: in a
+    /// A name is reserved only where making it and flushing its folder makes it durable: in a
     /// folder whose path this store flushed, not one another writer made (nor one missing).
     #[test]
     fn nothing_is_reserved_in_a_folder_the_store_has_not_made_durable() {

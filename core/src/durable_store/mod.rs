@@ -60,6 +60,14 @@ pub trait DurableStore: Send + Sync + std::fmt::Debug {
     }
     /// Removes `key`; removing an object that is not there is not an error.
     fn delete(&self, key: &str) -> Result<()>;
+    /// Removes every one of `keys`, as [`DurableStore::delete`] does each, all of them durably
+    /// by the answer but not one by one: a backend whose removal waits for a flush (the
+    /// directory store's folder) flushes each folder once, so a collection of many copies costs
+    /// what one does. No order between them survives a power cut; a caller that needs one
+    /// (manifests before their objects) makes two calls.
+    fn delete_all(&self, keys: &[String]) -> Result<()> {
+        keys.iter().try_for_each(|key| self.delete(key))
+    }
     /// Where the store is, for messages and status: the URL without any credential.
     fn location(&self) -> String;
     /// Says that this store will soon be asked to put `key`, so that a backend whose put costs

@@ -311,9 +311,15 @@ fn open_in_process() -> Result<HashMap<(u64, u64), RawFd>> {
         let Some(fd) = entry.file_name().to_str().and_then(|n| n.parse::<RawFd>().ok()) else {
             continue;
         };
-        // A descriptor closed since the listing has nothing to tell.
-        if let Ok(meta) = fs::metadata(entry.path()) {
-            open.insert(file_id(&meta), fd);
+        // `fstat` of the number, not a `stat` of its /proc link, which walks a path for every
+        // descriptor of the host's process at every copy. A descriptor closed since the listing
+        // (EBADF) has nothing to tell; one opened again under its number is open now.
+        let mut stat = std::mem::MaybeUninit::<libc::stat>::uninit();
+        // SAFETY: `fstat` writes a whole `stat` into the buffer it is given, or fails.
+        if unsafe { libc::fstat(fd, stat.as_mut_ptr()) } == 0 {
+            // SAFETY: written by the successful call above.
+            let stat = unsafe { stat.assume_init() };
+            open.insert((stat.st_dev, stat.st_ino), fd);
         }
     }
     Ok(open)

@@ -413,6 +413,9 @@ impl DurableStore for HeldBack {
     fn delete(&self, key: &str) -> Result<()> {
         self.inner.delete(key)
     }
+    fn delete_all(&self, keys: &[String]) -> Result<()> {
+        self.inner.delete_all(keys)
+    }
     fn reserve(&self, key: &str) {
         self.inner.reserve(key)
     }
