@@ -747,7 +747,11 @@ impl DurableStore for DirectoryDurableStore {
                 Err(e) if e.kind() == ErrorKind::NotFound => continue,
                 Err(e) => return Err(Error::durable_io(format!("{key} cannot be deleted"), &e)),
             }
-            folders.insert(path.parent().expect("a key names a file under the root").to_owned());
+            folders.insert(
+                path.parent()
+                    .expect("a key names a file under the root")
+                    .to_owned(),
+            );
         }
         for folder in &folders {
             sync_dir(folder)?;
