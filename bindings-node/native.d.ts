@@ -277,6 +277,21 @@ export declare function durabilities(): Array<string>
  */
 export declare function errorCodes(): Array<string>
 
+/**
+ * One code of the core's registry as the JS layer reads it: its message template is the one
+ * `lib/errors.js` fills for an error a host constructs itself.
+ */
+export interface ErrorType {
+  code: string
+  className: string
+  /** The fields, in the core's snake_case, as the template names them. */
+  fields: Array<string>
+  template: string
+}
+
+/** The core's registry, in its order, one entry per code. */
+export declare function errorTypes(): Array<ErrorType>
+
 /** What a garbage collection kept and deleted. */
 export interface GcReport {
   kept: Array<CopyId>

@@ -3,7 +3,27 @@
  * The typed failures of the tenant-state layer, with the reference's classes, constructors and
  * fields. Callers branch on `code` or on `instanceof`, never on messages: a holder that cannot
  * prove it still owns a tenant stops acknowledging writes for it.
+ *
+ * Each message is the core's template for the code (`errorTypes()`), filled here from the
+ * constructor's fields: an error a host constructs itself says what the core's would. The
+ * errors the core raises arrive with the core's message already (see translate.js).
  */
+const { errorTypes } = require('./native');
+
+const TEMPLATES = new Map(errorTypes().map(type => [type.code, type.template]));
+
+/**
+ * The core's template of `code` with `values` (keyed by the core's snake_case field names) in
+ * its `{field}` and `{field.part}` places, each written as a template literal writes it; a
+ * place whose field is not in `values` stays as it is, as in the core's `fill_template`.
+ */
+function messageOf(code, values) {
+    return TEMPLATES.get(code).replace(/\{([^}]*)\}/g, (place, name) => {
+        const [field, ...parts] = name.split('.');
+        if (!Object.hasOwn(values, field)) return place;
+        return String(parts.reduce((value, part) => value[part], values[field]));
+    });
+}
 
 class TenantStateError extends Error {
     code;
@@ -18,7 +38,7 @@ class TenantStateError extends Error {
 class LeaseHeldError extends TenantStateError {
     record;
     constructor(record) {
-        super('GOTRY_TENANT_LEASE_HELD', `lease ${record.key} is held by ${record.owner} at epoch ${record.epoch}`);
+        super('GOTRY_TENANT_LEASE_HELD', messageOf('GOTRY_TENANT_LEASE_HELD', { record }));
         this.record = record;
     }
 }
@@ -26,7 +46,7 @@ class LeaseHeldError extends TenantStateError {
 /** This holder no longer holds the lease (expired, taken over, never held); terminal for it. */
 class LeaseLostError extends TenantStateError {
     constructor(message) {
-        super('GOTRY_TENANT_LEASE_LOST', message);
+        super('GOTRY_TENANT_LEASE_LOST', messageOf('GOTRY_TENANT_LEASE_LOST', { message }));
     }
 }
 
@@ -34,7 +54,7 @@ class LeaseLostError extends TenantStateError {
 class FencedError extends TenantStateError {
     reason;
     constructor(reason, key, epoch) {
-        super('GOTRY_TENANT_FENCED', `tenant ${key} epoch ${epoch} is fenced: ${reason}`);
+        super('GOTRY_TENANT_FENCED', messageOf('GOTRY_TENANT_FENCED', { reason, key, epoch }));
         this.reason = reason;
     }
 }
@@ -42,21 +62,21 @@ class FencedError extends TenantStateError {
 /** The lease store could not answer or was contended; holders keep their local deadline. */
 class LeaseStoreUnavailableError extends TenantStateError {
     constructor(message, options) {
-        super('GOTRY_TENANT_LEASE_STORE_UNAVAILABLE', message, options);
+        super('GOTRY_TENANT_LEASE_STORE_UNAVAILABLE', messageOf('GOTRY_TENANT_LEASE_STORE_UNAVAILABLE', { message }), options);
     }
 }
 
 /** An organization id, tenant id, claim or key is not in the fixed, path-safe format. */
 class InvalidTenantIdError extends TenantStateError {
     constructor(message) {
-        super('GOTRY_TENANT_ID_INVALID', message);
+        super('GOTRY_TENANT_ID_INVALID', messageOf('GOTRY_TENANT_ID_INVALID', { message }));
     }
 }
 
 /** The durable store failed or could not be reached. */
 class DurableStoreUnavailableError extends TenantStateError {
     constructor(message, options) {
-        super('GOTRY_TENANT_DURABLE_STORE_UNAVAILABLE', message, options);
+        super('GOTRY_TENANT_DURABLE_STORE_UNAVAILABLE', messageOf('GOTRY_TENANT_DURABLE_STORE_UNAVAILABLE', { message }), options);
     }
 }
 
@@ -64,7 +84,7 @@ class DurableStoreUnavailableError extends TenantStateError {
 class RestoreVerificationError extends TenantStateError {
     skipped;
     constructor(message, skipped = []) {
-        super('GOTRY_TENANT_RESTORE_INVALID', message);
+        super('GOTRY_TENANT_RESTORE_INVALID', messageOf('GOTRY_TENANT_RESTORE_INVALID', { message }));
         this.skipped = skipped;
     }
 }
@@ -72,14 +92,14 @@ class RestoreVerificationError extends TenantStateError {
 /** Something else wrote into this holder's own epoch prefix: the single writer is broken. */
 class CopyConflictError extends TenantStateError {
     constructor(message) {
-        super('GOTRY_TENANT_COPY_CONFLICT', message);
+        super('GOTRY_TENANT_COPY_CONFLICT', messageOf('GOTRY_TENANT_COPY_CONFLICT', { message }));
     }
 }
 
 /** The tenant is being handed off; new work belongs on the next owner. */
 class TenantDrainingError extends TenantStateError {
     constructor(key) {
-        super('GOTRY_TENANT_DRAINING', `tenant ${key} is being handed off`);
+        super('GOTRY_TENANT_DRAINING', messageOf('GOTRY_TENANT_DRAINING', { key }));
     }
 }
 
@@ -88,7 +108,7 @@ class DrainTimeoutError extends TenantStateError {
     inFlight;
     timeoutMs;
     constructor(key, inFlight, timeoutMs) {
-        super('GOTRY_TENANT_DRAIN_TIMEOUT', `tenant ${key} still had ${inFlight} call(s) running after ${timeoutMs} ms of draining`);
+        super('GOTRY_TENANT_DRAIN_TIMEOUT', messageOf('GOTRY_TENANT_DRAIN_TIMEOUT', { key, in_flight: inFlight, timeout_ms: timeoutMs }));
         this.inFlight = inFlight;
         this.timeoutMs = timeoutMs;
     }
@@ -97,7 +117,7 @@ class DrainTimeoutError extends TenantStateError {
 /** The router is closed; no tenant can be opened through it any more. */
 class RouterClosedError extends TenantStateError {
     constructor() {
-        super('GOTRY_TENANT_ROUTER_CLOSED', 'the tenant router is closed');
+        super('GOTRY_TENANT_ROUTER_CLOSED', messageOf('GOTRY_TENANT_ROUTER_CLOSED', {}));
     }
 }
 
@@ -105,7 +125,7 @@ class RouterClosedError extends TenantStateError {
 class ReplicaAtCapacityError extends TenantStateError {
     limit;
     constructor(limit) {
-        super('GOTRY_TENANT_REPLICA_AT_CAPACITY', `this replica already serves its configured maximum of ${limit} tenants`);
+        super('GOTRY_TENANT_REPLICA_AT_CAPACITY', messageOf('GOTRY_TENANT_REPLICA_AT_CAPACITY', { limit }));
         this.limit = limit;
     }
 }
@@ -119,7 +139,7 @@ class TenantBusyError extends TenantStateError {
     running;
     waitedMs;
     constructor(key, running, waitedMs) {
-        super('GOTRY_TENANT_BUSY', `tenant ${key}: ${running} call(s) kept running for ${waitedMs} ms, so no copy could read its files`);
+        super('GOTRY_TENANT_BUSY', messageOf('GOTRY_TENANT_BUSY', { key, running, waited_ms: waitedMs }));
         this.key = key;
         this.running = running;
         this.waitedMs = waitedMs;
@@ -133,7 +153,7 @@ class TenantBusyError extends TenantStateError {
  */
 class OpenInProcessError extends TenantStateError {
     constructor(message) {
-        super('GOTRY_TENANT_OPEN_IN_PROCESS', message);
+        super('GOTRY_TENANT_OPEN_IN_PROCESS', messageOf('GOTRY_TENANT_OPEN_IN_PROCESS', { message }));
     }
 }
 
@@ -147,7 +167,7 @@ class CallInDoubtError extends TenantStateError {
     key;
     epoch;
     constructor(key, epoch, options) {
-        super('GOTRY_TENANT_CALL_IN_DOUBT', `tenant ${key} epoch ${epoch}: the call ran but its copy is unconfirmed, so its write may or may not be durable`, options);
+        super('GOTRY_TENANT_CALL_IN_DOUBT', messageOf('GOTRY_TENANT_CALL_IN_DOUBT', { key, epoch }), options);
         this.key = key;
         this.epoch = epoch;
     }

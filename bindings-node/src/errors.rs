@@ -23,6 +23,31 @@ pub fn error_codes() -> Vec<String> {
         .collect()
 }
 
+/// One code of the core's registry as the JS layer reads it: its message template is the one
+/// `lib/errors.js` fills for an error a host constructs itself.
+#[napi(object)]
+pub struct ErrorType {
+    pub code: String,
+    pub class_name: String,
+    /// The fields, in the core's snake_case, as the template names them.
+    pub fields: Vec<String>,
+    pub template: String,
+}
+
+/// The core's registry, in its order, one entry per code.
+#[napi]
+pub fn error_types() -> Vec<ErrorType> {
+    ErrorCode::ALL
+        .iter()
+        .map(|code| ErrorType {
+            code: code.as_str().to_owned(),
+            class_name: code.class_name().to_owned(),
+            fields: code.fields().iter().map(|&field| field.to_owned()).collect(),
+            template: code.template().to_owned(),
+        })
+        .collect()
+}
+
 /// Turns a core result into a napi result, building the JS error on the calling thread.
 pub trait OrThrow<T> {
     fn or_throw(self, env: &Env) -> napi::Result<T>;

@@ -7,22 +7,24 @@ const native = require('../lib/native');
 const { FROM_NATIVE, translate } = require('../lib/translate');
 const { tempDbPath, rejection, KEY } = require('./helpers');
 
+// Each class's name and code, how a host constructs one, and the values its message is made
+// of, by the core's field names.
 const CLASSES = [
-    ['LeaseHeldError', 'GOTRY_TENANT_LEASE_HELD', () => new pkg.LeaseHeldError({ key: 'k', owner: 'o', epoch: 3 })],
-    ['LeaseLostError', 'GOTRY_TENANT_LEASE_LOST', () => new pkg.LeaseLostError('m')],
-    ['FencedError', 'GOTRY_TENANT_FENCED', () => new pkg.FencedError('lease_lost', 'k', 2)],
-    ['LeaseStoreUnavailableError', 'GOTRY_TENANT_LEASE_STORE_UNAVAILABLE', () => new pkg.LeaseStoreUnavailableError('m')],
-    ['InvalidTenantIdError', 'GOTRY_TENANT_ID_INVALID', () => new pkg.InvalidTenantIdError('m')],
-    ['DurableStoreUnavailableError', 'GOTRY_TENANT_DURABLE_STORE_UNAVAILABLE', () => new pkg.DurableStoreUnavailableError('m')],
-    ['RestoreVerificationError', 'GOTRY_TENANT_RESTORE_INVALID', () => new pkg.RestoreVerificationError('m')],
-    ['CopyConflictError', 'GOTRY_TENANT_COPY_CONFLICT', () => new pkg.CopyConflictError('m')],
-    ['TenantDrainingError', 'GOTRY_TENANT_DRAINING', () => new pkg.TenantDrainingError('k')],
-    ['DrainTimeoutError', 'GOTRY_TENANT_DRAIN_TIMEOUT', () => new pkg.DrainTimeoutError('k', 2, 500)],
-    ['RouterClosedError', 'GOTRY_TENANT_ROUTER_CLOSED', () => new pkg.RouterClosedError()],
-    ['ReplicaAtCapacityError', 'GOTRY_TENANT_REPLICA_AT_CAPACITY', () => new pkg.ReplicaAtCapacityError(8)],
-    ['TenantBusyError', 'GOTRY_TENANT_BUSY', () => new pkg.TenantBusyError('k', 2, 100)],
-    ['OpenInProcessError', 'GOTRY_TENANT_OPEN_IN_PROCESS', () => new pkg.OpenInProcessError('m')],
-    ['CallInDoubtError', 'GOTRY_TENANT_CALL_IN_DOUBT', () => new pkg.CallInDoubtError('k', 2, { cause: new pkg.RouterClosedError() })],
+    ['LeaseHeldError', 'GOTRY_TENANT_LEASE_HELD', () => new pkg.LeaseHeldError({ key: 'k', owner: 'o', epoch: 3 }), { record: { key: 'k', owner: 'o', epoch: 3 } }],
+    ['LeaseLostError', 'GOTRY_TENANT_LEASE_LOST', () => new pkg.LeaseLostError('m'), { message: 'm' }],
+    ['FencedError', 'GOTRY_TENANT_FENCED', () => new pkg.FencedError('lease_lost', 'k', 2), { reason: 'lease_lost', key: 'k', epoch: 2 }],
+    ['LeaseStoreUnavailableError', 'GOTRY_TENANT_LEASE_STORE_UNAVAILABLE', () => new pkg.LeaseStoreUnavailableError('m'), { message: 'm' }],
+    ['InvalidTenantIdError', 'GOTRY_TENANT_ID_INVALID', () => new pkg.InvalidTenantIdError('m'), { message: 'm' }],
+    ['DurableStoreUnavailableError', 'GOTRY_TENANT_DURABLE_STORE_UNAVAILABLE', () => new pkg.DurableStoreUnavailableError('m'), { message: 'm' }],
+    ['RestoreVerificationError', 'GOTRY_TENANT_RESTORE_INVALID', () => new pkg.RestoreVerificationError('m'), { message: 'm' }],
+    ['CopyConflictError', 'GOTRY_TENANT_COPY_CONFLICT', () => new pkg.CopyConflictError('m'), { message: 'm' }],
+    ['TenantDrainingError', 'GOTRY_TENANT_DRAINING', () => new pkg.TenantDrainingError('k'), { key: 'k' }],
+    ['DrainTimeoutError', 'GOTRY_TENANT_DRAIN_TIMEOUT', () => new pkg.DrainTimeoutError('k', 2, 500), { key: 'k', in_flight: 2, timeout_ms: 500 }],
+    ['RouterClosedError', 'GOTRY_TENANT_ROUTER_CLOSED', () => new pkg.RouterClosedError(), {}],
+    ['ReplicaAtCapacityError', 'GOTRY_TENANT_REPLICA_AT_CAPACITY', () => new pkg.ReplicaAtCapacityError(8), { limit: 8 }],
+    ['TenantBusyError', 'GOTRY_TENANT_BUSY', () => new pkg.TenantBusyError('k', 2, 100), { key: 'k', running: 2, waited_ms: 100 }],
+    ['OpenInProcessError', 'GOTRY_TENANT_OPEN_IN_PROCESS', () => new pkg.OpenInProcessError('m'), { message: 'm' }],
+    ['CallInDoubtError', 'GOTRY_TENANT_CALL_IN_DOUBT', () => new pkg.CallInDoubtError('k', 2, { cause: new pkg.RouterClosedError() }), { key: 'k', epoch: 2 }],
 ];
 
 test('the exported codes are exactly the core ErrorCode::ALL list, in its order', () => {
@@ -31,6 +33,25 @@ test('the exported codes are exactly the core ErrorCode::ALL list, in its order'
     assert.deepEqual([...pkg.ERROR_CODES], core);
     assert.deepEqual(Object.keys(FROM_NATIVE), core);
     assert.deepEqual(CLASSES.map(([, code]) => code), core);
+});
+
+test('a class a host constructs says what the core template of its code says', () => {
+    const types = native.errorTypes();
+    assert.deepEqual(types.map(type => type.code), native.errorCodes());
+    assert.deepEqual(types.map(type => [type.className, type.code]), CLASSES.map(([name, code]) => [name, code]));
+    for (const [[name, , make, values], type] of CLASSES.map((row, i) => [row, types[i]])) {
+        for (const field of Object.keys(values)) assert.ok(type.fields.includes(field), `${name}: ${field}`);
+        // Filled here by hand, so a class that worded its message itself would differ.
+        const expected = type.template.replace(/\{([a-z_.]+)\}/g, (_, path) => {
+            const [field, ...parts] = path.split('.');
+            assert.ok(type.fields.includes(field), `${name}: {${path}} is not a field`);
+            return String(parts.reduce((value, part) => value[part], values[field]));
+        });
+        assert.doesNotMatch(expected, /[{}]/, name);
+        assert.equal(make().message, expected, name);
+    }
+    // The templates are the texts the reference's classes have: one of them, spelled out.
+    assert.equal(new pkg.DrainTimeoutError('acme/t', 2, 500).message, 'tenant acme/t still had 2 call(s) running after 500 ms of draining');
 });
 
 test('every class has the reference name, code, fields and base classes', () => {

@@ -46,6 +46,25 @@ function world() {
     /** A router of replica `replicaId`, with a state folder of its own. */
     const start = async (replicaId, options = {}) => {
         const events = [];
+        const waiters = new Set();
+        /**
+         * Resolves once `check()` holds, tried again as each event is told (no timer polls);
+         * the bound keeps a test that would hang from hanging, it is no time limit on the router.
+         */
+        const whenTold = (check, what, ms = 20_000) => new Promise((resolve, reject) => {
+            if (check()) return resolve();
+            const timer = setTimeout(() => {
+                waiters.delete(waiter);
+                reject(new Error(`no event told for ${what} within ${ms} ms`));
+            }, ms);
+            const waiter = () => {
+                if (!check()) return;
+                clearTimeout(timer);
+                waiters.delete(waiter);
+                resolve();
+            };
+            waiters.add(waiter);
+        });
         const router = await TenantRouter.start({
             leaseStore,
             durableStore,
@@ -53,11 +72,14 @@ function world() {
             replicaId,
             ttlMs: TTL_MS,
             marginMs: MARGIN_MS,
-            onEvent: event => events.push(event),
+            onEvent: event => {
+                events.push(event);
+                for (const waiter of [...waiters]) waiter();
+            },
             ...options,
         });
         routers.push(router);
-        return { router, events };
+        return { router, events, whenTold };
     };
     const cleanup = async () => {
         for (const router of routers) await router.close(100);
@@ -93,7 +115,10 @@ function gate() {
     return { opened, open };
 }
 
-/** Waits until `check()` holds, polling; fails after `ms`. */
+/**
+ * Waits until `check()` holds, polling: only for a good background copy, which the router
+ * tells by no event (a failed one is `copy_failed`); fails after `ms`.
+ */
 async function until(check, what, ms = 5_000) {
     const deadline = Date.now() + ms;
     while (!check()) {
@@ -173,14 +198,17 @@ test('a handoff carries the tenant\'s data to the next replica', () => inWorld(a
 }));
 
 test('a draining tenant refuses new calls and opens; the handoff waits for the running call', () => inWorld(async w => {
-    const { router } = await w.start('replica-1');
+    const { router, events, whenTold } = await w.start('replica-1');
     const { tenant, key } = newTenant();
     await router.open(ORG, tenant);
+    const entered = gate();
     const held = gate();
-    const running = router.run(key, async handle => { await held.opened; append(handle, 'slow'); return 'slow done'; });
-    await until(() => statusOf(router, key).inFlight === 1, 'the call in flight');
+    const running = router.run(key, async handle => { entered.open(); await held.opened; append(handle, 'slow'); return 'slow done'; });
+    await entered.opened;
+    assert.equal(statusOf(router, key).inFlight, 1);
     const handoff = router.handoff(key, 10_000);
-    await until(() => statusOf(router, key).state === 'draining', 'draining');
+    await whenTold(() => events.some(e => e.kind === 'draining' && e.key === key), 'the drain');
+    assert.equal(statusOf(router, key).state, 'draining');
     const refused = await rejection(router.run(key, () => 'never'));
     assert.ok(isA(pkg.TenantDrainingError, 'GOTRY_TENANT_DRAINING')(refused));
     assert.ok(isA(pkg.TenantDrainingError, 'GOTRY_TENANT_DRAINING')(await rejection(router.open(ORG, tenant))));
@@ -197,9 +225,11 @@ test('a drain timeout leaves the tenant serving, nothing copied or released', ()
     const { router, events } = await w.start('replica-1');
     const { tenant, key } = newTenant();
     await router.open(ORG, tenant);
+    const entered = gate();
     const held = gate();
-    const running = router.run(key, async () => { await held.opened; return 'late'; });
-    await until(() => statusOf(router, key).inFlight === 1, 'the call in flight');
+    const running = router.run(key, async () => { entered.open(); await held.opened; return 'late'; });
+    await entered.opened;
+    assert.equal(statusOf(router, key).inFlight, 1);
     const error = await rejection(router.handoff(key, 50));
     assert.ok(isA(pkg.DrainTimeoutError, 'GOTRY_TENANT_DRAIN_TIMEOUT')(error));
     assert.equal(error.inFlight, 1);
@@ -368,7 +398,7 @@ test('keepCopies bounds the copies a strict router keeps of a tenant; 0 keeps th
 }));
 
 test('async durability copies written tenants in the background, and a failing copy is told as copy_failed', () => inWorld(async w => {
-    const { router, events } = await w.start('replica-1', { copyPolicy: { durability: 'async', intervalMs: 50 } });
+    const { router, events, whenTold } = await w.start('replica-1', { copyPolicy: { durability: 'async', intervalMs: 50 } });
     const { tenant, key } = newTenant();
     await router.open(ORG, tenant);
     await router.run(key, handle => append(handle, 'bg'));
@@ -379,7 +409,7 @@ test('async durability copies written tenants in the background, and a failing c
     fs.writeFileSync(orgs, 'in the way');
     try {
         await router.run(key, handle => append(handle, 'bg 2'));
-        await until(() => events.some(e => e.kind === 'copy_failed'), 'copy_failed');
+        await whenTold(() => events.some(e => e.kind === 'copy_failed'), 'copy_failed');
         const failed = events.find(e => e.kind === 'copy_failed');
         assert.equal(failed.key, key);
         assert.equal(failed.epoch, 1);
@@ -393,18 +423,21 @@ test('async durability copies written tenants in the background, and a failing c
 }));
 
 test('a lost lease is told as lost then closed; a call in flight that resolved meanwhile is CALL_IN_DOUBT, caused by FENCED', () => inWorld(async w => {
-    const { router, events } = await w.start('replica-1');
+    const { router, events, whenTold } = await w.start('replica-1');
     const idle = newTenant();
     const busy = newTenant();
     await router.open(ORG, idle.tenant);
     const busyHandle = await router.open(ORG, busy.tenant);
     let lostSeen;
+    const entered = gate();
     const running = router.run(busy.key, async handle => {
-        await until(() => events.some(e => e.kind === 'lost' && e.key === busy.key), 'the lost event', 10_000);
+        entered.open();
+        await whenTold(() => events.some(e => e.kind === 'lost' && e.key === busy.key), 'the lost event');
         lostSeen = handle.isHeld();
         return 'resolved anyway';
     });
-    await until(() => statusOf(router, busy.key).inFlight === 1, 'the call in flight');
+    await entered.opened;
+    assert.equal(statusOf(router, busy.key).inFlight, 1);
     // Both leases run out on the store's clock and another replica takes one: the
     // keeper's next renewal (a third of the TTL later) is refused.
     w.wall.advance(TTL_MS + 1);
@@ -416,7 +449,7 @@ test('a lost lease is told as lost then closed; a call in flight that resolved m
     assert.equal(error.cause.reason, 'lease_lost');
     assert.equal(lostSeen, false, 'the gate was closed by the time the host was told');
     assert.throws(() => busyHandle.assertHeld(), pkg.FencedError);
-    await until(() => events.filter(e => e.kind === 'closed').length === 2, 'both closed');
+    await whenTold(() => events.filter(e => e.kind === 'closed').length === 2, 'both closed');
     const told = events.map(e => `${e.kind} ${e.key === idle.key ? 'idle' : 'busy'} ${e.epoch}`);
     assert.deepEqual(told.filter(e => e.endsWith('idle 1')), ['lost idle 1', 'closed idle 1']);
     assert.deepEqual(told.filter(e => e.endsWith('busy 1')), ['lost busy 1', 'closed busy 1']);

@@ -9,7 +9,7 @@ use gotry_tenant_state::{Error, ErrorCode};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyDict, PyList, PyType};
+use pyo3::types::{PyDict, PyList, PyTuple, PyType};
 
 use crate::copies::PySkippedCopy;
 use crate::values::PyLeaseRecord;
@@ -200,6 +200,20 @@ fn typed_exception(py: Python<'_>, error: &Error) -> PyResult<PyErr> {
     Ok(PyErr::from_value(instance))
 }
 
+/// The core's registry, in its order: `(code, class name, fields, template)` per code.
+pub fn error_types(py: Python<'_>) -> PyResult<Bound<'_, PyTuple>> {
+    let rows = ErrorCode::ALL.iter().map(|code| {
+        (
+            code.as_str(),
+            code.class_name(),
+            PyTuple::new(py, code.fields())?,
+            code.template(),
+        )
+            .into_pyobject(py)
+    });
+    PyTuple::new(py, rows.collect::<PyResult<Vec<_>>>()?)
+}
+
 /// The core's code registry, in its order, for `gotry_tenant_state.ERROR_CODES`.
 pub fn error_codes() -> Vec<&'static str> {
     ErrorCode::ALL.iter().map(|code| code.as_str()).collect()
@@ -224,6 +238,10 @@ mod tests {
         modules
             .set_item(package, PyModule::new(py, package).unwrap())
             .unwrap();
+        // `_errors.py` reads the templates from the compiled module: a stand-in with them.
+        let native = PyModule::new(py, "_native").unwrap();
+        native.add("_ERROR_TYPES", error_types(py).unwrap()).unwrap();
+        modules.set_item(format!("{package}._native"), native).unwrap();
         let util = py.import("importlib.util").unwrap();
         let spec = util
             .call_method1("spec_from_file_location", (ERRORS_MODULE, path))

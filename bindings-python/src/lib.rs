@@ -28,6 +28,9 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
         "ERROR_CODES",
         pyo3::types::PyTuple::new(m.py(), errors::error_codes())?,
     )?;
+    // Private: the core's message template of each code, which `_errors.py` fills for an
+    // exception a host constructs itself.
+    m.add("_ERROR_TYPES", errors::error_types(m.py())?)?;
     m.add("MIN_LEASE_TTL_MS", gotry_tenant_state::MIN_LEASE_TTL_MS)?;
     m.add("MAX_LEASE_TTL_MS", gotry_tenant_state::MAX_LEASE_TTL_MS)?;
     // Private: the wait of `_snapshot.py`, the core's rule for every snapshot function.

@@ -119,6 +119,8 @@ class Ticker:
 
 
 def wait_for(what: str, done: Callable[[], bool], seconds: float = 15.0) -> None:
+    """Polls ``done`` until it holds. The router's tests use it only for what no event tells
+    (a good background copy); the others wait on their events."""
     deadline = time.monotonic() + seconds
     while not done():
         assert time.monotonic() < deadline, f"gave up waiting for {what}"
@@ -129,12 +131,20 @@ class Unraisable:
     """``sys.unraisablehook`` for a test: what reached it, as (type, message), from any thread."""
 
     def __init__(self) -> None:
-        self.lock = threading.Lock()
+        self.lock = threading.Condition()
         self.seen: list[tuple[type[BaseException] | None, str]] = []
 
     def __call__(self, arguments: Any) -> None:
         with self.lock:
             self.seen.append((arguments.exc_type, str(arguments.exc_value)))
+            self.lock.notify_all()
+
+    def until(self, count: int) -> None:
+        """Returns once ``count`` reports reached the hook (bounded, so that a test that would
+        hang fails instead)."""
+        with self.lock:
+            came = self.lock.wait_for(lambda: len(self.seen) >= count, timeout=30)
+        assert came, f"{len(self.seen)} of {count} reports reached the hook within 30 s"
 
 
 @pytest.fixture

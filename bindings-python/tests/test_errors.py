@@ -59,6 +59,28 @@ def test_error_codes_are_exactly_the_core_registry() -> None:
     assert len(set(gts.ERROR_CODES)) == 15
 
 
+def test_every_class_is_the_core_registry_entry_of_its_code() -> None:
+    types = gts._native._ERROR_TYPES
+    assert [(code, name) for code, name, _, _ in types] == REFERENCE
+    for code, name, fields, template in types:
+        assert getattr(gts, name).code == code
+        assert all(field.isidentifier() for field in fields), (name, fields)
+        assert template, name
+
+
+def test_a_message_built_from_fields_is_the_core_template_of_the_code() -> None:
+    """Filled here by hand, so that a class wording its message itself would differ."""
+    templates = {code: template for code, _, _, template in gts._native._ERROR_TYPES}
+    template = templates["GOTRY_TENANT_LEASE_HELD"]
+    expected = (
+        template.replace("{record.key}", RECORD.key)
+        .replace("{record.owner}", RECORD.owner)
+        .replace("{record.epoch}", str(RECORD.epoch))
+    )
+    assert "{" not in expected
+    assert str(gts.LeaseHeldError(record=RECORD)) == expected
+
+
 def test_every_code_has_its_reference_class() -> None:
     exported = {name: getattr(gts, name) for name in gts.__all__}
     classes = [cls for cls in exported.values() if isinstance(cls, type) and issubclass(cls, gts.TenantStateError)]

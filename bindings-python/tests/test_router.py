@@ -37,19 +37,28 @@ def new_tenant() -> str:
 
 
 class Events:
-    """An ``on_event`` that keeps what it was told, as (kind, key, epoch) and whole."""
+    """An ``on_event`` that keeps what it was told, as (kind, key, epoch) and whole, and wakes
+    whoever waits for an event."""
 
     def __init__(self) -> None:
-        self.lock = threading.Lock()
+        self.lock = threading.Condition()
         self.seen: list[gts.RouterEvent] = []
 
     def __call__(self, event: gts.RouterEvent) -> None:
         with self.lock:
             self.seen.append(event)
+            self.lock.notify_all()
 
     def told(self) -> list[tuple[str, str, int]]:
         with self.lock:
             return [(e.kind, e.key, e.epoch) for e in self.seen]
+
+    def until(self, told: tuple[str, str, int]) -> None:
+        """Returns once ``told`` (kind, key, epoch) was told. The bound keeps a test that would
+        hang from hanging; it is no time limit on the router."""
+        with self.lock:
+            came = self.lock.wait_for(lambda: told in [(e.kind, e.key, e.epoch) for e in self.seen], timeout=30)
+        assert came, f"{told} was not told within 30 s"
 
 
 class Site:
@@ -278,7 +287,8 @@ def test_a_call_whose_after_check_fails_is_fenced(site: Site) -> None:
 
 
 def test_draining_refuses_new_calls_until_the_handoff_is_done(site: Site) -> None:
-    a = site.router("replica-a")
+    events = Events()
+    a = site.router("replica-a", on_event=events)
     tenant = new_tenant()
     key = a.open(ORG, tenant).key
     slow = SlowCall(a, key)
@@ -292,7 +302,8 @@ def test_draining_refuses_new_calls_until_the_handoff_is_done(site: Site) -> Non
 
     handing = threading.Thread(target=hand_off)
     handing.start()
-    wait_for("the tenant to drain", lambda: state_of(a, key) == "draining")
+    events.until(("draining", key, 1))
+    assert state_of(a, key) == "draining"
     with pytest.raises(gts.TenantDrainingError) as caught:
         a.run(key, append("refused"))
     assert caught.value.code == "GOTRY_TENANT_DRAINING"
@@ -487,6 +498,7 @@ def test_async_copies_run_in_the_background_and_report_failures(site: Site) -> N
     router = site.router("replica-a", copy_interval_ms=50, on_event=events)
     key = router.open(ORG, new_tenant()).key
     router.run(key, append("one"))
+    # Polled: the router tells no event for a good copy (a failed one is copy_failed).
     wait_for("a background copy", lambda: router.status()[0].last_copy == gts.CopyId(1, 1))
     assert router.status()[0].writes_since_copy == 0
 
@@ -494,7 +506,7 @@ def test_async_copies_run_in_the_background_and_report_failures(site: Site) -> N
     (store_folder / "orgs").rename(store_folder / "orgs-away")
     (store_folder / "orgs").write_text("")
     router.run(key, append("two"))  # acknowledged: the copy is the copier's business
-    wait_for("a copy_failed event", lambda: any(kind == "copy_failed" for kind, _, _ in events.told()))
+    events.until(("copy_failed", key, 1))
     failed = next(e for e in events.seen if e.kind == "copy_failed")
     assert (failed.key, failed.epoch) == (key, 1)
     assert isinstance(failed.error, gts.DurableStoreUnavailableError)
@@ -692,8 +704,8 @@ def test_a_stolen_lease_is_told_as_lost_then_closed(site: Site) -> None:
     key = handle.key
     site.leases.release(key, "replica-a", 1)
     site.leases.acquire(key, "thief", 600_000)
-    wait_for("the loss", lambda: ("lost", key, 1) in events.told())
-    wait_for("the close", lambda: ("closed", key, 1) in events.told())
+    events.until(("lost", key, 1))
+    events.until(("closed", key, 1))
     assert events.told() == [("lost", key, 1), ("closed", key, 1)]
     lost = events.seen[0]
     assert (lost.kind, lost.error) == ("lost", None)
@@ -710,14 +722,14 @@ def test_a_lost_tenant_with_a_call_running_is_fenced_and_closed_after_it(site: S
     slow = SlowCall(router, key)
     site.leases.release(key, "replica-a", 1)
     site.leases.acquire(key, "thief", 600_000)
-    wait_for("the loss", lambda: ("lost", key, 1) in events.told())
+    events.until(("lost", key, 1))
     assert state_of(router, key) == "lost"
     with pytest.raises(gts.FencedError) as caught:
         router.run(key, append("refused"))
     assert caught.value.reason == "lease_lost"
     assert ("closed", key, 1) not in events.told()
     assert isinstance(slow.finish(), gts.FencedError)
-    wait_for("the close", lambda: ("closed", key, 1) in events.told())
+    events.until(("closed", key, 1))
     assert router.status() == []
 
 
@@ -736,7 +748,7 @@ def test_an_exception_in_on_event_goes_to_the_unraisable_hook(site: Site, unrais
     other_key = router.open(ORG, other).key
     site.leases.release(other_key, "replica-a", 1)
     site.leases.acquire(other_key, "thief", 600_000)
-    wait_for("four reports", lambda: len(unraisable.seen) >= 4)
+    unraisable.until(4)
     with unraisable.lock:
         assert unraisable.seen[:2] == [
             (ValueError, f"handler bug on draining {key}"),

@@ -34,11 +34,12 @@ def outcome(call: Callable[[], Json]) -> Json:
 
 
 class Background:
-    """A blocking call on a thread of its own, and what it answered."""
+    """A blocking call on a thread of its own, and what it answered; ``done`` is set once the
+    answer is there (a caller may pass an event it also sets for other reasons)."""
 
-    def __init__(self, call: Callable[[], Json]) -> None:
+    def __init__(self, call: Callable[[], Json], done: threading.Event | None = None) -> None:
         self.answer: Json = None
-        self.done = threading.Event()
+        self.done = threading.Event() if done is None else done
 
         def body() -> None:
             try:
@@ -51,7 +52,7 @@ class Background:
 
     def wait(self) -> Json:
         self.thread.join(timeout=60)
-        assert self.done.is_set(), "a background call never ended"
+        assert not self.thread.is_alive(), "a background call never ended"
         return self.answer
 
 
@@ -60,21 +61,22 @@ class HeldCall:
 
     def __init__(self, router: gts.TenantRouter, key: str, line: str) -> None:
         self.entered = threading.Event()
+        # Set by whichever comes first: the call running, or its refusal answered.
+        self.settled = threading.Event()
         self.release = threading.Event()
 
         def call(handle: gts.TenantHandle) -> None:
             append_line(handle, line)
             self.entered.set()
+            self.settled.set()
             assert self.release.wait(timeout=60), "a held call was never let go"
 
-        self.run = Background(lambda: router.run(key, call) or {"ok": True})
+        self.run = Background(lambda: router.run(key, call) or {"ok": True}, done=self.settled)
 
     def begun(self) -> Json:
         """``{"ok": true}`` once the call runs, or the refusal it met before it ran."""
-        while not self.entered.wait(timeout=0.001):
-            if self.run.done.is_set():
-                return self.run.answer
-        return {"ok": True}
+        assert self.settled.wait(timeout=60), "a held call neither ran nor was refused"
+        return {"ok": True} if self.entered.is_set() else self.run.answer
 
     def end(self) -> Json:
         self.release.set()

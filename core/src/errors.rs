@@ -9,87 +9,185 @@ use std::fmt;
 
 use crate::records::{LeaseRecord, SkippedCopy};
 
-/// The stable codes: the reference implementation's twelve in its order, then this layer's own.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ErrorCode {
-    LeaseHeld,
-    LeaseLost,
-    Fenced,
-    LeaseStoreUnavailable,
-    IdInvalid,
-    DurableStoreUnavailable,
-    RestoreInvalid,
-    CopyConflict,
-    Draining,
-    DrainTimeout,
-    RouterClosed,
-    ReplicaAtCapacity,
-    TenantBusy,
-    OpenInProcess,
-    CallInDoubt,
+/// Declares each stable code once, as pydantic-core's `error_types!` does: its variant, its
+/// `GOTRY_TENANT_*` string, the reference's class name, the fields the failure carries (in the
+/// core's snake_case) and the template of its message. Every door reads this table
+/// ([`ErrorCode::ALL`] with [`ErrorCode::template`]) instead of wording a message again, so a
+/// message a host builds itself (`new DrainTimeoutError(key, inFlight, timeoutMs)`) says what
+/// the core's [`Error`] says.
+macro_rules! error_types {
+    ($(
+        $variant:ident {
+            code: $code:literal,
+            class: $class:literal,
+            fields: [$($field:literal),* $(,)?],
+            template: $template:literal $(,)?
+        }
+    )*) => {
+        /// The stable codes: the reference implementation's twelve in its order, then this
+        /// layer's own.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum ErrorCode {
+            $($variant,)*
+        }
+
+        impl ErrorCode {
+            /// Every code, so that each binding can prove it exposes exactly this list.
+            pub const ALL: [ErrorCode; [$($code),*].len()] = [$(ErrorCode::$variant),*];
+
+            /// The stable string that callers branch on.
+            pub const fn as_str(self) -> &'static str {
+                match self {
+                    $(ErrorCode::$variant => $code,)*
+                }
+            }
+
+            /// The reference's class name for this code (`err.name` in JS, the exception class
+            /// in Python).
+            pub const fn class_name(self) -> &'static str {
+                match self {
+                    $(ErrorCode::$variant => $class,)*
+                }
+            }
+
+            /// What a failure of this code carries, in the core's snake_case (a door may spell
+            /// them in its own case: `in_flight` is `inFlight` in JS).
+            pub const fn fields(self) -> &'static [&'static str] {
+                match self {
+                    $(ErrorCode::$variant => &[$($field),*],)*
+                }
+            }
+
+            /// The message, with `{field}` (or `{field.part}` for a field that is a record)
+            /// where [`fill_template`] puts a field's value.
+            pub const fn template(self) -> &'static str {
+                match self {
+                    $(ErrorCode::$variant => $template,)*
+                }
+            }
+        }
+    };
 }
 
-impl ErrorCode {
-    /// Every code, so that each binding can prove it exposes exactly this list.
-    pub const ALL: [ErrorCode; 15] = [
-        ErrorCode::LeaseHeld,
-        ErrorCode::LeaseLost,
-        ErrorCode::Fenced,
-        ErrorCode::LeaseStoreUnavailable,
-        ErrorCode::IdInvalid,
-        ErrorCode::DurableStoreUnavailable,
-        ErrorCode::RestoreInvalid,
-        ErrorCode::CopyConflict,
-        ErrorCode::Draining,
-        ErrorCode::DrainTimeout,
-        ErrorCode::RouterClosed,
-        ErrorCode::ReplicaAtCapacity,
-        ErrorCode::TenantBusy,
-        ErrorCode::OpenInProcess,
-        ErrorCode::CallInDoubt,
-    ];
-
-    /// The stable string that callers branch on.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            ErrorCode::LeaseHeld => "GOTRY_TENANT_LEASE_HELD",
-            ErrorCode::LeaseLost => "GOTRY_TENANT_LEASE_LOST",
-            ErrorCode::Fenced => "GOTRY_TENANT_FENCED",
-            ErrorCode::LeaseStoreUnavailable => "GOTRY_TENANT_LEASE_STORE_UNAVAILABLE",
-            ErrorCode::IdInvalid => "GOTRY_TENANT_ID_INVALID",
-            ErrorCode::DurableStoreUnavailable => "GOTRY_TENANT_DURABLE_STORE_UNAVAILABLE",
-            ErrorCode::RestoreInvalid => "GOTRY_TENANT_RESTORE_INVALID",
-            ErrorCode::CopyConflict => "GOTRY_TENANT_COPY_CONFLICT",
-            ErrorCode::Draining => "GOTRY_TENANT_DRAINING",
-            ErrorCode::DrainTimeout => "GOTRY_TENANT_DRAIN_TIMEOUT",
-            ErrorCode::RouterClosed => "GOTRY_TENANT_ROUTER_CLOSED",
-            ErrorCode::ReplicaAtCapacity => "GOTRY_TENANT_REPLICA_AT_CAPACITY",
-            ErrorCode::TenantBusy => "GOTRY_TENANT_BUSY",
-            ErrorCode::OpenInProcess => "GOTRY_TENANT_OPEN_IN_PROCESS",
-            ErrorCode::CallInDoubt => "GOTRY_TENANT_CALL_IN_DOUBT",
-        }
+error_types! {
+    LeaseHeld {
+        code: "GOTRY_TENANT_LEASE_HELD",
+        class: "LeaseHeldError",
+        fields: ["record"],
+        template: "lease {record.key} is held by {record.owner} at epoch {record.epoch}",
     }
-
-    /// The reference's class name for this code (`err.name` in JS, the exception class in Python).
-    pub const fn class_name(self) -> &'static str {
-        match self {
-            ErrorCode::LeaseHeld => "LeaseHeldError",
-            ErrorCode::LeaseLost => "LeaseLostError",
-            ErrorCode::Fenced => "FencedError",
-            ErrorCode::LeaseStoreUnavailable => "LeaseStoreUnavailableError",
-            ErrorCode::IdInvalid => "InvalidTenantIdError",
-            ErrorCode::DurableStoreUnavailable => "DurableStoreUnavailableError",
-            ErrorCode::RestoreInvalid => "RestoreVerificationError",
-            ErrorCode::CopyConflict => "CopyConflictError",
-            ErrorCode::Draining => "TenantDrainingError",
-            ErrorCode::DrainTimeout => "DrainTimeoutError",
-            ErrorCode::RouterClosed => "RouterClosedError",
-            ErrorCode::ReplicaAtCapacity => "ReplicaAtCapacityError",
-            ErrorCode::TenantBusy => "TenantBusyError",
-            ErrorCode::OpenInProcess => "OpenInProcessError",
-            ErrorCode::CallInDoubt => "CallInDoubtError",
-        }
+    LeaseLost {
+        code: "GOTRY_TENANT_LEASE_LOST",
+        class: "LeaseLostError",
+        fields: ["message"],
+        template: "{message}",
     }
+    Fenced {
+        code: "GOTRY_TENANT_FENCED",
+        class: "FencedError",
+        fields: ["reason", "key", "epoch"],
+        template: "tenant {key} epoch {epoch} is fenced: {reason}",
+    }
+    LeaseStoreUnavailable {
+        code: "GOTRY_TENANT_LEASE_STORE_UNAVAILABLE",
+        class: "LeaseStoreUnavailableError",
+        fields: ["message"],
+        template: "{message}",
+    }
+    IdInvalid {
+        code: "GOTRY_TENANT_ID_INVALID",
+        class: "InvalidTenantIdError",
+        fields: ["message"],
+        template: "{message}",
+    }
+    DurableStoreUnavailable {
+        code: "GOTRY_TENANT_DURABLE_STORE_UNAVAILABLE",
+        class: "DurableStoreUnavailableError",
+        fields: ["message", "backend_code"],
+        template: "{message}",
+    }
+    RestoreInvalid {
+        code: "GOTRY_TENANT_RESTORE_INVALID",
+        class: "RestoreVerificationError",
+        fields: ["message", "skipped"],
+        template: "{message}",
+    }
+    CopyConflict {
+        code: "GOTRY_TENANT_COPY_CONFLICT",
+        class: "CopyConflictError",
+        fields: ["message"],
+        template: "{message}",
+    }
+    Draining {
+        code: "GOTRY_TENANT_DRAINING",
+        class: "TenantDrainingError",
+        fields: ["key"],
+        template: "tenant {key} is being handed off",
+    }
+    DrainTimeout {
+        code: "GOTRY_TENANT_DRAIN_TIMEOUT",
+        class: "DrainTimeoutError",
+        fields: ["key", "in_flight", "timeout_ms"],
+        template: "tenant {key} still had {in_flight} call(s) running after {timeout_ms} ms of draining",
+    }
+    RouterClosed {
+        code: "GOTRY_TENANT_ROUTER_CLOSED",
+        class: "RouterClosedError",
+        fields: [],
+        template: "the tenant router is closed",
+    }
+    ReplicaAtCapacity {
+        code: "GOTRY_TENANT_REPLICA_AT_CAPACITY",
+        class: "ReplicaAtCapacityError",
+        fields: ["limit"],
+        template: "this replica already serves its configured maximum of {limit} tenants",
+    }
+    TenantBusy {
+        code: "GOTRY_TENANT_BUSY",
+        class: "TenantBusyError",
+        fields: ["key", "running", "waited_ms"],
+        template: "tenant {key}: {running} call(s) kept running for {waited_ms} ms, so no copy could read its files",
+    }
+    OpenInProcess {
+        code: "GOTRY_TENANT_OPEN_IN_PROCESS",
+        class: "OpenInProcessError",
+        fields: ["message"],
+        template: "{message}",
+    }
+    // The core's message goes on with the cause's code and words, `(GOTRY_TENANT_FENCED: ...)`,
+    // as every error with a cause does in [`Error`]'s `Display`; a host shows its own cause.
+    CallInDoubt {
+        code: "GOTRY_TENANT_CALL_IN_DOUBT",
+        class: "CallInDoubtError",
+        fields: ["key", "epoch", "cause"],
+        template: "tenant {key} epoch {epoch}: the call ran but its copy is unconfirmed, so its write may or may not be durable",
+    }
+}
+
+/// Writes `template` with each `{name}` replaced by the value `values` gives that name: the
+/// rule each door's small filler repeats for the messages a host builds itself (a few lines,
+/// tested there against this table). A `{name}` without a value is written as it stands, so a
+/// template that names a field the error lacks shows it rather than hiding it.
+pub fn fill_template(
+    f: &mut impl fmt::Write,
+    template: &str,
+    values: &[(&str, &dyn fmt::Display)],
+) -> fmt::Result {
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        f.write_str(&rest[..open])?;
+        let after = &rest[open + 1..];
+        let Some(close) = after.find('}') else {
+            return f.write_str(&rest[open..]);
+        };
+        let name = &after[..close];
+        match values.iter().find(|(field, _)| *field == name) {
+            Some((_, value)) => write!(f, "{value}")?,
+            None => f.write_str(&rest[open..open + close + 2])?,
+        }
+        rest = &after[close + 1..];
+    }
+    f.write_str(rest)
 }
 
 impl fmt::Display for ErrorCode {
@@ -371,52 +469,60 @@ struct Unmasked<'a>(&'a Error);
 impl fmt::Display for Unmasked<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.0 {
-            Error::LeaseHeld { record } => write!(
-                f,
-                "lease {} is held by {} at epoch {}",
-                record.key, record.owner, record.epoch
-            ),
-            Error::Fenced { reason, key, epoch } => {
-                write!(f, "tenant {key} epoch {epoch} is fenced: {reason}")
+            Error::Storage { code, message } => write!(f, "{code}: {message}"),
+            Error::Host(source) => write!(f, "host callback failed: {source}"),
+            Error::InvalidArgument { message } => f.write_str(message),
+            Error::CallInDoubt { cause, .. } => {
+                self.0.write_template(f)?;
+                write!(f, " ({}: {})", cause.code_str(), Unmasked(cause))
             }
-            Error::Draining { key } => write!(f, "tenant {key} is being handed off"),
+            other => other.write_template(f),
+        }
+    }
+}
+
+impl Error {
+    /// The message of a code of the registry: its template, filled from this error.
+    fn write_template(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let template = self.code().map_or("", ErrorCode::template);
+        fill_template(f, template, &self.template_values())
+    }
+
+    /// The values of the placeholders of this error's template, by the names the template
+    /// gives them.
+    fn template_values(&self) -> Vec<(&'static str, &dyn fmt::Display)> {
+        match self {
+            Error::LeaseHeld { record } => vec![
+                ("record.key", &record.key),
+                ("record.owner", &record.owner),
+                ("record.epoch", &record.epoch),
+            ],
+            Error::Fenced { reason, key, epoch } => {
+                vec![("reason", reason), ("key", key), ("epoch", epoch)]
+            }
+            Error::Draining { key } => vec![("key", key)],
             Error::DrainTimeout {
                 key,
                 in_flight,
                 timeout_ms,
-            } => write!(
-                f,
-                "tenant {key} still had {in_flight} call(s) running after {timeout_ms} ms of draining"
-            ),
-            Error::RouterClosed => f.write_str("the tenant router is closed"),
-            Error::ReplicaAtCapacity { limit } => write!(
-                f,
-                "this replica already serves its configured maximum of {limit} tenants"
-            ),
+            } => vec![("key", key), ("in_flight", in_flight), ("timeout_ms", timeout_ms)],
+            Error::ReplicaAtCapacity { limit } => vec![("limit", limit)],
             Error::TenantBusy {
                 key,
                 running,
                 waited_ms,
-            } => write!(
-                f,
-                "tenant {key}: {running} call(s) kept running for {waited_ms} ms, so no copy could read its files"
-            ),
-            Error::CallInDoubt { key, epoch, cause } => write!(
-                f,
-                "tenant {key} epoch {epoch}: the call ran but its copy is unconfirmed, so its write may or may not be durable ({}: {})",
-                cause.code_str(),
-                Unmasked(cause)
-            ),
-            Error::Storage { code, message } => write!(f, "{code}: {message}"),
-            Error::Host(source) => write!(f, "host callback failed: {source}"),
+            } => vec![("key", key), ("running", running), ("waited_ms", waited_ms)],
+            Error::CallInDoubt { key, epoch, .. } => vec![("key", key), ("epoch", epoch)],
             Error::LeaseLost { message }
             | Error::LeaseStoreUnavailable { message }
             | Error::IdInvalid { message }
             | Error::DurableStoreUnavailable { message, .. }
             | Error::RestoreInvalid { message, .. }
             | Error::CopyConflict { message }
-            | Error::OpenInProcess { message }
-            | Error::InvalidArgument { message } => f.write_str(message),
+            | Error::OpenInProcess { message } => vec![("message", message)],
+            Error::RouterClosed | Error::InvalidArgument { .. } | Error::Storage { .. } | Error::Host(_) => {
+                Vec::new()
+            }
         }
     }
 }
@@ -451,6 +557,128 @@ mod tests {
             assert!(seen.insert(code.as_str()), "duplicate {code}");
         }
         assert_eq!(seen.len(), ErrorCode::ALL.len());
+    }
+
+    /// One failure of every code, in [`ErrorCode::ALL`]'s order, with the message each door
+    /// has shown since before the templates were declared once: the texts do not change.
+    fn one_of_each() -> Vec<(Error, &'static str)> {
+        let record = LeaseRecord {
+            key: "acme/t-1".into(),
+            owner: "replica-a".into(),
+            epoch: 7,
+            lease_until_ms: 1_000,
+            forgotten_at_epoch: 0,
+        };
+        vec![
+            (
+                Error::LeaseHeld { record },
+                "lease acme/t-1 is held by replica-a at epoch 7",
+            ),
+            (Error::lease_lost("lost"), "lost"),
+            (
+                Error::Fenced {
+                    reason: FenceReason::LeaseLost,
+                    key: "k".into(),
+                    epoch: 2,
+                },
+                "tenant k epoch 2 is fenced: lease_lost",
+            ),
+            (Error::unavailable("busy"), "busy"),
+            (Error::id_invalid("bad"), "bad"),
+            (Error::durable("EROFS", "down"), "down"),
+            (
+                Error::RestoreInvalid {
+                    message: "checksum".into(),
+                    skipped: Vec::new(),
+                },
+                "checksum",
+            ),
+            (Error::copy_conflict("two writers"), "two writers"),
+            (
+                Error::Draining { key: "k".into() },
+                "tenant k is being handed off",
+            ),
+            (
+                Error::DrainTimeout {
+                    key: "k".into(),
+                    in_flight: 3,
+                    timeout_ms: 250,
+                },
+                "tenant k still had 3 call(s) running after 250 ms of draining",
+            ),
+            (Error::RouterClosed, "the tenant router is closed"),
+            (
+                Error::ReplicaAtCapacity { limit: 64 },
+                "this replica already serves its configured maximum of 64 tenants",
+            ),
+            (
+                Error::TenantBusy {
+                    key: "k".into(),
+                    running: 2,
+                    waited_ms: 100,
+                },
+                "tenant k: 2 call(s) kept running for 100 ms, so no copy could read its files",
+            ),
+            (
+                Error::OpenInProcess {
+                    message: "open".into(),
+                },
+                "open",
+            ),
+            (
+                Error::CallInDoubt {
+                    key: "k".into(),
+                    epoch: 4,
+                    cause: Box::new(Error::Draining { key: "k".into() }),
+                },
+                "tenant k epoch 4: the call ran but its copy is unconfirmed, so its write may or \
+                 may not be durable (GOTRY_TENANT_DRAINING: tenant k is being handed off)",
+            ),
+        ]
+    }
+
+    #[test]
+    fn every_message_is_its_code_template_filled() {
+        let cases = one_of_each();
+        assert_eq!(cases.len(), ErrorCode::ALL.len());
+        for ((error, shown), code) in cases.into_iter().zip(ErrorCode::ALL) {
+            assert_eq!(error.code(), Some(code));
+            assert_eq!(error.to_string(), shown, "{code}");
+            // What the template leaves to its fields is all that differs from the message.
+            let literal = code.template().split('{').next().unwrap_or_default();
+            assert!(shown.starts_with(literal), "{code}: {shown}");
+        }
+    }
+
+    #[test]
+    fn every_template_names_only_the_fields_of_its_code() {
+        for code in ErrorCode::ALL {
+            let mut rest = code.template();
+            while let Some(open) = rest.find('{') {
+                let close = rest[open..].find('}').expect("a placeholder is closed") + open;
+                let name = &rest[open + 1..close];
+                let field = name.split('.').next().unwrap_or_default();
+                assert!(code.fields().contains(&field), "{code}: {{{name}}}");
+                rest = &rest[close + 1..];
+            }
+        }
+    }
+
+    #[test]
+    fn a_template_is_filled_by_name_and_keeps_what_it_cannot_fill() {
+        let fill = |template: &str, values: &[(&str, &dyn fmt::Display)]| {
+            let mut out = String::new();
+            fill_template(&mut out, template, values).map(|()| out)
+        };
+        let (key, count): (&dyn fmt::Display, &dyn fmt::Display) = (&"acme/t", &3);
+        assert_eq!(
+            fill("{key} had {n} and {key}", &[("n", count), ("key", key)]).as_deref(),
+            Ok("acme/t had 3 and acme/t")
+        );
+        assert_eq!(
+            fill("{missing} {key", &[("key", key)]).as_deref(),
+            Ok("{missing} {key")
+        );
     }
 
     #[test]

@@ -56,6 +56,7 @@ enum { MAX_EVENTS = 64 };
 
 typedef struct {
     pthread_mutex_t lock;
+    pthread_cond_t told; /* signalled on each event recorded, for wait_event */
     pthread_t main_thread;
     SeenEvent events[MAX_EVENTS];
     int count;
@@ -67,7 +68,18 @@ typedef struct {
 static void recorder_init(Recorder *recorder) {
     memset(recorder, 0, sizeof *recorder);
     pthread_mutex_init(&recorder->lock, NULL);
+    /* On the monotonic clock, so that wait_event's bound is what now_ms measures. */
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&recorder->told, &attr);
+    pthread_condattr_destroy(&attr);
     recorder->main_thread = pthread_self();
+}
+
+static void recorder_destroy(Recorder *recorder) {
+    pthread_cond_destroy(&recorder->told);
+    pthread_mutex_destroy(&recorder->lock);
 }
 
 static void record_event(void *user_data, const GotryRouterEvent *event) {
@@ -98,27 +110,42 @@ static void record_event(void *user_data, const GotryRouterEvent *event) {
         if (event->error) gotry_error_host_code(event->error, &seen->host_code);
         seen->on_main_thread = pthread_equal(pthread_self(), recorder->main_thread);
     }
+    pthread_cond_broadcast(&recorder->told);
     pthread_mutex_unlock(&recorder->lock);
 }
 
 /* The first event of `kind` for `key` at or after index `from`, copied into *out; -1 when
- * none came within `timeout_ms`. */
+ * none came within `timeout_ms`. It sleeps until the recorder is told an event: the bound
+ * keeps a test that would hang from hanging, it is no time limit on the router. */
 static int wait_event(Recorder *recorder, GotryRouterEventKind kind, const char *key, int from, long timeout_ms,
                       SeenEvent *out) {
-    int64_t deadline = now_ms() + timeout_ms;
+    struct timespec deadline;
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
+    deadline.tv_sec += timeout_ms / 1000;
+    deadline.tv_nsec += (timeout_ms % 1000) * 1000000L;
+    if (deadline.tv_nsec >= 1000000000L) {
+        deadline.tv_sec += 1;
+        deadline.tv_nsec -= 1000000000L;
+    }
+    int next = from;
+    int found = -1;
+    int timed_out = 0;
+    pthread_mutex_lock(&recorder->lock);
     for (;;) {
-        pthread_mutex_lock(&recorder->lock);
-        for (int i = from; i < recorder->count; i++) {
-            if (recorder->events[i].kind == kind && strcmp(recorder->events[i].key, key) == 0) {
-                if (out != NULL) *out = recorder->events[i];
-                pthread_mutex_unlock(&recorder->lock);
-                return i;
+        for (; next < recorder->count; next++) {
+            if (recorder->events[next].kind == kind && strcmp(recorder->events[next].key, key) == 0) {
+                found = next;
+                if (out != NULL) *out = recorder->events[next];
+                break;
             }
         }
-        pthread_mutex_unlock(&recorder->lock);
-        if (now_ms() >= deadline) return -1;
-        sleep_ms(5);
+        if (found >= 0 || timed_out) break;
+        /* Woken by an event (the events looked at so far need no second look), or at the
+         * deadline, after which the loop looks once more. */
+        timed_out = pthread_cond_timedwait(&recorder->told, &recorder->lock, &deadline) == ETIMEDOUT;
     }
+    pthread_mutex_unlock(&recorder->lock);
+    return found;
 }
 /* Already there: delivered before the call that caused it returned. */
 #define EVENT_NOW(recorder, kind, key, from, out) wait_event((recorder), (kind), (key), (from), 0, (out))
@@ -287,7 +314,8 @@ static TenantSeen tenant_status(const GotryRouter *router, const Tenant *tenant)
     return seen;
 }
 
-/* Waits until the tenant's status satisfies `done` (at most 20 s). */
+/* Waits until the tenant's status satisfies `done` (at most 20 s), polling: only for a good
+ * background copy, which the router tells by no event (a failed one is copy_failed). */
 typedef int (*StatusCheck)(const TenantSeen *seen);
 static int wait_status(const GotryRouter *router, const Tenant *tenant, StatusCheck done) {
     int64_t deadline = now_ms() + 20000;
@@ -298,11 +326,9 @@ static int wait_status(const GotryRouter *router, const Tenant *tenant, StatusCh
         sleep_ms(5);
     }
 }
-static int is_draining(const TenantSeen *seen) { return seen->found && seen->state == GOTRY_TENANT_STATE_DRAINING; }
 static int is_copied(const TenantSeen *seen) {
     return seen->found && seen->has_last_copy && seen->writes_since_copy == 0 && !seen->has_error;
 }
-static int has_copy_error(const TenantSeen *seen) { return seen->found && seen->has_error; }
 
 static void close_router(GotryRouter *router, size_t handed_off) {
     GotryCloseReport *report = NULL;
@@ -604,7 +630,7 @@ static void handoff_carries_data(World *world) {
     close_router(a, 0);
     close_router(b, 1);
     snapshots_destroy(&host);
-    pthread_mutex_destroy(&events_a.lock);
+    recorder_destroy(&events_a);
 }
 
 typedef struct {
@@ -638,7 +664,8 @@ static void draining_and_drain_timeout(World *world) {
     job.status = GOTRY_STATUS_INTERNAL_ERROR;
     pthread_t handing_off;
     CHECK(pthread_create(&handing_off, NULL, run_handoff, &job) == 0);
-    CHECK(wait_status(a, &t2, is_draining));
+    CHECK(wait_event(&events, GOTRY_ROUTER_EVENT_KIND_DRAINING, t2.key, 0, 20000, NULL) >= 0);
+    CHECK(tenant_status(a, &t2).state == GOTRY_TENANT_STATE_DRAINING); /* told once it drains */
     GotryRouterCall *call = NULL;
     STATUS(gotry_router_begin(a, t2.key, strlen(t2.key), &call, &err), GOTRY_STATUS_DRAINING);
     const char *key = NULL;
@@ -695,7 +722,7 @@ static void draining_and_drain_timeout(World *world) {
     gotry_tenant_handle_free(h2);
     gotry_tenant_handle_free(h3);
     close_router(a, 0);
-    pthread_mutex_destroy(&events.lock);
+    recorder_destroy(&events);
 }
 
 static void lost_lease(World *world) {
@@ -760,7 +787,7 @@ static void lost_lease(World *world) {
     gotry_tenant_handle_free(m2);
     close_router(a, 0);
     close_router(b, 2);
-    pthread_mutex_destroy(&events.lock);
+    recorder_destroy(&events);
 }
 
 static void copies_and_status(World *world) {
@@ -794,9 +821,9 @@ static void copies_and_status(World *world) {
     CHECK(wait_event(&events, GOTRY_ROUTER_EVENT_KIND_COPY_FAILED, tenant.key, 0, 20000, &failed) >= 0);
     CHECK(failed.epoch == 1 && failed.error_status == GOTRY_STATUS_HOST_CALLBACK_FAILED &&
           failed.host_code == SQLITE_IOERR && !failed.on_main_thread);
-    CHECK(wait_status(a, &tenant, has_copy_error));
+    /* The status took the error before the event was told. */
     seen = tenant_status(a, &tenant);
-    CHECK(strncmp(seen.error, "HOST_CALLBACK", 13) == 0 && seen.writes_since_copy >= 1);
+    CHECK(seen.has_error && strncmp(seen.error, "HOST_CALLBACK", 13) == 0 && seen.writes_since_copy >= 1);
     snapshots_fail(&host, 0);
     CHECK(wait_status(a, &tenant, is_copied));
 
@@ -861,7 +888,7 @@ static void copies_and_status(World *world) {
     close_router(b, 1);
     CHECK(events.bad == 0);
     snapshots_destroy(&host);
-    pthread_mutex_destroy(&events.lock);
+    recorder_destroy(&events);
 }
 
 static void close_then_closed(World *world) {
@@ -928,7 +955,7 @@ static void close_then_closed(World *world) {
     gotry_tenant_handle_free(h1);
     gotry_tenant_handle_free(h2);
     gotry_router_free(a);
-    pthread_mutex_destroy(&events.lock);
+    recorder_destroy(&events);
 }
 
 static void free_with_a_call_held(World *world) {
@@ -961,7 +988,7 @@ static void free_with_a_call_held(World *world) {
     host_close(&ledger);
     gotry_tenant_handle_free(handle);
     snapshots_destroy(&host);
-    pthread_mutex_destroy(&events.lock);
+    recorder_destroy(&events);
 }
 
 /* The host's check of a restored root: counts its calls, refuses every copy when told to. */
@@ -1068,7 +1095,7 @@ static void ticks_on_a_manual_clock(World *world) {
     CHECK(report == NULL);
     gotry_tenant_handle_free(handle);
     gotry_router_free(router);
-    pthread_mutex_destroy(&events.lock);
+    recorder_destroy(&events);
 }
 
 static void verify_and_clock(World *world) {

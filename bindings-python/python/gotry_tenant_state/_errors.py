@@ -6,12 +6,17 @@ that cannot prove it still owns a tenant stops acknowledging writes for it.
 
 The classes are plain Python so that they construct, pickle and take notes like any other
 exception. The native module raises them by the class names the Rust core gives its codes and
-checks, the first time it raises one, that each class declares the core's code.
+checks, the first time it raises one, that each class declares the core's code. It raises them
+with the core's message; a message built here (a ``LeaseHeldError`` made from its record) is
+the core's template of the code, filled from the fields.
 """
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any, ClassVar
+
+from ._native import _ERROR_TYPES
 
 if TYPE_CHECKING:
     from ._native import LeaseRecord, SkippedCopy
@@ -35,6 +40,27 @@ __all__ = [
     "CallInDoubtError",
     "TenantStateStorageError",
 ]
+
+
+_TEMPLATES = {code: template for code, _, _, template in _ERROR_TYPES}
+_PLACE = re.compile(r"\{([^}]*)\}")
+
+
+def _message_of(code: str, **values: Any) -> str:
+    """The core's template of ``code`` with ``values`` (by the core's field names) in its
+    ``{field}`` and ``{field.part}`` places; a place whose field is not given stays as it is,
+    as in the core's ``fill_template``."""
+
+    def fill(place: re.Match[str]) -> str:
+        field, *parts = place[1].split(".")
+        if field not in values:
+            return place[0]
+        value = values[field]
+        for part in parts:
+            value = getattr(value, part)
+        return str(value)
+
+    return _PLACE.sub(fill, _TEMPLATES[code])
 
 
 def _rebuild(cls: type[BaseException], args: tuple[Any, ...], state: dict[str, Any]) -> BaseException:
@@ -69,7 +95,7 @@ class LeaseHeldError(TenantStateError):
 
     def __init__(self, message: str | None = None, *, record: LeaseRecord) -> None:
         if message is None:
-            message = f"lease {record.key} is held by {record.owner} at epoch {record.epoch}"
+            message = _message_of(self.code, record=record)
         super().__init__(message)
         self.record = record
 

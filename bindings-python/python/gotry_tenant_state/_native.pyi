@@ -13,6 +13,7 @@ from typing_extensions import disjoint_base
 # The module's own __all__, which pyo3 fills as the module adds each name, in that order.
 __all__ = [
     "ERROR_CODES",
+    "_ERROR_TYPES",
     "MIN_LEASE_TTL_MS",
     "MAX_LEASE_TTL_MS",
     "_SNAPSHOT_LOCK_WAIT_S",
@@ -59,7 +60,10 @@ __all__ = [
 ]
 
 ERROR_CODES: Final[tuple[str, ...]]
-"""The twelve ``GOTRY_TENANT_*`` codes of the core, in the core's order."""
+"""The ``GOTRY_TENANT_*`` codes of the core, in the core's order."""
+
+_ERROR_TYPES: Final[tuple[tuple[str, str, tuple[str, ...], str], ...]]
+"""The core's registry: ``(code, class name, fields, message template)`` per code, in order."""
 
 MIN_LEASE_TTL_MS: Final[int]
 MAX_LEASE_TTL_MS: Final[int]
