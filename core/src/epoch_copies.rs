@@ -189,6 +189,10 @@ struct Known {
     seen: Option<snapshot::Seen>,
 }
 
+/// Manifests a collection has read: per copy, whether it names the tenant and what it
+/// references (see [`EpochCopies::references`]).
+type References = HashMap<CopyId, Option<(bool, Vec<(String, u64)>)>>;
+
 /// What a copy stores of a file.
 enum Step {
     /// Nothing: the lineage's last copy holds it as it is.
@@ -979,7 +983,7 @@ impl EpochCopies {
             .filter(|id| id.epoch <= floor)
             .copied()
             .collect();
-        self.delete_copies(lease.key(), &layout, &deleted)?;
+        self.delete_copies(lease.key(), &layout, &deleted, &mut HashMap::new())?;
         self.delete_reserved(&layout, |epoch| epoch <= floor)?;
         for (_, marker) in layout.markers.range(..=floor) {
             self.store.delete(marker)?;
@@ -1022,48 +1026,70 @@ impl EpochCopies {
             .map(|o| (o.key.as_str(), o.size))
             .collect();
         let mut report = GcReport::default();
+        let mut read = HashMap::new();
         for (id, copy) in layout.copies.iter().rev() {
             let dead = id.epoch <= floor || report.kept.len() >= keep;
             if !dead {
-                if copy.manifest.is_some()
-                    && !plan.superseded.contains(id)
-                    && self.looks_valid(lease.key(), *id, &sizes)?
-                {
-                    report.kept.push(*id);
+                if copy.manifest.is_some() && !plan.superseded.contains(id) {
+                    let looks_valid = self.references(lease.key(), *id, &mut read)?.is_some_and(|refs| {
+                        refs.0
+                            && refs
+                                .1
+                                .iter()
+                                .all(|(object, size)| sizes.get(object.as_str()) == Some(size))
+                    });
+                    if looks_valid {
+                        report.kept.push(*id);
+                    }
                 }
                 continue;
             }
             report.deleted.push(*id);
         }
-        self.delete_copies(lease.key(), &layout, &report.deleted)?;
+        self.delete_copies(lease.key(), &layout, &report.deleted, &mut read)?;
         // Names reserved by earlier tenures were never written (a holder that is gone, or
         // one superseded, whose copy a restore would pass over).
         self.delete_reserved(&layout, |epoch| epoch <= floor || epoch < lease.epoch())?;
         Ok(report)
     }
 
-    fn looks_valid(&self, key: &str, id: CopyId, sizes: &HashMap<&str, u64>) -> Result<bool> {
-        let Some(Some(manifest)) = self.read_manifest(key, id)? else {
-            return Ok(false);
-        };
-        Ok(manifest.key() == key
-            && manifest
-                .objects(key, id)?
-                .iter()
-                .all(|(object, size)| sizes.get(object.as_str()) == Some(size)))
+    /// Whether copy `id`'s manifest names `key`, and the objects it references with their
+    /// sizes (`None`: no manifest this build reads), read once per collection into `read`: a
+    /// collection judges the copies it keeps and then needs what they reference, and a
+    /// manifest that carries its chain's deltas inline is most of what a collection reads.
+    fn references<'r>(
+        &self,
+        key: &str,
+        id: CopyId,
+        read: &'r mut References,
+    ) -> Result<Option<&'r (bool, Vec<(String, u64)>)>> {
+        if !read.contains_key(&id) {
+            let found = match self.read_manifest(key, id)? {
+                Some(Some(manifest)) => Some((manifest.key() == key, manifest.objects(key, id)?)),
+                _ => None,
+            };
+            read.insert(id, found);
+        }
+        Ok(read[&id].as_ref())
     }
 
     /// Deletes the copies `dead`, each manifest first (from then on the copy does not exist,
     /// whatever is left of it), then every object of theirs that no other copy's manifest
     /// references: copies of formats 2 to 5 share the objects of their lineage.
-    fn delete_copies(&self, key: &str, layout: &Layout, dead: &[CopyId]) -> Result<()> {
+    fn delete_copies(
+        &self,
+        key: &str,
+        layout: &Layout,
+        dead: &[CopyId],
+        read: &mut References,
+    ) -> Result<()> {
         let dead_set: BTreeSet<CopyId> = dead.iter().copied().collect();
         let mut referenced = BTreeSet::new();
         for (id, copy) in &layout.copies {
             if copy.manifest.is_some() && !dead_set.contains(id) {
                 // A manifest that cannot be read references nothing a restore would take.
-                if let Some(Some(manifest)) = self.read_manifest(key, *id)? {
-                    referenced.extend(manifest.objects(key, *id)?.into_iter().map(|(o, _)| o));
+                if let Some((_, objects)) = self.references(key, *id, read)? {
+                    referenced.extend(objects.iter().map(|(o, _)| o.clone()));
                 }
             }
         }

@@ -425,6 +425,57 @@ impl DurableStore for HeldBack {
     }
 }
 
+/// A store that records the keys it is asked to get.
+#[derive(Debug)]
+struct Gets {
+    inner: Arc<dyn DurableStore>,
+    asked: Mutex<Vec<String>>,
+}
+
+impl DurableStore for Gets {
+    fn put_new(&self, key: &str, bytes: &[u8]) -> Result<PutOutcome> {
+        self.inner.put_new(key, bytes)
+    }
+    fn get(&self, key: &str) -> Result<Option<Vec<u8>>> {
+        lock(&self.asked).push(key.to_owned());
+        self.inner.get(key)
+    }
+    fn list(&self, prefix: &str) -> Result<Vec<ObjectInfo>> {
+        self.inner.list(prefix)
+    }
+    fn delete(&self, key: &str) -> Result<()> {
+        self.inner.delete(key)
+    }
+    fn location(&self) -> String {
+        self.inner.location()
+    }
+}
+
+/// A collection reads each manifest once: the copies it judges are the ones whose references
+/// it then keeps, and a manifest carrying its chain's deltas inline is most of what it reads.
+#[test]
+fn a_collection_reads_each_manifest_once() {
+    let world = World::directory();
+    let gets = Arc::new(Gets {
+        inner: world.durable.clone(),
+        asked: Mutex::default(),
+    });
+    let copies = EpochCopies::new(gets.clone());
+    let a = world.holder("replica-a");
+    let root = world.root("a");
+    padded_root(&root, 64);
+    for n in 0..5 {
+        add_entry(&root, &n.to_string());
+        copies.write_copy(&a, &root).unwrap();
+    }
+    lock(&gets.asked).clear();
+    let report = copies.gc(&a, 2).unwrap();
+    assert_eq!((report.kept.len(), report.deleted.len()), (2, 3), "{report:?}");
+    let asked = lock(&gets.asked).clone();
+    let once: BTreeSet<&String> = asked.iter().collect();
+    assert!(!asked.is_empty() && once.len() == asked.len(), "{asked:#?}");
+}
+
 /// gc (here an operator's instance, acting for the same holder) runs while a copy has stored
 /// its pieces but not its manifest: it deletes older copies and their pieces, and the copy,
 /// completed after it, restores with every piece it references.
