@@ -29,11 +29,12 @@
 //! A name made durable ahead of time costs less still: a put that writes into a file whose
 //! name already survives a power cut waits for one flush (its bytes), not two (its bytes, then
 //! its folder's entry); 0.28 against 0.59 ms per put here. So [`DurableStore::reserve`] has
-//! the same thread link a spare to the key and flush its folder, and the put of that key
-//! writes into the file it finds there and flushes it. Until then the name is an empty
-//! object to every reader (the copies reserve a tenure's next manifest, and their readers pass
-//! an empty one over as not written yet), and create-only still holds: nobody else can link
-//! the name, and a put writes into a reservation only if this store made it and it is still
+//! the same thread create the key as an empty file (in place: an empty file needs no staging)
+//! and flush it and its folder, and the put of that key writes into the file it finds there
+//! and flushes it. Until then the name is an empty object to every reader (the copies reserve
+//! a tenure's next manifest, and their readers pass an empty one over as not written yet), and
+//! create-only still holds: nobody else can link the name, and a put writes into a
+//! reservation only if this store made it and it is still
 //! that same file, empty and linked; otherwise the put goes the usual way, where an existing
 //! name answers `AlreadyExists`. A power cut during that write can leave the name empty or
 //! torn: the put was never acknowledged, and a torn manifest is a copy a restore passes over.
