@@ -84,7 +84,7 @@ use snapshot::{assert_root_not_open, backup_sqlite, Snapshot};
 
 /// The manifest format this build writes: a base, in pieces when it is large, and a chain of
 /// deltas per file, small ones inline in the manifest, each file's digest made of the digests
-/// of its 1 MiB groups of blocks (see [`delta::Blocks`]). It restores this one, format 5 (a
+/// of its 1 MiB groups of blocks (module `delta`). It restores this one, format 5 (a
 /// file's digest made of every block digest), format 4 (no inline objects), format 3 (a base
 /// of one object), format 2 (a base and at most one delta) and format 1 (every file one whole
 /// object of its own copy, checked by SHA-256 and `integrity_check` at restore).
@@ -189,9 +189,16 @@ struct Known {
     seen: Option<snapshot::Seen>,
 }
 
-/// Manifests a collection has read: per copy, whether it names the tenant and what it
-/// references (see [`EpochCopies::references`]).
-type References = HashMap<CopyId, Option<(bool, Vec<(String, u64)>)>>;
+/// What a manifest a collection read says: whether it names the tenant, and the objects it
+/// references with their sizes.
+struct ManifestRefs {
+    names_key: bool,
+    objects: Vec<(String, u64)>,
+}
+
+/// Manifests a collection has read, per copy (`None`: no manifest this build reads; see
+/// [`EpochCopies::references`]).
+type References = HashMap<CopyId, Option<ManifestRefs>>;
 
 /// What a copy stores of a file.
 enum Step {
@@ -1032,9 +1039,9 @@ impl EpochCopies {
             if !dead {
                 if copy.manifest.is_some() && !plan.superseded.contains(id) {
                     let looks_valid = self.references(lease.key(), *id, &mut read)?.is_some_and(|refs| {
-                        refs.0
+                        refs.names_key
                             && refs
-                                .1
+                                .objects
                                 .iter()
                                 .all(|(object, size)| sizes.get(object.as_str()) == Some(size))
                     });
@@ -1062,15 +1069,21 @@ impl EpochCopies {
         key: &str,
         id: CopyId,
         read: &'r mut References,
-    ) -> Result<Option<&'r (bool, Vec<(String, u64)>)>> {
-        if !read.contains_key(&id) {
-            let found = match self.read_manifest(key, id)? {
-                Some(Some(manifest)) => Some((manifest.key() == key, manifest.objects(key, id)?)),
-                _ => None,
-            };
-            read.insert(id, found);
-        }
-        Ok(read[&id].as_ref())
+    ) -> Result<Option<&'r ManifestRefs>> {
+        let found = match read.entry(id) {
+            std::collections::hash_map::Entry::Occupied(found) => found.into_mut(),
+            std::collections::hash_map::Entry::Vacant(slot) => {
+                let found = match self.read_manifest(key, id)? {
+                    Some(Some(manifest)) => Some(ManifestRefs {
+                        names_key: manifest.key() == key,
+                        objects: manifest.objects(key, id)?,
+                    }),
+                    _ => None,
+                };
+                slot.insert(found)
+            }
+        };
+        Ok(found.as_ref())
     }
 
     /// Deletes the copies `dead`, each manifest first (from then on the copy does not exist,
@@ -1088,8 +1101,8 @@ impl EpochCopies {
         for (id, copy) in &layout.copies {
             if copy.manifest.is_some() && !dead_set.contains(id) {
                 // A manifest that cannot be read references nothing a restore would take.
-                if let Some((_, objects)) = self.references(key, *id, read)? {
-                    referenced.extend(objects.iter().map(|(o, _)| o.clone()));
+                if let Some(refs) = self.references(key, *id, read)? {
+                    referenced.extend(refs.objects.iter().map(|(o, _)| o.clone()));
                 }
             }
         }
