@@ -74,6 +74,20 @@ fn with_digests_before_format_6(world: &World, mut manifest: ManifestV2) -> Mani
     manifest
 }
 
+/// replica-a's first copy of a padded ledger holding entry "1", its manifest then made what a
+/// build of format `version` (before 6) wrote: the holder, its root, its copies and that manifest.
+fn first_copy_in_format(world: &World, version: u32) -> (TenantLease, PathBuf, EpochCopies, ManifestV2) {
+    let a = world.holder("replica-a");
+    let (root, copies) = (world.root("a"), world.copies());
+    padded_root(&root, 64);
+    add_entry(&root, "1");
+    copies.write_copy(&a, &root).unwrap();
+    let mut manifest = with_digests_before_format_6(world, manifest_at(world, 1, 1));
+    manifest.format_version = version;
+    forge_manifest(world, 1, &manifest);
+    (a, root, copies, manifest)
+}
+
 /// Every object a copy references, as the copy that stored it.
 fn stored_by(manifest: &ManifestV2) -> BTreeSet<CopyId> {
     manifest
@@ -1070,16 +1084,9 @@ fn a_large_file_is_a_base_of_pieces_and_a_new_base_stores_only_the_pieces_that_c
 #[test]
 fn a_copy_of_format_3_still_restores_and_one_naming_pieces_is_a_manifest_fault() {
     let world = World::directory();
-    let a = world.holder("replica-a");
-    let (root, copies) = (world.root("a"), world.copies());
-    padded_root(&root, 64);
-    add_entry(&root, "1");
-    copies.write_copy(&a, &root).unwrap();
+    let (a, root, copies, _) = first_copy_in_format(&world, 3);
     add_entry(&root, "2");
     copies.write_copy(&a, &root).unwrap();
-    let mut manifest = with_digests_before_format_6(&world, manifest_at(&world, 1, 1));
-    manifest.format_version = 3;
-    forge_manifest(&world, 1, &manifest);
     let mut manifest = manifest_at(&world, 1, 2);
     manifest.format_version = 3;
     let ledger = ledger_index(&manifest);
@@ -1103,14 +1110,7 @@ fn a_copy_of_format_3_still_restores_and_one_naming_pieces_is_a_manifest_fault()
 #[test]
 fn a_file_restored_from_format_5_and_left_alone_is_not_stored_again() {
     let world = World::directory();
-    let a = world.holder("replica-a");
-    let (root, copies) = (world.root("a"), world.copies());
-    padded_root(&root, 64);
-    add_entry(&root, "1");
-    copies.write_copy(&a, &root).unwrap();
-    let mut manifest = with_digests_before_format_6(&world, manifest_at(&world, 1, 1));
-    manifest.format_version = 5;
-    forge_manifest(&world, 1, &manifest);
+    let (.., manifest) = first_copy_in_format(&world, 5);
     let b = world.next_holder("replica-b");
     let (root_b, copies_b) = (world.root("b"), world.copies());
     assert_eq!(copies_b.restore(&b, &root_b, None).unwrap().restored, id(1, 1));
