@@ -1,6 +1,6 @@
 // Type declarations of @gotry/tenant-state: the exports of gotry's tenant-state modules
 // (errors, ids, lease-store, tenant-lease, durable-store, epoch-copies, tenant-router) plus
-// LeaseKeeper, ManualClock, openLeaseStore, openLeaseStoreAsync, betterSqlite3Snapshot, ERROR_CODES
+// LeaseKeeper, ManualClock, openLeaseStore, betterSqlite3Snapshot, ERROR_CODES
 // and the core's metrics (metrics, METRICS_CONTENT_TYPE, registerPromClient).
 
 // ---- errors ----------------------------------------------------------------------------
@@ -235,18 +235,11 @@ export interface SqliteLeaseStore extends LeaseStore {}
  * Opens the store a URL names: `sqlite:///var/lib/gotry/leases.db`,
  * `mysql://user:password@host:3306/database?prefix=gotry_&timeout_ms=2000`, or
  * `postgres://user:password@host:5432/database?prefix=gotry_&timeout_ms=2000` (also
- * `postgresql://`). A server store connects at once.
+ * `postgresql://`). A server store connects while it opens, on a thread of the addon's, not
+ * the event loop (up to the URL's `timeout_ms` when the server does not answer). Rejects with
+ * a RangeError for a bad URL and a LeaseStoreUnavailableError when the store cannot be reached.
  */
-export declare function openLeaseStore(url: string): LeaseStore;
-
-/**
- * `openLeaseStore` as a promise: a MySQL store connects while it opens, and the synchronous
- * form waits for the server on the event loop (up to the URL's `timeout_ms` when the server
- * does not answer); this one waits on a thread of the addon's. Rejects with the errors
- * `openLeaseStore` throws (RangeError for a bad URL, LeaseStoreUnavailableError when the
- * server cannot be reached).
- */
-export declare function openLeaseStoreAsync(url: string): Promise<LeaseStore>;
+export declare function openLeaseStore(url: string): Promise<LeaseStore>;
 
 // ---- clocks and the tenant lease -------------------------------------------------------
 
