@@ -580,12 +580,17 @@ export interface CopyPolicy {
  *   in flight; new calls are TenantDrainingError from now on. Told once per drain: stop
  *   routing the tenant's requests here. `closed` follows when it is released; a drain that
  *   timed out is the handoff's DrainTimeoutError, and the tenant serves again.
+ * - `copied`: a background copy (`async`) was written, `seq` its place in the epoch and
+ *   `bytesUploaded` what it stored: the tenant's writes before it are durable. Told once per
+ *   copy the router writes in the background, never for the copy a `strict` call or a handoff
+ *   waits for (their own answer says it).
  */
 export type RouterEvent =
     | { kind: 'lost'; key: string; epoch: number }
     | { kind: 'closed'; key: string; epoch: number }
     | { kind: 'copy_failed'; key: string; epoch: number; error: Error }
-    | { kind: 'draining'; key: string; epoch: number };
+    | { kind: 'draining'; key: string; epoch: number }
+    | { kind: 'copied'; key: string; epoch: number; seq: number; bytesUploaded: number };
 
 export interface TenantRouterOptions extends HostSnapshotOptions {
     /** A lease store of this package whose clock is native (not a `nowMs` function). */
@@ -637,7 +642,7 @@ export interface TenantRouterOptions extends HostSnapshotOptions {
 export interface RouterTickReport {
     /** The keeper's round: leases renewed, lost (each also told as `lost`), to be tried again. */
     keeper: TickReport;
-    /** Tenants copied in the background by this round, by key. */
+    /** Tenants copied in the background by this round, by key; each also told as `copied`. */
     copied: string[];
     /** Tenants whose due copy failed, by key; each also told as `copy_failed`, with why. */
     failed: string[];

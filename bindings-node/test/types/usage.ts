@@ -118,6 +118,7 @@ async function usage(): Promise<void> {
         onEvent: (event: RouterEvent) => {
             if (event.kind === 'copy_failed') use(event.error.message);
             if (event.kind === 'draining') use(event.key);
+            if (event.kind === 'copied') use(event.seq + event.bytesUploaded);
             use(event.key, event.epoch);
         },
     });
