@@ -1,6 +1,6 @@
 // Type declarations of @gotry/tenant-state: the exports of gotry's tenant-state modules
 // (errors, ids, lease-store, tenant-lease, durable-store, epoch-copies, tenant-router) plus
-// LeaseKeeper, ManualClock, openLeaseStore, openLeaseStoreAsync, betterSqlite3Snapshot, ERROR_CODES
+// LeaseKeeper, ManualClock, openLeaseStore, betterSqlite3Snapshot, ERROR_CODES
 // and the core's metrics (metrics, METRICS_CONTENT_TYPE, registerPromClient).
 
 // ---- errors ----------------------------------------------------------------------------
@@ -235,18 +235,11 @@ export interface SqliteLeaseStore extends LeaseStore {}
  * Opens the store a URL names: `sqlite:///var/lib/gotry/leases.db`,
  * `mysql://user:password@host:3306/database?prefix=gotry_&timeout_ms=2000`, or
  * `postgres://user:password@host:5432/database?prefix=gotry_&timeout_ms=2000` (also
- * `postgresql://`). A server store connects at once.
+ * `postgresql://`). A server store connects while it opens, on a thread of the addon's, not
+ * the event loop (up to the URL's `timeout_ms` when the server does not answer). Rejects with
+ * a RangeError for a bad URL and a LeaseStoreUnavailableError when the store cannot be reached.
  */
-export declare function openLeaseStore(url: string): LeaseStore;
-
-/**
- * `openLeaseStore` as a promise: a MySQL store connects while it opens, and the synchronous
- * form waits for the server on the event loop (up to the URL's `timeout_ms` when the server
- * does not answer); this one waits on a thread of the addon's. Rejects with the errors
- * `openLeaseStore` throws (RangeError for a bad URL, LeaseStoreUnavailableError when the
- * server cannot be reached).
- */
-export declare function openLeaseStoreAsync(url: string): Promise<LeaseStore>;
+export declare function openLeaseStore(url: string): Promise<LeaseStore>;
 
 // ---- clocks and the tenant lease -------------------------------------------------------
 
@@ -587,12 +580,17 @@ export interface CopyPolicy {
  *   in flight; new calls are TenantDrainingError from now on. Told once per drain: stop
  *   routing the tenant's requests here. `closed` follows when it is released; a drain that
  *   timed out is the handoff's DrainTimeoutError, and the tenant serves again.
+ * - `copied`: a background copy (`async`) was written, `seq` its place in the epoch and
+ *   `bytesUploaded` what it stored: the tenant's writes before it are durable. Told once per
+ *   copy the router writes in the background, never for the copy a `strict` call or a handoff
+ *   waits for (their own answer says it).
  */
 export type RouterEvent =
     | { kind: 'lost'; key: string; epoch: number }
     | { kind: 'closed'; key: string; epoch: number }
     | { kind: 'copy_failed'; key: string; epoch: number; error: Error }
-    | { kind: 'draining'; key: string; epoch: number };
+    | { kind: 'draining'; key: string; epoch: number }
+    | { kind: 'copied'; key: string; epoch: number; seq: number; bytesUploaded: number };
 
 export interface TenantRouterOptions extends HostSnapshotOptions {
     /** A lease store of this package whose clock is native (not a `nowMs` function). */
@@ -644,7 +642,7 @@ export interface TenantRouterOptions extends HostSnapshotOptions {
 export interface RouterTickReport {
     /** The keeper's round: leases renewed, lost (each also told as `lost`), to be tried again. */
     keeper: TickReport;
-    /** Tenants copied in the background by this round, by key. */
+    /** Tenants copied in the background by this round, by key; each also told as `copied`. */
     copied: string[];
     /** Tenants whose due copy failed, by key; each also told as `copy_failed`, with why. */
     failed: string[];

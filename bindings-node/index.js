@@ -4,7 +4,7 @@
  * lease, durable stores, epoch-scoped copies and the tenant router) on the shared Rust core,
  * with the exports of gotry's JavaScript modules errors.js, ids.js, lease-store.js,
  * tenant-lease.js, durable-store.js, epoch-copies.js and tenant-router.js, plus LeaseKeeper,
- * ManualClock, openLeaseStore, openLeaseStoreAsync, betterSqlite3Snapshot, ERROR_CODES,
+ * ManualClock, openLeaseStore, betterSqlite3Snapshot, ERROR_CODES,
  * and the core's metrics (metrics, METRICS_CONTENT_TYPE, registerPromClient).
  */
 const { ManualClock, errorCodes, version } = require('./lib/native');

@@ -158,14 +158,13 @@ export declare class NativeStore {
    * the JS layer's readings when `hostClock`, the system clock otherwise.
    */
   static openSqlite(path: unknown, manualClock: ManualClock | undefined | null, hostClock: boolean): NativeStore
-  /** Opens the store a URL names (`sqlite:path.db`, ...), on the system clock. */
-  static openUrl(url: unknown): NativeStore
   /**
-   * `openUrl` as a promise, on a thread of its own: a MySQL store connects while it opens,
-   * and a server that does not answer holds the call for the store's whole timeout, which
-   * must not take a thread that other stores' calls need.
+   * Opens the store a URL names (`sqlite:path.db`, ...), on the system clock, as a promise
+   * on a thread of its own: a server store connects while it opens, and a server that does
+   * not answer holds the call for the store's whole timeout, which must neither block the
+   * event loop nor take a thread that other stores' calls need.
    */
-  static openUrlAsync(url: unknown): Promise<NativeStore>
+  static openUrl(url: unknown): Promise<NativeStore>
   /** Whether every operation needs a store clock reading taken by the caller. */
   get hostClock(): boolean
   /**

@@ -378,6 +378,13 @@ typedef enum GotryRouterEventKind {
      * handoff's answer and the tenant serves again.
      */
     GOTRY_ROUTER_EVENT_KIND_DRAINING = 4,
+    /**
+     * `copied`: a background copy (`GOTRY_DURABILITY_ASYNC`) was written (`seq`,
+     * `bytes_uploaded`): the tenant's writes before it are durable. Told once per copy the
+     * router writes in the background, never for the copy a strict call or a handoff waits
+     * for, whose own answer says it.
+     */
+    GOTRY_ROUTER_EVENT_KIND_COPIED = 5,
 } GotryRouterEventKind;
 
 /**
@@ -1006,6 +1013,14 @@ typedef struct GotryRouterEvent {
      * otherwise.
      */
     const struct GotryError *error;
+    /**
+     * copied: the copy's sequence number in its epoch (from 1); 0 otherwise.
+     */
+    uint64_t seq;
+    /**
+     * copied: the bytes the copy made and stored; 0 otherwise.
+     */
+    uint64_t bytes_uploaded;
 } GotryRouterEvent;
 
 /**
@@ -1019,7 +1034,8 @@ typedef struct GotryRouterEvent {
  * - `copy_failed` on the router's copier thread (or on the thread calling
  *   `gotry_router_tick`, before it returns), in `GOTRY_DURABILITY_ASYNC` mode;
  * - `draining` on the thread calling `gotry_router_handoff` or `gotry_router_close`, before
- *   the drain waits for the calls in flight.
+ *   the drain waits for the calls in flight;
+ * - `copied` where `copy_failed` is told.
  *
  * Several threads may call it at once, so `event_user_data` must be usable from any thread.
  * Keep it short (a `lost` event delays the renewals of every tenant) and never let a C++
@@ -2539,7 +2555,7 @@ enum GotryStatus gotry_router_options_default(struct GotryRouterOptions *out_opt
 
 /**
  * The name of a `GotryRouterEventKind` value (`"lost"`, `"closed"`, `"copy_failed"`,
- * `"draining"`); NULL for any other value. Static; thread-safe.
+ * `"draining"`, `"copied"`); NULL for any other value. Static; thread-safe.
  */
 const char *gotry_router_event_kind_name(int kind);
 

@@ -18,7 +18,7 @@ import crypto from 'node:crypto';
 import { createRequire } from 'node:module';
 
 const require = createRequire(import.meta.url);
-const { SqliteLeaseStore, openLeaseStoreAsync } = require('..');
+const { SqliteLeaseStore, openLeaseStore } = require('..');
 // Internal: the native handle of a store, which carries the baseline's entry point.
 const { nativeStoreOf } = require('../lib/store-handles');
 const { settle } = require('../lib/translate');
@@ -108,7 +108,7 @@ if (fs.existsSync('/dev/shm')) {
 const prefix = `gtbench${process.pid}_`;
 let mysql;
 try {
-    mysql = await openLeaseStoreAsync(`${MYSQL_URL}${MYSQL_URL.includes('?') ? '&' : '?'}prefix=${prefix}`);
+    mysql = await openLeaseStore(`${MYSQL_URL}${MYSQL_URL.includes('?') ? '&' : '?'}prefix=${prefix}`);
 } catch (error) {
     console.log(`MySQL: not measured, no server at ${MYSQL_URL.replace(/\/\/[^@/]*@/, '//')}: ${error.message}`);
 }

@@ -7,8 +7,9 @@
  * addon's threads, one store's operations in call order, so the event loop keeps turning
  * while another process holds the lock. The
  * methods are async (they reject, never throw); `history` and `close` stay synchronous.
- * On a MySQL store the synchronous `history`, `nowMs` and `openLeaseStore` wait for the
- * network on the event loop, so each has a promise form that waits on the addon's threads.
+ * Opening by URL is a promise, as a server store connects while it opens; on a server store
+ * the synchronous `history` and `nowMs` wait for the network on the event loop, so each has a
+ * promise form that waits on the addon's threads.
  */
 const native = require('./native');
 const { handles, wallReading } = require('./store-handles');
@@ -126,20 +127,13 @@ class SqliteLeaseStore extends NativeLeaseStore {
 
 /**
  * Opens the store that a URL names: `sqlite:///var/lib/gotry/leases.db`, or
- * `mysql://user:password@host:3306/database?prefix=gotry_`. Its `nowMs()` reads the clock the
- * store decides on, synchronously (for MySQL, the server's, in one round trip).
+ * `mysql://user:password@host:3306/database?prefix=gotry_`. A promise, opened on a thread of
+ * the addon's: a server store connects while it opens, and a server that does not answer would
+ * otherwise hold the event loop for the URL's whole `timeout_ms`. The store's `nowMs()` reads
+ * the clock the store decides on (for a server store, the server's, in one round trip).
  */
 function openLeaseStore(url) {
-    return storeOfUrl(guard(() => NativeStore.openUrl(url)));
-}
-
-/**
- * `openLeaseStore` as a promise: a MySQL store connects while it opens, which here waits on a
- * thread of the addon's instead of the event loop (up to the URL's `timeout_ms` when the server
- * does not answer).
- */
-function openLeaseStoreAsync(url) {
-    return settle(() => NativeStore.openUrlAsync(url)).then(storeOfUrl);
+    return settle(() => NativeStore.openUrl(url)).then(storeOfUrl);
 }
 
 function storeOfUrl(handle) {
@@ -155,5 +149,4 @@ module.exports = {
     assertLeaseTtl,
     SqliteLeaseStore,
     openLeaseStore,
-    openLeaseStoreAsync,
 };

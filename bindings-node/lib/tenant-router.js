@@ -140,7 +140,7 @@ class TenantRouter {
      * off by the core's default. `verify(dir)` checks a
      * restored copy (as EpochCopies' restore does), `snapshot(source, image)` reads the files
      * the host holds open (as EpochCopies' does), `onEvent(event)` is told `lost`, `closed`,
-     * `copy_failed` and `draining` on the event loop.
+     * `copy_failed`, `draining` and `copied` on the event loop.
      */
     static async start(options) {
         if (options === null || typeof options !== 'object') {

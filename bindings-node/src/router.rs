@@ -24,7 +24,9 @@ use gotry_tenant_state::errors::{Error, Result};
 use gotry_tenant_state::router::{
     CloseReport, CopyPolicy, Durability, RouterEvent, RouterEventKind, RouterOptions, RouterTickReport,
 };
-use gotry_tenant_state::{RouterCall, SystemMonotonicClock, TenantHandle, TenantRouter, TenantStatus};
+use gotry_tenant_state::{
+    CopyId, RouterCall, SystemMonotonicClock, TenantHandle, TenantRouter, TenantStatus,
+};
 use napi::bindgen_prelude::{Either, Function, Null, Object, Unknown};
 use napi::Env;
 use napi_derive::napi;
@@ -437,12 +439,30 @@ impl From<RouterTickReport> for JsRouterTickReport {
 }
 
 /// A router event as the JS thread receives it: `{ kind, key, epoch }`, plus `error` for
-/// `copy_failed`.
+/// `copy_failed`, and `seq` and `bytesUploaded` for `copied`.
 pub enum RouterEventValue {
-    Lost { key: String, epoch: i64 },
-    Closed { key: String, epoch: i64 },
-    CopyFailed { key: String, epoch: i64, error: Error },
-    Draining { key: String, epoch: i64 },
+    Lost {
+        key: String,
+        epoch: i64,
+    },
+    Closed {
+        key: String,
+        epoch: i64,
+    },
+    CopyFailed {
+        key: String,
+        epoch: i64,
+        error: Error,
+    },
+    Draining {
+        key: String,
+        epoch: i64,
+    },
+    Copied {
+        key: String,
+        copy: CopyId,
+        bytes_uploaded: u64,
+    },
 }
 
 impl RouterEventValue {
@@ -456,6 +476,15 @@ impl RouterEventValue {
                 RouterEventValue::CopyFailed { key, epoch, error }
             }
             RouterEvent::Draining { key, epoch } => RouterEventValue::Draining { key, epoch },
+            RouterEvent::Copied {
+                key,
+                copy,
+                bytes_uploaded,
+            } => RouterEventValue::Copied {
+                key,
+                copy,
+                bytes_uploaded,
+            },
             _ => return None,
         })
     }
@@ -465,21 +494,28 @@ object_value!(RouterEventValue, "RouterEventValue");
 
 impl ObjectValue for RouterEventValue {
     fn fill(self, env: &Env, object: &mut Object<'_>) -> napi::Result<()> {
-        let (kind, key, epoch, error) = match self {
-            RouterEventValue::Lost { key, epoch } => (RouterEventKind::Lost, key, epoch, None),
-            RouterEventValue::Closed { key, epoch } => (RouterEventKind::Closed, key, epoch, None),
-            RouterEventValue::CopyFailed { key, epoch, error } => {
-                (RouterEventKind::CopyFailed, key, epoch, Some(error))
-            }
-            RouterEventValue::Draining { key, epoch } => (RouterEventKind::Draining, key, epoch, None),
+        let (kind, key, epoch) = match &self {
+            RouterEventValue::Lost { key, epoch } => (RouterEventKind::Lost, key, *epoch),
+            RouterEventValue::Closed { key, epoch } => (RouterEventKind::Closed, key, *epoch),
+            RouterEventValue::CopyFailed { key, epoch, .. } => (RouterEventKind::CopyFailed, key, *epoch),
+            RouterEventValue::Draining { key, epoch } => (RouterEventKind::Draining, key, *epoch),
+            RouterEventValue::Copied { key, copy, .. } => (RouterEventKind::Copied, key, copy.epoch),
         };
-        let kind = kind.as_str();
-        object.set("kind", kind)?;
-        object.set("key", key)?;
+        object.set("kind", kind.as_str())?;
+        object.set("key", key.as_str())?;
         set_number(env, object, "epoch", epoch)?;
-        match error {
-            Some(error) => set_error(env, object, error),
-            None => Ok(()),
+        match self {
+            RouterEventValue::CopyFailed { error, .. } => set_error(env, object, error),
+            RouterEventValue::Copied {
+                copy, bytes_uploaded, ..
+            } => {
+                object.set("seq", safe_count("seq", copy.seq).or_throw(env)?)?;
+                object.set(
+                    "bytesUploaded",
+                    safe_count("bytesUploaded", bytes_uploaded).or_throw(env)?,
+                )
+            }
+            _ => Ok(()),
         }
     }
 }

@@ -151,19 +151,12 @@ impl NativeStore {
         open().or_throw(&env)
     }
 
-    /// Opens the store a URL names (`sqlite:path.db`, ...), on the system clock.
-    #[napi(factory)]
-    pub fn open_url(env: Env, url: Unknown<'_>) -> napi::Result<NativeStore> {
-        args::string("url", &url)
-            .and_then(|url| NativeStore::open_url_now(&url))
-            .or_throw(&env)
-    }
-
-    /// `openUrl` as a promise, on a thread of its own: a MySQL store connects while it opens,
-    /// and a server that does not answer holds the call for the store's whole timeout, which
-    /// must not take a thread that other stores' calls need.
+    /// Opens the store a URL names (`sqlite:path.db`, ...), on the system clock, as a promise
+    /// on a thread of its own: a server store connects while it opens, and a server that does
+    /// not answer holds the call for the store's whole timeout, which must neither block the
+    /// event loop nor take a thread that other stores' calls need.
     #[napi(ts_return_type = "Promise<NativeStore>")]
-    pub fn open_url_async(env: Env, url: Unknown<'_>) -> napi::Result<Pending<OpenStoreTask>> {
+    pub fn open_url(env: Env, url: Unknown<'_>) -> napi::Result<Pending<OpenStoreTask>> {
         queue(&env, None, || {
             let url = args::string("url", &url)?;
             Ok(Job::new(None, move || NativeStore::open_url_now(&url)))

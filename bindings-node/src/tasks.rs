@@ -128,7 +128,7 @@ blocking_task!(
 );
 
 blocking_task!(
-    /// `openLeaseStoreAsync`: the opened store.
+    /// `openLeaseStore`: the opened store.
     OpenStoreTask: NativeStore => NativeStore,
     Ok
 );

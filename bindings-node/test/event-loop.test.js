@@ -3,13 +3,14 @@
  * While another process holds the store's write lock, store calls wait on the addon's own
  * threads and the event loop keeps running (the reference blocks its loop for the whole wait).
  * The other process is Python's standard sqlite3 module holding BEGIN IMMEDIATE for 2 s.
+ * Opening a store by URL waits off the loop too, for a server that never answers.
  */
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const { spawnSync } = require('node:child_process');
 
 const pkg = require('..');
-const { tempDbPath, holdWriteLock } = require('./helpers');
+const { tempDbPath, holdWriteLock, ticksWhile, listener } = require('./helpers');
 
 const HOLD_SECONDS = 2;
 /** Past the store's busy timeout of 5 s. */
@@ -135,4 +136,20 @@ test('reads made while another process holds the write lock for 2 s never block 
     assert.ok(ticksAtRead >= 20, `only ${ticksAtRead} timer ticks while the read waited`);
     assert.ok(longestGapMs < HOLD_SECONDS * 1_000 / 2, `the loop stood still for ${longestGapMs.toFixed(0)} ms`);
     store.close();
+});
+
+test('openLeaseStore is a promise that waits off the event loop for a server that never answers', async t => {
+    // Accepts the connection and never sends the server's greeting: no MySQL server needed.
+    const silent = await listener(() => {});
+    t.after(silent.close);
+    const opening = pkg.openLeaseStore(`mysql://root@127.0.0.1:${silent.port}/test?timeout_ms=500`);
+    assert.ok(opening instanceof Promise, 'openLeaseStore did not return a promise');
+    const { outcome, ticks } = await ticksWhile(opening);
+    assert.ok(outcome.error, `opened a store on a silent server: ${JSON.stringify(outcome.value)}`);
+    assert.ok(outcome.error instanceof pkg.LeaseStoreUnavailableError, `${outcome.error.name}: ${outcome.error.message}`);
+    // The open waits up to 500 ms: a loop blocked by it would run no 10 ms timer until it ended
+    // (nor this process's listener, which accepts on the loop).
+    t.diagnostic(`ticks while opening: ${ticks}`);
+    assert.ok(ticks >= 10, `only ${ticks} timer ticks while the open waited`);
+    assert.ok(silent.sockets.length > 0, 'the store never connected to the listener');
 });

@@ -2,6 +2,7 @@
 const assert = require('node:assert/strict');
 const { spawn } = require('node:child_process');
 const fs = require('node:fs');
+const net = require('node:net');
 const os = require('node:os');
 const path = require('node:path');
 const readline = require('node:readline');
@@ -101,4 +102,31 @@ function isA(cls, code) {
 
 const KEY = Buffer.from('0123456789abcdef0123456789abcdef');
 
-module.exports = { tempDbPath, rejection, isA, holdWriteLock, KEY, LEDGER, appendLedger, ledgerOf };
+/** Counts timer ticks until `promise` settles: a loop blocked by the wait would count none. */
+async function ticksWhile(promise) {
+    let ticks = 0;
+    const timer = setInterval(() => { ticks += 1; }, 10);
+    try {
+        return { outcome: await promise.then(value => ({ value }), error => ({ error })), ticks };
+    } finally {
+        clearInterval(timer);
+    }
+}
+
+/** A TCP listener on a free local port; `sockets` are the connections it accepted. */
+async function listener(onConnection) {
+    const sockets = [];
+    const server = net.createServer(socket => {
+        sockets.push(socket);
+        socket.on('error', () => {});
+        onConnection(socket);
+    });
+    await new Promise(resolve => server.listen(0, '127.0.0.1', resolve));
+    const close = () => new Promise(resolve => {
+        for (const socket of sockets) socket.destroy();
+        server.close(resolve);
+    });
+    return { port: server.address().port, sockets, close };
+}
+
+module.exports = { tempDbPath, rejection, isA, holdWriteLock, KEY, LEDGER, appendLedger, ledgerOf, ticksWhile, listener };

@@ -131,7 +131,7 @@ test('every path argument refuses a NUL, where the system would cut the path', a
     const isNul = error => error instanceof RangeError && /must not contain a NUL byte/.test(error.message);
     assert.throws(() => ids.tenantRootFor(`${cut}\0b`, 'acme', TENANT), isNul);
     assert.throws(() => new ids.SqliteLeaseStore({ path: `${cut}\0b.db` }), isNul);
-    assert.throws(() => ids.openLeaseStore(`sqlite://${cut}\0b.db`), isNul);
+    await assert.rejects(ids.openLeaseStore(`sqlite://${cut}\0b.db`), isNul);
     assert.throws(() => new ids.DirectoryDurableStore({ path: `${cut}\0b` }), isNul);
     await assert.rejects(async () => ids.openDurableStore(`file://${cut}\0b`), isNul);
     assert.equal(fs.existsSync(cut), false, 'the path cut at its NUL was created');

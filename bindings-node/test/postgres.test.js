@@ -27,9 +27,9 @@ if (SKIP) {
 }
 const options = SKIP ? { skip: 'GOTRY_SKIP_POSTGRES=1' } : {};
 
-function open(url) {
+async function open(url) {
     try {
-        return pkg.openLeaseStore(withPrefix(url));
+        return await pkg.openLeaseStore(withPrefix(url));
     } catch (error) {
         assert.fail(
             `no usable PostgreSQL server at ${SHOWN}: ${error.message}\n` +
@@ -49,8 +49,8 @@ test.after(() => {
 });
 
 test('openLeaseStore(postgres://...) holds leases on the server, and postgresql:// opens the same tables', options, async () => {
-    const store = open(BASE_URL);
-    const other = open(BASE_URL.replace(/^postgres:/, 'postgresql:'));
+    const store = await open(BASE_URL);
+    const other = await open(BASE_URL.replace(/^postgres:/, 'postgresql:'));
     const key = `acme/t-${crypto.randomBytes(16).toString('hex')}`;
     const serverNow = store.nowMs();
     assert.ok(Number.isSafeInteger(serverNow), String(serverNow));
@@ -81,9 +81,9 @@ test('openLeaseStore(postgres://...) holds leases on the server, and postgresql:
     assert.ok((await rejection(store.read(key))) instanceof pkg.LeaseStoreUnavailableError);
 });
 
-test('a PostgreSQL URL that cannot be served fails with a typed error and no credential', options, () => {
-    assert.throws(() => pkg.openLeaseStore('postgres://alice:s3cret@127.0.0.1:5432/test?sslmode=prefer'),
+test('a PostgreSQL URL that cannot be served fails with a typed error and no credential', options, async () => {
+    await assert.rejects(pkg.openLeaseStore('postgres://alice:s3cret@127.0.0.1:5432/test?sslmode=prefer'),
         error => error instanceof RangeError && !/alice|s3cret/.test(error.message));
-    assert.throws(() => pkg.openLeaseStore('postgres://alice:s3cret@127.0.0.1:1/test?timeout_ms=200'),
+    await assert.rejects(pkg.openLeaseStore('postgres://alice:s3cret@127.0.0.1:1/test?timeout_ms=200'),
         error => error instanceof pkg.LeaseStoreUnavailableError && !/alice|s3cret/.test(error.message));
 });

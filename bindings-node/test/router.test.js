@@ -115,18 +115,6 @@ function gate() {
     return { opened, open };
 }
 
-/**
- * Waits until `check()` holds, polling: only for a good background copy, which the router
- * tells by no event (a failed one is `copy_failed`); fails after `ms`.
- */
-async function until(check, what, ms = 5_000) {
-    const deadline = Date.now() + ms;
-    while (!check()) {
-        if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-        await new Promise(resolve => setTimeout(resolve, 5));
-    }
-}
-
 const statusOf = (router, key) => router.status().find(status => status.key === key);
 
 test('capacity is refused before the lease, the root or the durable store is touched', () => inWorld(async w => {
@@ -382,7 +370,7 @@ test('keepCopies bounds the copies a strict router keeps of a tenant; 0 keeps th
     const copies = new EpochCopies(w.durableStore);
     const complete = async key => (await copies.list(key)).filter(c => c.complete).length;
     for (const [replica, keepCopies, bound] of [['replica-1', 2, 4], ['replica-2', 0, Infinity]]) {
-        const { router } = await w.start(replica, { copyPolicy: { durability: 'strict' }, keepCopies });
+        const { router, events } = await w.start(replica, { copyPolicy: { durability: 'strict' }, keepCopies });
         const { tenant, key } = newTenant();
         await router.open(ORG, tenant);
         let most = 0;
@@ -393,16 +381,21 @@ test('keepCopies bounds the copies a strict router keeps of a tenant; 0 keeps th
         // `keepCopies` after a collection, as many more until the next; every one when 0.
         if (bound === Infinity) assert.equal(most, 9);
         else assert.ok(most >= keepCopies && most <= bound, `${most} copies at most`);
+        // Each call's answer told of its copy: no event follows it.
+        assert.deepEqual(events.filter(e => e.kind === 'copied'), []);
     }
     await assert.rejects(w.start('replica-3', { keepCopies: -1 }), RangeError);
 }));
 
-test('async durability copies written tenants in the background, and a failing copy is told as copy_failed', () => inWorld(async w => {
+test('async durability copies written tenants in the background, told as copied, and a failing copy is told as copy_failed', () => inWorld(async w => {
     const { router, events, whenTold } = await w.start('replica-1', { copyPolicy: { durability: 'async', intervalMs: 50 } });
     const { tenant, key } = newTenant();
     await router.open(ORG, tenant);
     await router.run(key, handle => append(handle, 'bg'));
-    await until(() => statusOf(router, key).lastCopy !== null, 'a background copy');
+    const copiedEvents = () => events.filter(e => e.kind === 'copied');
+    await whenTold(() => copiedEvents().length === 1, 'a background copy');
+    const [copied] = copiedEvents();
+    assert.deepEqual({ ...copied, bytesUploaded: copied.bytesUploaded > 0 }, { kind: 'copied', key, epoch: 1, seq: 1, bytesUploaded: true });
     assert.deepEqual(statusOf(router, key).lastCopy, { epoch: 1, seq: 1 });
     const orgs = path.join(w.durableDir, 'orgs');
     fs.renameSync(orgs, `${orgs}.aside`);
@@ -419,7 +412,9 @@ test('async durability copies written tenants in the background, and a failing c
         fs.rmSync(orgs);
         fs.renameSync(`${orgs}.aside`, orgs);
     }
-    await until(() => statusOf(router, key).lastCopyError === null, 'a good copy again');
+    await whenTold(() => copiedEvents().length === 2, 'a good copy again');
+    assert.equal(statusOf(router, key).lastCopyError, null);
+    assert.ok(copiedEvents()[1].seq > 1, JSON.stringify(copiedEvents()[1]));
 }));
 
 test('a lost lease is told as lost then closed; a call in flight that resolved meanwhile is CALL_IN_DOUBT, caused by FENCED', () => inWorld(async w => {
@@ -474,16 +469,19 @@ test('a router without threads copies and renews only when ticked, on its manual
     w.wall.advance(1);
     round = await router.tick();
     assert.deepEqual([round.copied, round.failed, round.keeper.renewed], [[key], [], 1]);
+    // Told before the tick's promise settles.
+    const told = () => events.map(e => `${e.kind} ${e.key === key} ${e.epoch}`);
+    assert.deepEqual(told(), ['copied true 1']);
     assert.deepEqual([statusOf(router, key).writesSinceCopy, statusOf(router, key).lagMs], [0, 0]);
     w.wall.advance(250);
     assert.equal(statusOf(router, key).lagMs, 250, 'lag on the router\'s clock');
 
     // No tick for a TTL: the lease runs out in the store, and the next tick finds it lost.
     w.wall.advance(TTL_MS + 1);
-    assert.deepEqual(events, [], 'nothing happens between ticks');
+    assert.deepEqual(told(), ['copied true 1'], 'nothing happens between ticks');
     round = await router.tick();
     assert.deepEqual([round.keeper.lost, round.nextDueMs], [1, null]);
-    assert.deepEqual(events.map(e => `${e.kind} ${e.key === key} ${e.epoch}`), ['lost true 1', 'closed true 1']);
+    assert.deepEqual(told(), ['copied true 1', 'lost true 1', 'closed true 1']);
     assert.deepEqual(router.status(), []);
     await router.close();
     assert.ok((await rejection(router.tick())) instanceof pkg.RouterClosedError);

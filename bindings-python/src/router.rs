@@ -97,16 +97,23 @@ struct EventParts {
     key: String,
     epoch: i64,
     error: Option<Error>,
+    /// `copied`: the copy's sequence number and the bytes it uploaded.
+    copied: Option<(u64, u64)>,
 }
 
 impl EventParts {
     fn of(event: RouterEvent) -> Option<EventParts> {
         let kind = event.kind().as_str();
-        let (key, epoch, error) = match event {
+        let (key, epoch, error, copied) = match event {
             RouterEvent::Lost { key, epoch }
             | RouterEvent::Closed { key, epoch }
-            | RouterEvent::Draining { key, epoch } => (key, epoch, None),
-            RouterEvent::CopyFailed { key, epoch, error } => (key, epoch, Some(error)),
+            | RouterEvent::Draining { key, epoch } => (key, epoch, None, None),
+            RouterEvent::CopyFailed { key, epoch, error } => (key, epoch, Some(error), None),
+            RouterEvent::Copied {
+                key,
+                copy,
+                bytes_uploaded,
+            } => (key, copy.epoch, None, Some((copy.seq, bytes_uploaded))),
             // A kind the core added after this module was built: nothing to say it with.
             _ => return None,
         };
@@ -115,6 +122,7 @@ impl EventParts {
             key,
             epoch,
             error,
+            copied,
         })
     }
 }
@@ -535,6 +543,7 @@ pub struct PyRouterEvent {
     key: String,
     epoch: i64,
     error: Option<Py<PyAny>>,
+    copied: Option<(u64, u64)>,
 }
 
 impl PyRouterEvent {
@@ -544,6 +553,7 @@ impl PyRouterEvent {
             key: parts.key,
             epoch: parts.epoch,
             error: parts.error.map(|error| exception_object(py, error).unbind()),
+            copied: parts.copied,
         }
     }
 }
@@ -555,7 +565,7 @@ impl PyRouterEvent {
         ("kind", "key", "epoch", "error")
     }
 
-    /// `"lost"`, `"closed"`, `"copy_failed"` or `"draining"`.
+    /// `"lost"`, `"closed"`, `"copy_failed"`, `"draining"` or `"copied"`.
     #[getter]
     fn kind(&self) -> &'static str {
         self.kind
@@ -577,12 +587,28 @@ impl PyRouterEvent {
         self.error.as_ref().map(|error| error.clone_ref(py))
     }
 
+    /// For `copied`: the copy's sequence number in its epoch.
+    #[getter]
+    fn seq(&self) -> Option<u64> {
+        self.copied.map(|(seq, _)| seq)
+    }
+
+    /// For `copied`: the bytes the copy made and stored.
+    #[getter]
+    fn bytes_uploaded(&self) -> Option<u64> {
+        self.copied.map(|(_, bytes)| bytes)
+    }
+
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         let error = or_none(self.error.as_ref(), |error| {
             Ok(error.bind(py).repr()?.to_string())
         })?;
+        let copied = match self.copied {
+            Some((seq, bytes)) => format!(", seq={seq}, bytes_uploaded={bytes}"),
+            None => String::new(),
+        };
         Ok(format!(
-            "RouterEvent(kind='{}', key={}, epoch={}, error={error})",
+            "RouterEvent(kind='{}', key={}, epoch={}, error={error}{copied})",
             self.kind,
             quoted(py, &self.key)?,
             self.epoch

@@ -119,8 +119,7 @@ class Ticker:
 
 
 def wait_for(what: str, done: Callable[[], bool], seconds: float = 15.0) -> None:
-    """Polls ``done`` until it holds. The router's tests use it only for what no event tells
-    (a good background copy); the others wait on their events."""
+    """Polls ``done`` until it holds."""
     deadline = time.monotonic() + seconds
     while not done():
         assert time.monotonic() < deadline, f"gave up waiting for {what}"

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 import gotry_tenant_state as gts
-from conftest import LEDGER, Ticker, Unraisable, append_entry, wait_for, write_lock_held
+from conftest import LEDGER, Ticker, Unraisable, append_entry, write_lock_held
 
 ORG = "acme"
 TTL_MS = 3_000
@@ -59,6 +59,12 @@ class Events:
         with self.lock:
             came = self.lock.wait_for(lambda: told in [(e.kind, e.key, e.epoch) for e in self.seen], timeout=30)
         assert came, f"{told} was not told within 30 s"
+
+    def until_many(self, kind: str, count: int) -> None:
+        """Returns once ``count`` events of ``kind`` were told, within the same bound."""
+        with self.lock:
+            came = self.lock.wait_for(lambda: sum(e.kind == kind for e in self.seen) >= count, timeout=30)
+        assert came, f"{count} {kind} events were not told within 30 s"
 
 
 class Site:
@@ -453,7 +459,8 @@ def test_keep_copies_is_a_count(site: Site) -> None:
 
 
 def test_strict_durability_acknowledges_only_copied_calls(site: Site) -> None:
-    router = site.router("replica-a", durability="strict")
+    events = Events()
+    router = site.router("replica-a", durability="strict", on_event=events)
     tenant = new_tenant()
     key = router.open(ORG, tenant).key
     for seq, text in enumerate(["one", "two"], start=1):
@@ -464,6 +471,7 @@ def test_strict_durability_acknowledges_only_copied_calls(site: Site) -> None:
         (1, 1, True),
         (1, 2, True),
     ]
+    assert events.told() == [], "a strict call's copy is told by its answer, not by an event"
     # A durable store that fails refuses the acknowledgement; the tenant goes on serving.
     store_folder = Path(site.durable.path)
     (store_folder / "orgs").rename(store_folder / "orgs-away")
@@ -498,9 +506,13 @@ def test_async_copies_run_in_the_background_and_report_failures(site: Site) -> N
     router = site.router("replica-a", copy_interval_ms=50, on_event=events)
     key = router.open(ORG, new_tenant()).key
     router.run(key, append("one"))
-    # Polled: the router tells no event for a good copy (a failed one is copy_failed).
-    wait_for("a background copy", lambda: router.status()[0].last_copy == gts.CopyId(1, 1))
-    assert router.status()[0].writes_since_copy == 0
+    events.until(("copied", key, 1))
+    copied = next(e for e in events.seen if e.kind == "copied")
+    assert (copied.seq, copied.error) == (1, None)
+    assert copied.bytes_uploaded is not None and copied.bytes_uploaded > 0
+    assert f"seq=1, bytes_uploaded={copied.bytes_uploaded}" in repr(copied)
+    (status,) = router.status()
+    assert (status.last_copy, status.writes_since_copy) == (gts.CopyId(1, 1), 0)
 
     store_folder = Path(site.durable.path)
     (store_folder / "orgs").rename(store_folder / "orgs-away")
@@ -511,6 +523,7 @@ def test_async_copies_run_in_the_background_and_report_failures(site: Site) -> N
     assert (failed.key, failed.epoch) == (key, 1)
     assert isinstance(failed.error, gts.DurableStoreUnavailableError)
     assert failed.error.backend_code == "ENOTDIR"
+    assert (failed.seq, failed.bytes_uploaded) == (None, None)
     assert "copy_failed" in repr(failed)
     match failed:
         case gts.RouterEvent(kind, event_key, epoch, error):
@@ -519,8 +532,12 @@ def test_async_copies_run_in_the_background_and_report_failures(site: Site) -> N
     assert status.writes_since_copy == 1 and status.last_copy_error is not None
     (store_folder / "orgs").unlink()
     (store_folder / "orgs-away").rename(store_folder / "orgs")
-    wait_for("the copier to catch up", lambda: router.status()[0].writes_since_copy == 0)
-    assert router.status()[0].last_copy_error is None
+    events.until_many("copied", 2)
+    (status,) = router.status()
+    assert (status.writes_since_copy, status.last_copy_error) == (0, None)
+    second = [e for e in events.seen if e.kind == "copied"][1]
+    assert second.seq is not None and second.seq > 1
+    assert status.last_copy == gts.CopyId(1, second.seq)
 
 
 def test_a_router_without_threads_copies_and_renews_only_when_ticked(tmp_path: Path) -> None:
@@ -547,6 +564,7 @@ def test_a_router_without_threads_copies_and_renews_only_when_ticked(tmp_path: P
         report = router.tick()
         assert (report.copied, report.failed, report.keeper.renewed) == ([key], [], 1)
         assert "RouterTickReport(keeper=TickReport(" in repr(report)
+        assert events.told() == [("copied", key, 1)], "told before the tick returned"
         (status,) = router.status()
         assert (status.writes_since_copy, status.lag_ms) == (0, 0)
         clock.advance(250)
@@ -554,10 +572,10 @@ def test_a_router_without_threads_copies_and_renews_only_when_ticked(tmp_path: P
 
         # No tick for a TTL: the lease runs out in the store, and the next tick finds it lost.
         clock.advance(TTL_MS + 1)
-        assert events.told() == [], "nothing happens between ticks"
+        assert events.told() == [("copied", key, 1)], "nothing happens between ticks"
         report = router.tick()
         assert (report.keeper.lost, report.next_due_ms) == (1, None)
-        assert events.told() == [("lost", key, 1), ("closed", key, 1)]
+        assert events.told() == [("copied", key, 1), ("lost", key, 1), ("closed", key, 1)]
         assert router.status() == []
         router.close()
         with pytest.raises(gts.RouterClosedError):

@@ -149,17 +149,23 @@ pub enum GotryRouterEventKind {
     /// `closed` follows when the tenant is released, while a drain that timed out is the
     /// handoff's answer and the tenant serves again.
     Draining = 4,
+    /// `copied`: a background copy (`GOTRY_DURABILITY_ASYNC`) was written (`seq`,
+    /// `bytes_uploaded`): the tenant's writes before it are durable. Told once per copy the
+    /// router writes in the background, never for the copy a strict call or a handoff waits
+    /// for, whose own answer says it.
+    Copied = 5,
 }
 
-const EVENT_KINDS: [(GotryRouterEventKind, RouterEventKind); 4] = [
+const EVENT_KINDS: [(GotryRouterEventKind, RouterEventKind); 5] = [
     (GotryRouterEventKind::Lost, RouterEventKind::Lost),
     (GotryRouterEventKind::Closed, RouterEventKind::Closed),
     (GotryRouterEventKind::CopyFailed, RouterEventKind::CopyFailed),
     (GotryRouterEventKind::Draining, RouterEventKind::Draining),
+    (GotryRouterEventKind::Copied, RouterEventKind::Copied),
 ];
 
 /// The name of a `GotryRouterEventKind` value (`"lost"`, `"closed"`, `"copy_failed"`,
-/// `"draining"`); NULL for any other value. Static; thread-safe.
+/// `"draining"`, `"copied"`); NULL for any other value. Static; thread-safe.
 #[no_mangle]
 pub extern "C" fn gotry_router_event_kind_name(kind: c_int) -> *const c_char {
     static NAMES: OnceLock<Vec<CString>> = OnceLock::new();
@@ -186,6 +192,10 @@ pub struct GotryRouterEvent {
     /// copy_failed: why (read it with the `gotry_error_*` accessors; never free it); NULL
     /// otherwise.
     pub error: *const GotryError,
+    /// copied: the copy's sequence number in its epoch (from 1); 0 otherwise.
+    pub seq: u64,
+    /// copied: the bytes the copy made and stored; 0 otherwise.
+    pub bytes_uploaded: u64,
 }
 
 /// A router's event callback, called with `event_user_data`, one event per call:
@@ -198,7 +208,8 @@ pub struct GotryRouterEvent {
 /// - `copy_failed` on the router's copier thread (or on the thread calling
 ///   `gotry_router_tick`, before it returns), in `GOTRY_DURABILITY_ASYNC` mode;
 /// - `draining` on the thread calling `gotry_router_handoff` or `gotry_router_close`, before
-///   the drain waits for the calls in flight.
+///   the drain waits for the calls in flight;
+/// - `copied` where `copy_failed` is told.
 ///
 /// Several threads may call it at once, so `event_user_data` must be usable from any thread.
 /// Keep it short (a `lost` event delays the renewals of every tenant) and never let a C++
@@ -218,15 +229,28 @@ struct EventSink {
 
 impl EventSink {
     fn deliver(&self, event: RouterEvent) {
-        let (kind, key, epoch, error) = match &event {
-            RouterEvent::Lost { key, epoch } => (GotryRouterEventKind::Lost, key, *epoch, None),
-            RouterEvent::Closed { key, epoch } => (GotryRouterEventKind::Closed, key, *epoch, None),
-            RouterEvent::Draining { key, epoch } => (GotryRouterEventKind::Draining, key, *epoch, None),
+        let ((kind, key, epoch, error), (seq, bytes_uploaded)) = match &event {
+            RouterEvent::Lost { key, epoch } => ((GotryRouterEventKind::Lost, key, *epoch, None), (0, 0)),
+            RouterEvent::Closed { key, epoch } => ((GotryRouterEventKind::Closed, key, *epoch, None), (0, 0)),
+            RouterEvent::Draining { key, epoch } => {
+                ((GotryRouterEventKind::Draining, key, *epoch, None), (0, 0))
+            }
             RouterEvent::CopyFailed { key, epoch, error } => (
-                GotryRouterEventKind::CopyFailed,
+                (
+                    GotryRouterEventKind::CopyFailed,
+                    key,
+                    *epoch,
+                    Some(GotryError::from_core(error)),
+                ),
+                (0, 0),
+            ),
+            RouterEvent::Copied {
                 key,
-                *epoch,
-                Some(GotryError::from_core(error)),
+                copy,
+                bytes_uploaded,
+            } => (
+                (GotryRouterEventKind::Copied, key, copy.epoch, None),
+                (copy.seq, *bytes_uploaded),
             ),
             // A kind the core adds later has no C value yet.
             _ => return,
@@ -241,6 +265,8 @@ impl EventSink {
             key_len: key.len(),
             epoch,
             error: lent(error.as_ref()),
+            seq,
+            bytes_uploaded,
         };
         // SAFETY: the host gave this function for this purpose; `view` and what it lends
         // live until the call returns.

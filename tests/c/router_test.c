@@ -16,13 +16,14 @@
  * timeout) that leaves the tenant serving; a lost lease (the store's clock jumps past the
  * TTL): the `lost` event on the renewal thread, FENCED for new calls and for the call still
  * running, `closed` when that call ends; background copies and the status they leave (last
- * copy, writes since, lag, the last copy's error), a failing snapshot as a `copy_failed`
- * event; strict durability (finish waits for the copy, and fails with it); close (handed
+ * copy, writes since, lag, the last copy's error), each background copy as a `copied` event
+ * and a failing snapshot as a `copy_failed` one, a handoff's and a strict call's copies told
+ * by no event; strict durability (finish waits for the copy, and fails with it); close (handed
  * off, timed out, the keeper's report) then ROUTER_CLOSED; a free with a call still held
  * (no callback after it); the host's check of a restored root and a manual clock in the
  * options; a router without threads ticked on a manual clock (a copy due an interval after
- * the open and not before, a lease lost once the clock passed its TTL, the events on the
- * ticking thread); the NULL and range checks of every call.
+ * the open and not before, told as `copied`, a lease lost once the clock passed its TTL, the
+ * events on the ticking thread); the NULL and range checks of every call.
  *
  * The same file compiles as C11 and as C++17 (run.sh runs both); the C++ build adds a router
  * held in std::unique_ptr with a lambda as its event callback.
@@ -49,6 +50,8 @@ typedef struct {
     int64_t epoch;
     GotryStatus error_status; /* GOTRY_STATUS_OK when the event carries no error */
     int32_t host_code;        /* the snapshot's value when the error is a host failure */
+    uint64_t seq;             /* copied: the copy's sequence number */
+    uint64_t bytes_uploaded;  /* copied: what it stored */
     int on_main_thread;
 } SeenEvent;
 
@@ -98,7 +101,9 @@ static void record_event(void *user_data, const GotryRouterEvent *event) {
     int fine = event != NULL && event->key != NULL && event->key_len < GOTRY_LEASE_KEY_BUFFER_LEN &&
                event->key[event->key_len] == '\0' && event->epoch > 0 &&
                gotry_router_event_kind_name(event->kind) != NULL &&
-               (event->kind == GOTRY_ROUTER_EVENT_KIND_COPY_FAILED) == (event->error != NULL);
+               (event->kind == GOTRY_ROUTER_EVENT_KIND_COPY_FAILED) == (event->error != NULL) &&
+               (event->kind == GOTRY_ROUTER_EVENT_KIND_COPIED) == (event->seq > 0) &&
+               (event->kind == GOTRY_ROUTER_EVENT_KIND_COPIED || event->bytes_uploaded == 0);
     if (!fine) recorder->bad++;
     if (fine && recorder->count < MAX_EVENTS) {
         SeenEvent *seen = &recorder->events[recorder->count++];
@@ -108,6 +113,8 @@ static void record_event(void *user_data, const GotryRouterEvent *event) {
         seen->epoch = event->epoch;
         seen->error_status = event->error ? gotry_error_status(event->error) : GOTRY_STATUS_OK;
         if (event->error) gotry_error_host_code(event->error, &seen->host_code);
+        seen->seq = event->seq;
+        seen->bytes_uploaded = event->bytes_uploaded;
         seen->on_main_thread = pthread_equal(pthread_self(), recorder->main_thread);
     }
     pthread_cond_broadcast(&recorder->told);
@@ -314,22 +321,6 @@ static TenantSeen tenant_status(const GotryRouter *router, const Tenant *tenant)
     return seen;
 }
 
-/* Waits until the tenant's status satisfies `done` (at most 20 s), polling: only for a good
- * background copy, which the router tells by no event (a failed one is copy_failed). */
-typedef int (*StatusCheck)(const TenantSeen *seen);
-static int wait_status(const GotryRouter *router, const Tenant *tenant, StatusCheck done) {
-    int64_t deadline = now_ms() + 20000;
-    for (;;) {
-        TenantSeen seen = tenant_status(router, tenant);
-        if (done(&seen)) return 1;
-        if (now_ms() >= deadline) return 0;
-        sleep_ms(5);
-    }
-}
-static int is_copied(const TenantSeen *seen) {
-    return seen->found && seen->has_last_copy && seen->writes_since_copy == 0 && !seen->has_error;
-}
-
 static void close_router(GotryRouter *router, size_t handed_off) {
     GotryCloseReport *report = NULL;
     size_t len = 99;
@@ -375,7 +366,8 @@ static void options_and_names(void) {
     CHECK(strcmp(gotry_router_event_kind_name(GOTRY_ROUTER_EVENT_KIND_CLOSED), "closed") == 0);
     CHECK(strcmp(gotry_router_event_kind_name(GOTRY_ROUTER_EVENT_KIND_COPY_FAILED), "copy_failed") == 0);
     CHECK(strcmp(gotry_router_event_kind_name(GOTRY_ROUTER_EVENT_KIND_DRAINING), "draining") == 0);
-    CHECK(gotry_router_event_kind_name(0) == NULL && gotry_router_event_kind_name(5) == NULL);
+    CHECK(strcmp(gotry_router_event_kind_name(GOTRY_ROUTER_EVENT_KIND_COPIED), "copied") == 0);
+    CHECK(gotry_router_event_kind_name(0) == NULL && gotry_router_event_kind_name(6) == NULL);
     CHECK(strcmp(gotry_tenant_state_name(GOTRY_TENANT_STATE_OPENING), "opening") == 0);
     CHECK(strcmp(gotry_tenant_state_name(GOTRY_TENANT_STATE_SERVING), "serving") == 0);
     CHECK(strcmp(gotry_tenant_state_name(GOTRY_TENANT_STATE_DRAINING), "draining") == 0);
@@ -809,28 +801,40 @@ static void copies_and_status(World *world) {
     CHECK(seen.tenants == 1 && seen.state == GOTRY_TENANT_STATE_SERVING && seen.epoch == 1 && seen.in_flight == 0 &&
           !seen.has_last_copy && seen.writes_since_copy == 0 && !seen.has_error);
     WRITE(a, &tenant, &ledger, "a");
-    CHECK(wait_status(a, &tenant, is_copied));
+    /* Told on the copier's thread once the copy is written, after the status took it. */
+    SeenEvent copied;
+    int copied_at = wait_event(&events, GOTRY_ROUTER_EVENT_KIND_COPIED, tenant.key, 0, 20000, &copied);
+    CHECK(copied_at >= 0 && copied.epoch == 1 && copied.seq == 1 && copied.bytes_uploaded > 0 &&
+          copied.error_status == GOTRY_STATUS_OK && !copied.on_main_thread);
     seen = tenant_status(a, &tenant);
-    CHECK(seen.last_copy.epoch == 1 && seen.last_copy.seq >= 1);
+    CHECK(seen.has_last_copy && seen.last_copy.epoch == 1 && seen.last_copy.seq == 1 &&
+          seen.writes_since_copy == 0 && !seen.has_error);
     CHECK(snapshots_calls(&host) >= 1 && host.on_main_thread == 0 && host.bad_args == 0); /* the copier's thread */
 
     /* A snapshot that fails: a copy_failed event with the host's value, the error in the status. */
     snapshots_fail(&host, SQLITE_IOERR);
     WRITE(a, &tenant, &ledger, "b");
     SeenEvent failed;
-    CHECK(wait_event(&events, GOTRY_ROUTER_EVENT_KIND_COPY_FAILED, tenant.key, 0, 20000, &failed) >= 0);
+    int failed_at = wait_event(&events, GOTRY_ROUTER_EVENT_KIND_COPY_FAILED, tenant.key, 0, 20000, &failed);
+    CHECK(failed_at > copied_at);
     CHECK(failed.epoch == 1 && failed.error_status == GOTRY_STATUS_HOST_CALLBACK_FAILED &&
           failed.host_code == SQLITE_IOERR && !failed.on_main_thread);
     /* The status took the error before the event was told. */
     seen = tenant_status(a, &tenant);
     CHECK(seen.has_error && strncmp(seen.error, "HOST_CALLBACK", 13) == 0 && seen.writes_since_copy >= 1);
     snapshots_fail(&host, 0);
-    CHECK(wait_status(a, &tenant, is_copied));
+    CHECK(wait_event(&events, GOTRY_ROUTER_EVENT_KIND_COPIED, tenant.key, failed_at, 20000, &copied) >= 0);
+    CHECK(copied.epoch == 1 && copied.seq > 1 && !copied.on_main_thread);
+    seen = tenant_status(a, &tenant);
+    CHECK(seen.last_copy.seq == copied.seq && seen.writes_since_copy == 0 && !seen.has_error);
 
-    /* The final copy of the handoff goes through the snapshot as well. */
+    /* The final copy of the handoff goes through the snapshot as well; the handoff's answer
+     * tells it, no event does. */
     int calls = snapshots_calls(&host);
+    int before_handoff = event_count(&events);
     STATUS(gotry_router_handoff(a, tenant.key, strlen(tenant.key), 5000, &err), GOTRY_STATUS_OK);
     CHECK(snapshots_calls(&host) > calls);
+    CHECK(EVENT_NOW(&events, GOTRY_ROUTER_EVENT_KIND_COPIED, tenant.key, before_handoff, NULL) < 0);
     snapshots_release(&host, &ledger);
     host_close(&ledger);
     gotry_tenant_handle_free(handle);
@@ -860,6 +864,8 @@ static void copies_and_status(World *world) {
     snapshots_fail(&host, 0);
     WRITE(s, &strict_tenant, &ledger, "z");
     CHECK(!tenant_status(s, &strict_tenant).has_error);
+    /* Each strict call's answer told of its copy: no event did. */
+    CHECK(EVENT_NOW(&events, GOTRY_ROUTER_EVENT_KIND_COPIED, strict_tenant.key, 0, NULL) < 0);
     /* Close hands it off through the snapshot too. */
     calls = snapshots_calls(&host);
     GotryCloseReport *report = NULL;
@@ -1072,11 +1078,14 @@ static void ticks_on_a_manual_clock(World *world) {
     gotry_router_tick_report_free(NULL);
     TenantSeen seen = tenant_status(router, &tenant);
     CHECK(seen.has_last_copy && seen.writes_since_copy == 0 && seen.lag_ms == 0);
-    CHECK(event_count(&events) == 0);
+    /* The copy was told on the ticking thread, before the tick returned. */
+    SeenEvent copied;
+    CHECK(EVENT_NOW(&events, GOTRY_ROUTER_EVENT_KIND_COPIED, tenant.key, 0, &copied) == 0);
+    CHECK(event_count(&events) == 1 && copied.on_main_thread && copied.seq == seen.last_copy.seq);
 
     /* No tick for a TTL: the store lets the lease run out, and the next tick finds it lost. */
     STATUS(gotry_manual_clock_advance(world->wall, TTL_MS + 1, &now, &err), GOTRY_STATUS_OK);
-    CHECK(event_count(&events) == 0);
+    CHECK(event_count(&events) == 1);
     view = tick_view(router, NULL);
     CHECK(view.keeper.lost == 1 && view.keeper.renewed == 0 && view.len == 0 && !view.has_next_due);
     SeenEvent seen_event;

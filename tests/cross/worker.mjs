@@ -34,7 +34,7 @@ function random() {
   return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
 }
 
-const store = openLeaseStore(url);
+const store = await openLeaseStore(url);
 const held = new Map();
 let granted = 0;
 let refused = 0;

@@ -1,7 +1,7 @@
 // Compiled (not run) by types.test.js: code written against the reference type-checks here.
 import {
     deriveLedgerTenantId, derivePromptCachePartition, leaseKeyFor, tenantRootFor, assertOrganizationId,
-    SqliteLeaseStore, TenantLease, ManualClock, systemMonotonicClock, openLeaseStore, openLeaseStoreAsync, assertLeaseTtl,
+    SqliteLeaseStore, TenantLease, ManualClock, systemMonotonicClock, openLeaseStore, assertLeaseTtl,
     MIN_LEASE_TTL_MS, MAX_LEASE_TTL_MS, ERROR_CODES, LeaseHeldError, FencedError, TenantStateError,
     LeaseKeeper, LeaseLostError, DirectoryDurableStore, openDurableStore, EpochCopies,
     DurableStoreUnavailableError, RestoreVerificationError, betterSqlite3Snapshot, TenantRouter,
@@ -31,12 +31,12 @@ async function usage(): Promise<void> {
     const clock = new ManualClock(0);
     const store = new SqliteLeaseStore({ path: '/tmp/x.db', nowMs: clock });
     const jsClocked = new SqliteLeaseStore({ path: '/tmp/y.db', nowMs: () => Date.now() });
-    const byUrl: LeaseStore = openLeaseStore('sqlite:/tmp/z.db');
+    const byUrl: LeaseStore = await openLeaseStore('sqlite:/tmp/z.db');
     const grant: LeaseGrant = await store.acquire(leaseKey, 'replica', 1_000);
     const record: LeaseRecord | null = await jsClocked.read(leaseKey);
     const history = store.history(leaseKey);
     const op: 'acquire' | 'renew' | 'release' | 'forget' = history[0].op;
-    const opened: LeaseStore = await openLeaseStoreAsync('mysql://gotry@db:3306/gotry?timeout_ms=500');
+    const opened: LeaseStore = await openLeaseStore('mysql://gotry@db:3306/gotry?timeout_ms=500');
     const logged: LeaseRecord['epoch'] = (await opened.historyAsync(leaseKey))[0].epoch;
     const serverNow: number = await opened.nowMsAsync();
 
@@ -118,6 +118,7 @@ async function usage(): Promise<void> {
         onEvent: (event: RouterEvent) => {
             if (event.kind === 'copy_failed') use(event.error.message);
             if (event.kind === 'draining') use(event.key);
+            if (event.kind === 'copied') use(event.seq + event.bytesUploaded);
             use(event.key, event.epoch);
         },
     });

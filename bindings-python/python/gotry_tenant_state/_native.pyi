@@ -74,7 +74,7 @@ _LeaseOpName = Literal["acquire", "renew", "release", "forget"]
 _KeeperEventKind = Literal["lost", "fenced_locally", "resumed", "renew_failed"]
 _SkipReason = Literal["manifest", "tenant", "checksum", "integrity", "fold", "superseded"]
 _TenantState = Literal["opening", "serving", "draining", "lost", "closed"]
-_RouterEventKind = Literal["lost", "closed", "copy_failed", "draining"]
+_RouterEventKind = Literal["lost", "closed", "copy_failed", "draining", "copied"]
 _T = TypeVar("_T")
 
 _Verify = Callable[[str], bool]
@@ -643,6 +643,10 @@ class RouterEvent:
       the calls in flight; new calls raise TenantDrainingError from now on. Told once per drain:
       stop routing the tenant's requests here. ``"closed"`` follows when it is released; a
       drain that timed out is the handoff's DrainTimeoutError, and the tenant serves again.
+    - ``"copied"``: a background copy (``"async"``) was written (``seq`` is its place in the
+      epoch, ``bytes_uploaded`` what it stored): the tenant's writes before it are durable.
+      Told once per copy the router writes in the background, never for the copy a
+      ``"strict"`` call or a handoff waits for (their own answer says it).
     """
 
     __match_args__ = ("kind", "key", "epoch", "error")
@@ -654,6 +658,12 @@ class RouterEvent:
     def epoch(self) -> int: ...
     @property
     def error(self) -> BaseException | None: ...
+    @property
+    def seq(self) -> int | None:
+        """For ``"copied"``: the copy's sequence number in its epoch; None otherwise."""
+    @property
+    def bytes_uploaded(self) -> int | None:
+        """For ``"copied"``: the bytes the copy made and stored; None otherwise."""
 
 @final
 class CloseReport:

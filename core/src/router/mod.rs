@@ -17,8 +17,9 @@
 //!   `Strict` mode its copy failed): CALL_IN_DOUBT, whose cause says why; its write may be in
 //!   a durable copy or not, so the host must not report it as refused.
 //! * Copies follow the [`CopyPolicy`]: in `Async` mode a background thread copies every
-//!   tenant that was written to, once per interval, and a failing durable store is reported
-//!   and visible as lag; in `Strict` mode the call's acknowledgement waits for its copy.
+//!   tenant that was written to, once per interval (each copy told as
+//!   [`RouterEvent::Copied`]), and a failing durable store is reported and visible as lag; in
+//!   `Strict` mode the call's acknowledgement waits for its copy.
 //! * A copy reads a tenant's files while none of its calls runs: it holds new calls back
 //!   and waits for the running ones, at most [`COPY_GRACE_MS`] (100 ms). Calls still running
 //!   then delay that tenant's copy until they returned (TENANT_BUSY, not reported as a
@@ -59,7 +60,7 @@ use std::time::Duration;
 
 use crate::clock::{ms_to_duration, read_monotonic, MonotonicClock, MAX_SLEEP};
 use crate::durable_store::DurableStore;
-use crate::epoch_copies::{CopyId, EpochCopies, HostSnapshot};
+use crate::epoch_copies::{CopyId, EpochCopies, HostSnapshot, WrittenCopy};
 use crate::errors::{Error, FenceReason, Result};
 use crate::ids::{lease_key_for, tenant_root_for};
 use crate::keeper::{KeeperEvent, KeeperOptions, LeaseKeeper, ShutdownReport, TickReport};
@@ -125,6 +126,17 @@ pub enum RouterEvent {
     Closed { key: String, epoch: i64 },
     /// A background copy failed; the tenant's lag grows until one succeeds.
     CopyFailed { key: String, epoch: i64, error: Error },
+    /// A background copy (`Async` durability) was written: the tenant's writes before it
+    /// are in the durable store, so a host (or a test) waits on this rather than polling
+    /// `status`. Told once per copy the copier (or [`TenantRouter::tick`]) writes; never for
+    /// the copy a strict call or a handoff waits for, whose own answer says it (an event per
+    /// strict call would cost a hop to the host's thread per write).
+    Copied {
+        key: String,
+        copy: CopyId,
+        /// What the copy made and stored ([`WrittenCopy::bytes_uploaded`]).
+        bytes_uploaded: u64,
+    },
     /// A handoff (or a close) began draining the tenant, before it waits for the calls in
     /// flight: from here the tenant refuses new calls (DRAINING). Told once per drain, so
     /// that a host stops routing the tenant's requests here (or knows its handoff began)
@@ -140,15 +152,17 @@ pub enum RouterEventKind {
     Closed,
     CopyFailed,
     Draining,
+    Copied,
 }
 
 impl RouterEventKind {
     /// Every kind, in the order documentation lists them.
-    pub const ALL: [RouterEventKind; 4] = [
+    pub const ALL: [RouterEventKind; 5] = [
         RouterEventKind::Lost,
         RouterEventKind::Closed,
         RouterEventKind::CopyFailed,
         RouterEventKind::Draining,
+        RouterEventKind::Copied,
     ];
 
     pub const fn as_str(self) -> &'static str {
@@ -157,6 +171,7 @@ impl RouterEventKind {
             RouterEventKind::Closed => "closed",
             RouterEventKind::CopyFailed => "copy_failed",
             RouterEventKind::Draining => "draining",
+            RouterEventKind::Copied => "copied",
         }
     }
 }
@@ -168,6 +183,7 @@ impl RouterEvent {
             RouterEvent::Closed { .. } => RouterEventKind::Closed,
             RouterEvent::CopyFailed { .. } => RouterEventKind::CopyFailed,
             RouterEvent::Draining { .. } => RouterEventKind::Draining,
+            RouterEvent::Copied { .. } => RouterEventKind::Copied,
         }
     }
 }
@@ -1164,7 +1180,7 @@ impl Shared {
                 Err(Error::TenantBusy { .. }) if self.now()? < deadline_ms => {
                     self.wait_unblocked(&handle.key, deadline_ms)?;
                 }
-                other => return other,
+                other => return other.map(|_| ()),
             }
         }
     }
@@ -1181,10 +1197,11 @@ impl Shared {
     }
 
     /// Writes a copy of a tenant and records its outcome; one copy of a tenant at a time.
+    /// `None` when the tenant was no longer served, so nothing was copied.
     /// Waits for running calls at most [`COPY_GRACE_MS`] (and never past `deadline_ms`), on
     /// the router's clock: calls that run longer make it TENANT_BUSY and keep it from trying
     /// again until they returned.
-    fn copy_now(&self, handle: &TenantHandle, deadline_ms: f64) -> Result<()> {
+    fn copy_now(&self, handle: &TenantHandle, deadline_ms: f64) -> Result<Option<WrittenCopy>> {
         let started = self.now()?;
         let writes_before = {
             let mut tenants = lock(&self.tenants);
@@ -1197,7 +1214,7 @@ impl Shared {
                         t.copying = true;
                         break t.writes_since_copy;
                     }
-                    None => return Ok(()),
+                    None => return Ok(None),
                 }
             }
         };
@@ -1240,7 +1257,7 @@ impl Shared {
         }
         drop(tenants);
         self.changed.notify_all();
-        outcome.map(|_| ())
+        outcome.map(Some)
     }
 
     /// Holds a tenant's new calls back and waits for its running ones until `until`. Calls
@@ -1416,8 +1433,9 @@ impl Shared {
     }
 
     /// One pass of the `Async` copier at `now_ms`: copies every tenant due then, in key
-    /// order, and returns the keys copied and those whose copy failed (each failure told as
-    /// `CopyFailed`). A copy that panics is reported as a failed one; the copier carries on.
+    /// order, and returns the keys copied and those whose copy failed (each copy told as
+    /// `Copied`, each failure as `CopyFailed`). A copy that panics is reported as a failed
+    /// one; the copier carries on.
     fn copy_due(&self, now_ms: f64) -> (Vec<String>, Vec<String>) {
         let (mut copied, mut failed) = (Vec::new(), Vec::new());
         if self.policy.durability != Durability::Async {
@@ -1443,8 +1461,16 @@ impl Shared {
                 })
             });
             match outcome {
-                Ok(()) => copied.push(handle.key.clone()),
-                Err(Error::TenantBusy { .. }) => {}
+                Ok(Some(written)) => {
+                    copied.push(handle.key.clone());
+                    self.emit(RouterEvent::Copied {
+                        key: handle.key.clone(),
+                        copy: written.id,
+                        bytes_uploaded: written.bytes_uploaded,
+                    });
+                }
+                // No longer served since it fell due: nothing of it was copied.
+                Ok(None) | Err(Error::TenantBusy { .. }) => {}
                 Err(error) => {
                     failed.push(handle.key.clone());
                     self.emit(RouterEvent::CopyFailed {

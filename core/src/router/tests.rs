@@ -60,15 +60,7 @@ impl World {
             interval: Duration::from_millis(50),
             durability,
         };
-        options.on_event = Some(Arc::new(move |event| {
-            let line = match event {
-                RouterEvent::Lost { key, epoch } => format!("lost {key} {epoch}"),
-                RouterEvent::Closed { key, epoch } => format!("closed {key} {epoch}"),
-                RouterEvent::CopyFailed { key, .. } => format!("copy_failed {key}"),
-                RouterEvent::Draining { key, epoch } => format!("draining {key} {epoch}"),
-            };
-            lock(&seen).push(line);
-        }));
+        options.on_event = Some(Arc::new(move |event| lock(&seen).push(event_line(event))));
         let router = TenantRouter::start(options).unwrap();
         (router, events)
     }
@@ -104,16 +96,30 @@ impl World {
         };
         options.clock = clock.clone();
         options.without_thread = true;
-        options.on_event = Some(Arc::new(move |event| {
-            let line = match event {
-                RouterEvent::Lost { key, epoch } => format!("lost {key} {epoch}"),
-                RouterEvent::Closed { key, epoch } => format!("closed {key} {epoch}"),
-                RouterEvent::CopyFailed { key, .. } => format!("copy_failed {key}"),
-                RouterEvent::Draining { key, epoch } => format!("draining {key} {epoch}"),
-            };
-            lock(&seen).push(line);
-        }));
+        options.on_event = Some(Arc::new(move |event| lock(&seen).push(event_line(event))));
         (TenantRouter::start(options).unwrap(), events, clock)
+    }
+}
+
+/// An event as the tests compare it; a copy that uploaded nothing says so.
+fn event_line(event: RouterEvent) -> String {
+    match event {
+        RouterEvent::Lost { key, epoch } => format!("lost {key} {epoch}"),
+        RouterEvent::Closed { key, epoch } => format!("closed {key} {epoch}"),
+        RouterEvent::CopyFailed { key, .. } => format!("copy_failed {key}"),
+        RouterEvent::Draining { key, epoch } => format!("draining {key} {epoch}"),
+        RouterEvent::Copied {
+            key,
+            copy,
+            bytes_uploaded,
+        } => {
+            let empty = if bytes_uploaded == 0 {
+                " (nothing uploaded)"
+            } else {
+                ""
+            };
+            format!("copied {key} {} {}{empty}", copy.epoch, copy.seq)
+        }
     }
 }
 
@@ -456,6 +462,62 @@ fn a_written_tenant_is_copied_an_interval_after_its_last_good_copy() {
     assert_eq!(router.tick().unwrap().copied, [key(T1)]);
 }
 
+/// Each background copy written is told once, with its place and what it uploaded; a copy
+/// that is not written (nothing due, a tenant gone) and the copies a handoff or a strict call
+/// waits for are not: their own answers say it.
+#[test]
+fn a_background_copy_is_told_once_and_a_waited_for_copy_never() {
+    let world = World::new();
+    let (router, events, clock) = world.ticking_router("replica-a", Durability::Async, 600_000);
+    router.open(ORG, T1).unwrap();
+    router.open(ORG, T2).unwrap();
+    router.run(&key(T1), |h| append(h, "one")).unwrap();
+    router.run(&key(T2), |h| append(h, "one")).unwrap();
+    assert!(router.tick().unwrap().copied.is_empty());
+    assert!(lock(&events).is_empty(), "nothing copied, nothing told");
+    clock.advance(INTERVAL_MS as i64);
+    assert_eq!(router.tick().unwrap().copied, [key(T1), key(T2)]);
+    let first = [
+        format!("copied {} 1 1", key(T1)),
+        format!("copied {} 1 1", key(T2)),
+    ];
+    assert_eq!(*lock(&events), first);
+    assert!(router.tick().unwrap().copied.is_empty());
+    assert_eq!(*lock(&events), first, "told once per copy");
+
+    router.run(&key(T1), |h| append(h, "two")).unwrap();
+    clock.advance(INTERVAL_MS as i64);
+    assert_eq!(router.tick().unwrap().copied, [key(T1)]);
+    assert_eq!(lock(&events)[2..], [format!("copied {} 1 2", key(T1))]);
+    assert_eq!(
+        router.status().unwrap()[0].last_copy,
+        Some(CopyId { epoch: 1, seq: 2 })
+    );
+
+    // A handoff's final copy is the handoff's answer.
+    router.run(&key(T2), |h| append(h, "two")).unwrap();
+    router.handoff(&key(T2), Duration::from_secs(5)).unwrap();
+    assert_eq!(
+        lock(&events)[3..],
+        [format!("draining {} 1", key(T2)), format!("closed {} 1", key(T2))]
+    );
+
+    // A strict call's copy is the call's answer.
+    let (strict, strict_events, strict_clock) =
+        world.ticking_router("replica-b", Durability::Strict, 600_000);
+    strict.open(ORG, T3).unwrap();
+    for text in ["one", "two"] {
+        strict.run(&key(T3), |h| append(h, text)).unwrap();
+    }
+    strict_clock.advance(INTERVAL_MS as i64);
+    assert!(strict.tick().unwrap().copied.is_empty());
+    assert_eq!(
+        strict.status().unwrap()[0].last_copy,
+        Some(CopyId { epoch: 1, seq: 2 })
+    );
+    assert!(lock(&strict_events).is_empty(), "{:?}", lock(&strict_events));
+}
+
 /// Lag is measured on the router's clock from the last good copy; a failing store keeps it
 /// growing, reported at each failed try, and a failed copy is tried again a tenth of the
 /// interval after it ended.
@@ -496,6 +558,13 @@ fn lag_grows_on_the_routers_clock_while_copies_fail_and_ends_with_the_next_good_
     assert_eq!(router.status().unwrap()[0].lag_ms, 1_000 + retry as u64 - 1);
     clock.advance(1);
     assert_eq!(router.tick().unwrap().copied, [key(T1)]);
+    assert_eq!(
+        *lock(&events),
+        [
+            format!("copy_failed {}", key(T1)),
+            format!("copied {} 1 1", key(T1))
+        ]
+    );
     let status = router.status().unwrap().remove(0);
     assert_eq!(
         (status.lag_ms, status.writes_since_copy, status.last_copy_error),
@@ -868,7 +937,7 @@ fn durability_words_and_event_names_are_the_cores() {
     assert_eq!(Durability::parse("Strict"), None, "a word is matched as written");
     assert_eq!(Durability::parse("eventually"), None);
     let names: Vec<_> = RouterEventKind::ALL.map(RouterEventKind::as_str).into();
-    assert_eq!(names, ["lost", "closed", "copy_failed", "draining"]);
+    assert_eq!(names, ["lost", "closed", "copy_failed", "draining", "copied"]);
     let event = RouterEvent::CopyFailed {
         key: "o/t".into(),
         epoch: 1,
