@@ -15,10 +15,15 @@ const TEMPLATES = new Map(errorTypes().map(type => [type.code, type.template]));
 /**
  * The core's template of `code` with `values` (keyed by the core's snake_case field names) in
  * its `{field}` and `{field.part}` places, each written as a template literal writes it; a
- * place whose field is not in `values` stays as it is, as in the core's `fill_template`.
+ * place whose field is not in `values` stays as it is, as in the core's `fill_template`. A
+ * template that is one field alone (a message passed through) gives what `new Error(value)`
+ * would: '' for no value, as the reference's constructors do.
  */
 function messageOf(code, values) {
-    return TEMPLATES.get(code).replace(/\{([^}]*)\}/g, (place, name) => {
+    const template = TEMPLATES.get(code);
+    const alone = /^\{([^}.]*)\}$/.exec(template);
+    if (alone && values[alone[1]] === undefined) return '';
+    return template.replace(/\{([^}]*)\}/g, (place, name) => {
         const [field, ...parts] = name.split('.');
         if (!Object.hasOwn(values, field)) return place;
         return String(parts.reduce((value, part) => value[part], values[field]));

@@ -52,6 +52,11 @@ test('a class a host constructs says what the core template of its code says', (
     }
     // The templates are the texts the reference's classes have: one of them, spelled out.
     assert.equal(new pkg.DrainTimeoutError('acme/t', 2, 500).message, 'tenant acme/t still had 2 call(s) running after 500 ms of draining');
+    // A class that passes its message through, built with none, says what the reference's
+    // (and `new Error()`) says: nothing.
+    for (const name of ['LeaseLostError', 'InvalidTenantIdError', 'CopyConflictError', 'LeaseStoreUnavailableError']) {
+        assert.equal(new pkg[name]().message, new Error().message, name);
+    }
 });
 
 test('every class has the reference name, code, fields and base classes', () => {
