@@ -10,13 +10,15 @@
 //! the lane runs them back to back, up to the store's [`LeaseStore::concurrent_calls`] at once
 //! (one for SQLite; a MySQL store works on many). Lanes share a few threads, as many as libuv's
 //! pool would have (`UV_THREADPOOL_SIZE`, 4 by default). A thread that has just run a call
-//! looks for the next one for [`LOOK_AGAIN`] before it sleeps: a host that awaits each call
-//! makes the next one about then, and waking a sleeping thread for it cost more than the
-//! call's own work (renewals awaited one at a time on tmpfs: 15,900 calls/s against napi's
-//! `AsyncTask`'s 23,700 without the look, 24,700 against 23,500 with it; durable ones, 1.79-2.06
-//! x an fdatasync without, 1.58-1.73 x with). Then it sleeps: a host that calls once in a while
-//! pays that much CPU per call, one that calls back to back pays nothing, and an idle thread
-//! never spins.
+//! looks for the next one for [`LOOK_AGAIN`] before it sleeps, yielding the CPU between looks:
+//! a host that awaits each call makes the next one about then, and waking a sleeping thread
+//! for it cost more than the call's own work (renewals awaited one at a time on tmpfs: 15,900
+//! calls/s against napi's `AsyncTask`'s 23,700 without the look, 24,500 against 22,400 with it;
+//! durable ones, 1.79-2.06 x an fdatasync without, 1.57-1.66 x with). Looks that spun without
+//! yielding were as fast there, but starved the threads doing the work when calls hop between
+//! pools (a strict router call went from 0.7 to 2.6 ms). An idle thread never looks: a host that
+//! calls once in a while pays up to that long per call in yields, one that calls back to back
+//! pays nothing.
 //!
 //! A lease keeper's own calls ([`Lane::for_keeper`]) run on a set of threads of their own, as
 //! many again: `remove` and `shutdown` wait for the renewals and releases that the kept
@@ -279,9 +281,8 @@ impl Pool {
                     drop(state);
                     let until = Instant::now() + LOOK_AGAIN;
                     loop {
-                        for _ in 0..64 {
-                            std::hint::spin_loop();
-                        }
+                        // A look, not a busy wait: any other thread that wants the CPU gets it.
+                        thread::yield_now();
                         state = self.lock();
                         if !state.lanes.is_empty() || Instant::now() >= until {
                             break;
