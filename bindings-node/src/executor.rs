@@ -186,7 +186,7 @@ struct PoolState {
     idle: usize,
     /// Idle threads still looking for a lane before they sleep: a lane submitted meanwhile
     /// needs no wake.
-    spinning: usize,
+    looking: usize,
 }
 
 /// How long a thread that has just run a call looks for the next before it sleeps: longer
@@ -243,7 +243,7 @@ impl Pool {
         state.lanes.push_back(lane);
         // A sleeping thread counts as idle until it has taken a lane, woken or not: start a
         // thread only for the lanes that the idle ones will not take.
-        let wake = state.idle > 0 && state.lanes.len() > state.spinning;
+        let wake = state.idle > 0 && state.lanes.len() > state.looking;
         let mut refused = None;
         if state.lanes.len() > state.idle && state.threads < self.max_threads {
             match thread::Builder::new()
@@ -270,32 +270,36 @@ impl Pool {
         }
     }
 
+    /// Looks for a lane for [`LOOK_AGAIN`], yielding the CPU between looks (a look, not a busy
+    /// wait: any other thread that wants the CPU gets it); the state locked again, with a lane
+    /// in it if one came.
+    fn look<'a>(&'a self, mut state: MutexGuard<'a, PoolState>) -> MutexGuard<'a, PoolState> {
+        state.looking += 1;
+        drop(state);
+        let until = Instant::now() + LOOK_AGAIN;
+        let mut state = loop {
+            thread::yield_now();
+            let state = self.lock();
+            if !state.lanes.is_empty() || Instant::now() >= until {
+                break state;
+            }
+        };
+        state.looking -= 1;
+        state
+    }
+
     fn serve(&self) {
         let mut state = self.lock();
         let mut just_ran = false;
         loop {
             let Some(lane) = state.lanes.pop_front() else {
+                // Idle while it looks or sleeps; a look that finds nothing ends in a sleep.
                 state.idle += 1;
-                if std::mem::take(&mut just_ran) {
-                    state.spinning += 1;
-                    drop(state);
-                    let until = Instant::now() + LOOK_AGAIN;
-                    loop {
-                        // A look, not a busy wait: any other thread that wants the CPU gets it.
-                        thread::yield_now();
-                        state = self.lock();
-                        if !state.lanes.is_empty() || Instant::now() >= until {
-                            break;
-                        }
-                        drop(state);
-                    }
-                    state.spinning -= 1;
-                    if !state.lanes.is_empty() {
-                        state.idle -= 1;
-                        continue;
-                    }
-                }
-                state = self.wake.wait(state).unwrap_or_else(PoisonError::into_inner);
+                state = if std::mem::take(&mut just_ran) {
+                    self.look(state)
+                } else {
+                    self.wake.wait(state).unwrap_or_else(PoisonError::into_inner)
+                };
                 state.idle -= 1;
                 continue;
             };
