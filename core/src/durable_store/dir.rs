@@ -423,7 +423,7 @@ impl Spares {
                 }
                 state.reserved.insert(target.clone(), Reserved::Making);
                 drop(state);
-                let made = self.make_reservation(&target, folder);
+                let made = create_in_folder(&target, folder).ok();
                 let mut state = lock(&self.state);
                 match made {
                     Some(id) => {
@@ -477,13 +477,6 @@ impl Spares {
             state.reserved.remove(&target);
             remove_reservation(&target, id);
         }
-    }
-
-    /// Creates the empty file reserved at `target`, flushed with its folder: its identity, or
-    /// `None` when the name is taken, the folder is no longer the one whose path is durable, or
-    /// the disk fails (the put then goes the usual way).
-    fn make_reservation(&self, target: &Path, folder: FileId) -> Option<FileId> {
-        create_in_folder(target, folder).ok()
     }
 
     /// Makes a staging file and takes its lock through the descriptor returned, open for
@@ -599,11 +592,12 @@ fn fill(target: &Path, reserved: FileId, bytes: &[u8]) -> std::io::Result<bool> 
 }
 
 /// Creates `target`, empty, and flushes it and its folder, through a descriptor of the folder
-/// checked to be `folder`: a folder moved or made anew meanwhile is not one whose path is
-/// durable, and the name created is always the one checked and flushed. Made in place rather
-/// than linked from staging: an empty file needs no staging, and a reservation then costs one
-/// journal commit (the file's flush; the folder's finds it done on ext4) instead of a spare's
-/// and the link's.
+/// checked to be `folder`: its identity, or an error when the name is taken, the folder is no
+/// longer the one whose path is durable (a folder moved or made anew meanwhile), or the disk
+/// fails; the put then goes the usual way. The name created is always the one checked and
+/// flushed. Made in place rather than linked from staging: an empty file needs no staging, and
+/// a reservation then costs one journal commit (the file's flush; the folder's finds it done on
+/// ext4) instead of a spare's and the link's.
 fn create_in_folder(target: &Path, folder: FileId) -> std::io::Result<FileId> {
     use std::ffi::CString;
     use std::os::unix::ffi::OsStrExt;
