@@ -1088,7 +1088,7 @@ impl EpochCopies {
 
     /// Deletes the copies `dead`, each manifest first (from then on the copy does not exist,
     /// whatever is left of it), then every object of theirs that no other copy's manifest
-    /// references: copies of formats 2 to 5 share the objects of their lineage.
+    /// references: copies of formats 2 to 6 share the objects of their lineage.
     fn delete_copies(
         &self,
         key: &str,

@@ -1,4 +1,4 @@
-//! Formats 2 to 5: a file is a base image plus a short chain of deltas, all objects of its
+//! Formats 2 to 6: a file is a base image plus a short chain of deltas, all objects of its
 //! lineage.
 //!
 //! A delta holds the blocks of the file that differ from the state before it (blocks of 4 KiB,
@@ -15,8 +15,9 @@
 //! stays under [`MOST`], so that it costs a few pieces of memory. A restore fetches the base and
 //! the chain: at most about 1.5 × the file, however long the tenure ran.
 //!
-//! Digests are a hash of the blocks' SHA-256 digests and the length: the block digests are what
-//! change detection compares, so one pass of hashing serves both.
+//! Digests are a hash of the blocks' SHA-256 digests and the length (a file's, from format 6,
+//! of its groups of blocks: see [`Blocks`]): the block digests are what change detection
+//! compares, so one pass of hashing serves both.
 
 use super::*;
 

@@ -38,7 +38,7 @@ pub(super) struct ManifestFile {
     pub(super) sqlite: bool,
 }
 
-/// Formats 2 to 5: each file is a base and the deltas that turn it into the file, objects named
+/// Formats 2 to 6: each file is a base and the deltas that turn it into the file, objects named
 /// relative to the tenant's `epochs/` prefix, so that a copy can reference what earlier copies
 /// of its lineage stored. Format 2 has at most one delta (`delta`), formats 3 to 5 a chain
 /// (`deltas`, applied in order); [`AnyManifest::parse`] reads both into `deltas`. Format 4
