@@ -230,6 +230,9 @@ impl DurableStore for Counting {
     fn list(&self, prefix: &str) -> gotry_tenant_state::Result<Vec<ObjectInfo>> {
         self.inner.list(prefix)
     }
+    fn list_after(&self, prefix: &str, after: &str) -> gotry_tenant_state::Result<Vec<ObjectInfo>> {
+        self.inner.list_after(prefix, after)
+    }
     fn delete(&self, key: &str) -> gotry_tenant_state::Result<()> {
         self.inner.delete(key)
     }
@@ -242,6 +245,9 @@ impl DurableStore for Counting {
 
     fn location(&self) -> String {
         self.inner.location()
+    }
+    fn answers_at_once(&self) -> bool {
+        self.inner.answers_at_once()
     }
 }
 

@@ -215,7 +215,7 @@ enum Step {
 /// [`delta`] for how the chain stays short) while the chain's blocks stay under half the file
 /// and the new delta under [`delta::MOST`], else one delta against the base while that does,
 /// else a new base.
-fn next_step(known: Option<&Known>, blocks: &[[u8; 32]], len: u64, digest: &str, sqlite: bool) -> Step {
+fn next_step(known: Option<&Known>, blocks: &delta::Blocks, len: u64, digest: &str, sqlite: bool) -> Step {
     let Some(known) = known else {
         return Step::Base;
     };
@@ -234,13 +234,9 @@ fn next_step(known: Option<&Known>, blocks: &[[u8; 32]], len: u64, digest: &str,
                 .last()
                 .is_some_and(|last| last.len().saturating_mul(delta::BLOCK) <= delta::MOST)
     };
-    let mut chain = delta::chain_after(
-        &known.chain,
-        delta::changed_blocks(&known.blocks, blocks),
-        blocks.len(),
-    );
+    let mut chain = delta::chain_after(&known.chain, known.blocks.changed_in(blocks), blocks.len());
     if !fits(&chain) {
-        chain = vec![Arc::new(delta::changed_blocks(&known.base_blocks, blocks))];
+        chain = vec![Arc::new(known.base_blocks.changed_in(blocks))];
     }
     if fits(&chain) {
         Step::Delta(chain)
@@ -452,20 +448,28 @@ impl EpochCopies {
         let tenure = self.tenure(lease);
         let mut tenure = lock(&tenure);
         let prefix = epoch_prefix(lease.key(), lease.epoch())?;
-        // The listing (a round trip to the store) is waited for while the snapshot is taken,
-        // which also keeps it out of the time the router holds the tenant's calls back. Past
+        // The listing (a round trip to a remote store) is waited for while the snapshot is
+        // taken, which also keeps it out of the time the router holds the tenant's calls back;
+        // a folder's listing costs less than a thread to overlap it, and follows. Past
         // the tenure's first copy, only what sorts after its last one is listed: a stranger's
         // copy ahead of it (which a restore would prefer) is still seen, and a tenure of many
         // copies does not list them all at each one.
         let known_up_to = tenure.seqs.last().map(|last| format!("{prefix}{last:020}0"));
-        let (found, snapshot) = std::thread::scope(|scope| {
-            let found = scope.spawn(|| match &known_up_to {
-                Some(after) => self.store.list_after(&prefix, after),
-                None => self.store.list(&prefix),
-            });
-            let snapshot = Snapshot::take(root, self.snapshot.as_ref(), tenure.lineage.as_deref());
-            (found.join().expect("listing does not panic"), snapshot)
-        });
+        let list = || match &known_up_to {
+            Some(after) => self.store.list_after(&prefix, after),
+            None => self.store.list(&prefix),
+        };
+        let take = || Snapshot::take(root, self.snapshot.as_ref(), tenure.lineage.as_deref());
+        let (found, snapshot) = if self.store.answers_at_once() {
+            let snapshot = take();
+            (list(), snapshot)
+        } else {
+            std::thread::scope(|scope| {
+                let found = scope.spawn(list);
+                let snapshot = take();
+                (found.join().expect("listing does not panic"), snapshot)
+            })
+        };
         let seq = self.claim_next_seq(lease, &mut tenure, &prefix, &found?)?;
         let snapshot = snapshot?;
         let copy_prefix = format!("{prefix}{seq:020}/");
@@ -659,7 +663,7 @@ impl EpochCopies {
         &self,
         body: &body::Body<'_>,
         file: &snapshot::SnapshotFile,
-        blocks: Option<&[[u8; 32]]>,
+        blocks: Option<&delta::Blocks>,
         mut have: HashMap<String, ObjectRef>,
         piece_name: &(impl Fn(Option<usize>) -> String + Sync),
         store: &(impl Fn(&str, &[u8]) -> Result<()> + Sync),
@@ -679,7 +683,7 @@ impl EpochCopies {
                     let (bytes, hashed, digest) = match blocks {
                         Some(blocks) => {
                             let first = k * per_piece;
-                            let piece_blocks = &blocks[first..(first + per_piece).min(blocks.len())];
+                            let piece_blocks = blocks.range(first, first + per_piece);
                             (None, None, delta::digest_of(piece_blocks, end - start))
                         }
                         None => {
@@ -1480,15 +1484,12 @@ impl EpochCopies {
                     None => return Ok(Err(SkipReason::Checksum)),
                 }
             }
+            let older = (format < 6).then(|| delta::digest_of(&blocks, len));
             let blocks = delta::Blocks::new(blocks);
             // The lineage keeps the digest of this build's format, which the next copy compares
             // to tell an unchanged file, whichever format the manifest was written in.
             let digest = blocks.file_digest(len);
-            let meant = if format >= 6 {
-                digest.clone()
-            } else {
-                delta::digest_of(&blocks, len)
-            };
+            let meant = older.unwrap_or_else(|| digest.clone());
             if len != file.size || meant != file.digest {
                 return Ok(Err(SkipReason::Checksum));
             }

@@ -766,6 +766,10 @@ impl DurableStore for DirectoryDurableStore {
         format!("file://{}", self.root.display())
     }
 
+    fn answers_at_once(&self) -> bool {
+        true
+    }
+
     fn reserve(&self, key: &str) {
         if self.read_only {
             return;

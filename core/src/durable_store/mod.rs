@@ -70,6 +70,12 @@ pub trait DurableStore: Send + Sync + std::fmt::Debug {
     }
     /// Where the store is, for messages and status: the URL without any credential.
     fn location(&self) -> String;
+    /// Whether this machine's file system answers the store's calls (no network round trip):
+    /// a copy then lists its tenure's prefix itself after taking the snapshot, rather than on
+    /// a thread of its own beside it, which costs more than listing a folder.
+    fn answers_at_once(&self) -> bool {
+        false
+    }
     /// Says that this store will soon be asked to put `key`, so that a backend whose put costs
     /// more than its bytes can do that part ahead of time, off the caller's path: the copies
     /// call it for the next manifest of a tenure, which a strict copy waits for. A hint: it

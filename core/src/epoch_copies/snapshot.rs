@@ -189,18 +189,17 @@ impl Snapshot {
         paths.sort();
         // Listed before this function opens anything of the root, and everything it opens
         // is closed again before the next file: every match is someone else's handle.
-        let held = held_elsewhere(root, &paths)?;
+        let held = match lineage.and_then(|lineage| held_as_before(root, &paths, lineage)) {
+            Some(held) => held,
+            None => held_elsewhere(root, &paths)?,
+        };
         let present: BTreeSet<&str> = paths.iter().map(String::as_str).collect();
         let mut scratch: Option<Scratch> = None;
         let mut spool = Spool::new(root, &mut scratch);
         let mut files = Vec::new();
         for path in &paths {
             // A database's journal and WAL are inside its image.
-            let sidecar_of = ["-wal", "-shm", "-journal"]
-                .iter()
-                .find_map(|suffix| path.strip_suffix(suffix))
-                .filter(|db| present.contains(db));
-            if let Some(db) = sidecar_of {
+            if let Some(db) = sidecar_of(path).filter(|db| present.contains(db)) {
                 if held.contains_key(db) || is_sqlite(&root.join(db)) {
                     continue;
                 }
@@ -265,6 +264,40 @@ impl Snapshot {
 fn file_id(meta: &fs::Metadata) -> (u64, u64) {
     use std::os::unix::fs::MetadataExt;
     (meta.dev(), meta.ino())
+}
+
+/// The database `path` is the journal, WAL or shared memory of, by its name.
+fn sidecar_of(path: &str) -> Option<&str> {
+    ["-wal", "-shm", "-journal"]
+        .iter()
+        .find_map(|suffix| path.strip_suffix(suffix))
+}
+
+/// What [`held_elsewhere`] would find, told by the lineage's last copy without listing every
+/// descriptor of the process (a walk of `/proc/self/fd`, a `fstat` each, at every copy of a
+/// busy host): when each of `paths` is a database that copy read through the host's
+/// descriptor, and that descriptor still names it, or a sidecar of one. `None` otherwise (a
+/// file this copy may open must be known not to be held, which only the whole list tells).
+fn held_as_before<'a>(
+    root: &Path,
+    paths: &'a [String],
+    lineage: &Lineage,
+) -> Option<HashMap<&'a str, HostFile>> {
+    let through = |path: &str| Some(lineage.get(path)?.wal.as_ref()?.host());
+    let listed: BTreeSet<&str> = paths.iter().map(String::as_str).collect();
+    let mut held = HashMap::new();
+    for path in paths {
+        if let Some(host) = through(path) {
+            let meta = fs::symlink_metadata(root.join(path)).ok()?;
+            if !host.still_names(file_id(&meta)) {
+                return None;
+            }
+            held.insert(path.as_str(), host.clone());
+        } else if !sidecar_of(path).is_some_and(|db| listed.contains(db) && through(db).is_some()) {
+            return None;
+        }
+    }
+    Some(held)
 }
 
 /// The files among `paths` (relative to `root`) that a descriptor of this process has open,
@@ -415,7 +448,7 @@ fn read_held(
         .filter(|k| k.file.sqlite)
         .and_then(|k| Some((k, k.wal.as_ref()?)))
     {
-        match super::wal::read_tail(wal_path, mark)? {
+        match super::wal::read_tail(host, wal_path, mark)? {
             Since::Nothing => {
                 return Ok(Some(Source::Changed(Changed::unchanged(
                     known,
@@ -444,11 +477,10 @@ fn changed_since(
     let per_page = tail.page_size / delta::BLOCK;
     let count = usize::try_from(tail.len).unwrap_or(usize::MAX) / delta::BLOCK;
     let old = known.blocks.len();
-    let mut blocks = known.blocks.to_vec();
-    blocks.resize(count, [0; 32]);
+    let mut written = BTreeMap::new();
     let mut content = BTreeMap::new();
     let mut take = |index: usize, bytes: &[u8], content: &mut BTreeMap<usize, Vec<u8>>| {
-        blocks[index] = Sha256::digest(bytes).into();
+        written.insert(index, Sha256::digest(bytes).into());
         content.insert(index, bytes.to_vec());
     };
     let page_blocks = |pgno: u32| (pgno as usize - 1) * per_page..pgno as usize * per_page;
@@ -469,7 +501,7 @@ fn changed_since(
             }
         }
     }
-    let blocks = known.blocks.changed(blocks, content.keys().copied());
+    let blocks = known.blocks.with_written(count, &written);
     let digest = blocks.file_digest(tail.len);
     let chain = match next_step(Some(known), &blocks, tail.len, &digest, true) {
         Step::Base => return Ok(None),

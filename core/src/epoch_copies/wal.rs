@@ -41,10 +41,76 @@ pub(super) struct WalMark {
     frames: u64,
     checksum: [u32; 2],
     page_size: usize,
-    latest: Arc<HashMap<u32, u64>>,
+    latest: Arc<Latest>,
+    /// The host's descriptor the database was read through.
+    host: HostFile,
+}
+
+/// The latest frame of each page of a WAL generation up to a mark: the frames a copy read,
+/// over those of the marks before it. A copy adds a layer of what its tail wrote instead of
+/// copying the generation's whole map (a thousand pages between a host's checkpoints), and
+/// every [`LAYERS`] copies one map takes the layers' place.
+#[derive(Debug)]
+struct Latest {
+    frames: HashMap<u32, u64>,
+    under: Option<Arc<Latest>>,
+    depth: usize,
+}
+
+/// How many layers a mark's map has at most.
+const LAYERS: usize = 16;
+
+impl Latest {
+    fn new(frames: HashMap<u32, u64>) -> Arc<Latest> {
+        Arc::new(Latest {
+            frames,
+            under: None,
+            depth: 1,
+        })
+    }
+
+    /// These frames, then `newer` over them.
+    fn with(self: &Arc<Latest>, newer: HashMap<u32, u64>) -> Arc<Latest> {
+        if self.depth < LAYERS {
+            return Arc::new(Latest {
+                frames: newer,
+                under: Some(self.clone()),
+                depth: self.depth + 1,
+            });
+        }
+        let mut frames = HashMap::new();
+        let mut layer = Some(self);
+        while let Some(l) = layer {
+            for (&pgno, &index) in &l.frames {
+                frames.entry(pgno).or_insert(index);
+            }
+            layer = l.under.as_ref();
+        }
+        frames.extend(newer);
+        Latest::new(frames)
+    }
+
+    fn get(&self, pgno: u32) -> Option<u64> {
+        let mut layer = Some(self);
+        while let Some(l) = layer {
+            if let Some(&index) = l.frames.get(&pgno) {
+                return Some(index);
+            }
+            layer = l.under.as_deref();
+        }
+        None
+    }
+}
+
+impl WalMark {
+    /// The host's descriptor the database was read through (see [`HostFile::still_names`]).
+    pub(super) fn host(&self) -> &HostFile {
+        &self.host
+    }
 }
 
 /// The host's descriptor of a file it holds open, borrowed: read, never closed.
+#[derive(Debug, Clone)]
 pub(super) struct HostFile {
     fd: RawFd,
     id: (u64, u64),
@@ -66,6 +132,12 @@ impl HostFile {
         self.borrowed()
             .metadata()
             .is_ok_and(|m| (m.dev(), m.ino()) == self.id)
+    }
+
+    /// Whether the descriptor is still open on the file whose identity is `id`: open in this
+    /// process, then, whoever opened it again under that number.
+    pub(super) fn still_names(&self, id: (u64, u64)) -> bool {
+        self.id == id && self.still_same()
     }
 
     /// Bytes at `offset`, zeros past the end of the file (as SQLite reads them).
@@ -275,7 +347,8 @@ pub(super) fn read_whole(
             frames: found.frames,
             checksum: found.checksum,
             page_size: page,
-            latest: Arc::new(found.latest),
+            latest: Latest::new(found.latest),
+            host: host.clone(),
         };
         if unchanged_since(wal_path, &mark).map_err(&io)? && host.still_same() {
             return Ok(Some((image, mark)));
@@ -300,6 +373,9 @@ fn unchanged_since(wal_path: &Path, mark: &WalMark) -> std::io::Result<bool> {
 
 /// What the frames since `mark` changed: the pages (whole) and the database's size in bytes.
 pub(super) struct Tail {
+    /// The WAL as it was opened to read the tail: the generation its frames are of, even if
+    /// the file at its path is replaced meanwhile (which [`Tail::still_holds`] then tells).
+    wal: File,
     pub(super) len: u64,
     pub(super) pages: BTreeMap<u32, Vec<u8>>,
     pub(super) page_size: usize,
@@ -317,7 +393,7 @@ pub(super) enum Since {
 }
 
 /// The commits since `mark`.
-pub(super) fn read_tail(wal_path: &Path, mark: &WalMark) -> Result<Since> {
+pub(super) fn read_tail(host: &HostFile, wal_path: &Path, mark: &WalMark) -> Result<Since> {
     let io = unreadable(wal_path);
     let Some((wal, header)) = open_wal(wal_path).map_err(&io)? else {
         return Ok(Since::Unknown);
@@ -337,9 +413,9 @@ pub(super) fn read_tail(wal_path: &Path, mark: &WalMark) -> Result<Since> {
             changed.insert(pgno, page);
         }
     }
-    let mut latest = (*mark.latest).clone();
-    latest.extend(found.latest);
+    let latest = mark.latest.with(found.latest);
     Ok(Since::Commits(Tail {
+        wal,
         len: pages as u64 * mark.page_size as u64,
         pages: changed,
         page_size: mark.page_size,
@@ -348,7 +424,8 @@ pub(super) fn read_tail(wal_path: &Path, mark: &WalMark) -> Result<Since> {
             frames: found.frames,
             checksum: found.checksum,
             page_size: mark.page_size,
-            latest: Arc::new(latest),
+            latest,
+            host: host.clone(),
         },
     }))
 }
@@ -362,10 +439,9 @@ impl Tail {
         }
         let io = unreadable(wal_path);
         let mut page = vec![0u8; self.page_size];
-        match self.mark.latest.get(&pgno) {
-            Some(&index) => {
-                let wal = File::open(wal_path).map_err(&io)?;
-                read_fully(&wal, &mut page, frame_offset(self.page_size, index)).map_err(&io)?;
+        match self.mark.latest.get(pgno) {
+            Some(index) => {
+                read_fully(&self.wal, &mut page, frame_offset(self.page_size, index)).map_err(&io)?;
             }
             None => host
                 .read_at(&mut page, (pgno as u64 - 1) * self.page_size as u64)
@@ -384,6 +460,29 @@ impl Tail {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// However many copies layered their frames over a mark's, and wherever the layers were
+    /// joined into one map, a page's latest frame is the last one written.
+    #[test]
+    fn the_latest_frame_of_a_page_is_the_last_one_layered() {
+        let mut model = HashMap::new();
+        let mut latest = Latest::new(HashMap::new());
+        for copy in 0..(3 * LAYERS as u64 + 5) {
+            let frames: HashMap<u32, u64> = (0..4)
+                .map(|k| ((copy * 7 + k * 13) as u32 % 50, copy * 4 + k))
+                .collect();
+            model.extend(frames.clone());
+            latest = latest.with(frames);
+            assert!(latest.depth <= LAYERS, "copy {copy}: {} layers", latest.depth);
+            for pgno in 0..50 {
+                assert_eq!(
+                    latest.get(pgno),
+                    model.get(&pgno).copied(),
+                    "copy {copy}, page {pgno}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn the_checksum_is_sqlites() {

@@ -814,6 +814,57 @@ fn a_held_wal_ledger_is_copied_from_its_frames() {
     }
 }
 
+/// A copy that read the held ledger from its WAL knows the host's descriptor of it, and the
+/// next copy does not list every descriptor of the process while that one still names the
+/// ledger; but a database the host opened in the root since is found held all the same (and
+/// read through the host's function, never this library's SQLite), and so is the ledger once
+/// the host opened it again under another descriptor.
+#[test]
+fn a_database_the_host_opens_after_a_copy_is_found_held() {
+    let world = World::directory();
+    let a = world.holder("replica-a");
+    let root = world.root("a");
+    padded_root(&root, 64);
+    let host = rusqlite::Connection::open(root.join(LEDGER)).unwrap();
+    let (snapshot, asked) = counted_host_snapshot();
+    let copies = world.copies().with_host_snapshot(Some(snapshot));
+    host.execute("INSERT INTO entries (text) VALUES ('0')", [])
+        .unwrap();
+    copies.write_copy(&a, &root).unwrap();
+    assert_eq!(asked.load(Ordering::SeqCst), 0, "the WAL had frames");
+
+    let notes = rusqlite::Connection::open(root.join("notes.db")).unwrap();
+    notes
+        .execute_batch("PRAGMA journal_mode = DELETE; CREATE TABLE n (x); INSERT INTO n VALUES (1);")
+        .unwrap();
+    host.execute("INSERT INTO entries (text) VALUES ('1')", [])
+        .unwrap();
+    copies.write_copy(&a, &root).unwrap();
+    assert_eq!(
+        asked.load(Ordering::SeqCst),
+        1,
+        "notes.db is the host's: read through its function"
+    );
+    drop(notes);
+    fs::remove_file(root.join("notes.db")).unwrap();
+
+    // The ledger opened again (under another descriptor while the first is still open), the
+    // first closed: the descriptor the last copy read through names nothing of the root.
+    let mut again = rusqlite::Connection::open(root.join(LEDGER)).unwrap();
+    drop(host);
+    again
+        .execute("INSERT INTO entries (text) VALUES ('2')", [])
+        .unwrap();
+    copies.write_copy(&a, &root).unwrap();
+    let live = again.serialize(rusqlite::MAIN_DB).unwrap().to_vec();
+    let (_, root_b) = next_holder_restores_checked(&world);
+    assert!(
+        fs::read(root_b.join(LEDGER)).unwrap() == live,
+        "not the host's ledger"
+    );
+    assert_eq!(entries_of(&root_b), ["0", "1", "2"]);
+}
+
 /// A writer that keeps committing (with its own connection, as another thread or process of
 /// the host would) while copies of the held ledger are read from its WAL, its automatic
 /// checkpoints restarting the WAL now and then: every copy restores to a committed state (rows
