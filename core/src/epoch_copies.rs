@@ -164,6 +164,11 @@ struct Tenure {
     seqs: BTreeSet<u64>,
     /// Copies written since the tenure's last collection (see [`EpochCopies::with_retention`]).
     since_gc: usize,
+    /// The collection the retention started after a copy, on a thread of its own (off the
+    /// path a strict call waits on), and whether it succeeded. The tenure's next copy,
+    /// collection or forgetting waits for it first, so one runs at a time, and the copies a
+    /// store holds stay within the bound they had when each copy collected before answering.
+    collecting: Option<std::thread::JoinHandle<bool>>,
     /// The files of the last copy this tenure wrote or restored, which the next copy builds on
     /// (`None`: the next copy stores every file whole).
     lineage: Option<Arc<Lineage>>,
@@ -327,6 +332,18 @@ pub struct EpochCopies {
     wall: Arc<dyn WallClock>,
 }
 
+impl Drop for EpochCopies {
+    /// A collection started behind a copy ends before the copies do: a host that drops them,
+    /// then its store, finds nothing of theirs still at work on it.
+    fn drop(&mut self) {
+        for tenure in lock(&self.tenures).values() {
+            if let Some(collecting) = lock(tenure).collecting.take() {
+                let _ = collecting.join();
+            }
+        }
+    }
+}
+
 impl std::fmt::Debug for EpochCopies {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EpochCopies")
@@ -371,13 +388,15 @@ impl EpochCopies {
     }
 
     /// Each tenure collects its tenant's copies itself: once it has written `keep` copies
-    /// since it last did, it runs [`EpochCopies::gc`] with `keep` right after the copy that
-    /// made them `keep`. So a tenant holds at most about twice `keep` copies of its current
-    /// tenure (and the objects they build on), however many a strict router writes, one per
-    /// acknowledged write; the cost of a collection (a listing, a manifest read per copy, the
-    /// deletes) is paid by one copy in `keep`. A collection that fails leaves the copy
-    /// written: the next one tries again. `None`, the default here: copies are kept until
-    /// the host calls `gc`.
+    /// since it last did, it starts [`EpochCopies::gc`] with `keep` behind the copy that made
+    /// them `keep`, on a thread of its own, and the tenure's next copy waits for it first. So
+    /// a tenant holds at most about twice `keep` copies of its current tenure (and the objects
+    /// they build on), however many a strict router writes, one per acknowledged write; and
+    /// the cost of a collection (a read of the lease store, a listing, a manifest read per
+    /// copy, the deletes and their flushes) is paid by no call's answer, only by the next
+    /// copy when it comes before the collection ended. A collection that fails leaves the
+    /// copy written: the next one tries again. `None`, the default here: copies are kept
+    /// until the host calls `gc`.
     pub fn with_retention(mut self, keep: Option<NonZeroUsize>) -> EpochCopies {
         self.keep = keep;
         self
@@ -447,6 +466,7 @@ impl EpochCopies {
         })?;
         let tenure = self.tenure(lease);
         let mut tenure = lock(&tenure);
+        self.settle_collection(&mut tenure);
         let prefix = epoch_prefix(lease.key(), lease.epoch())?;
         // The listing (a round trip to a remote store) is waited for while the snapshot is
         // taken, which also keeps it out of the time the router holds the tenant's calls back;
@@ -524,9 +544,8 @@ impl EpochCopies {
         self.reserve(lease, seq + 1)?;
         tenure.since_gc += 1;
         if let Some(keep) = self.keep.filter(|keep| tenure.since_gc >= keep.get()) {
-            if self.gc_locked(lease, keep.get(), &tenure).is_ok() {
-                tenure.since_gc = 0;
-            }
+            tenure.since_gc = 0;
+            self.collect_behind(lease, keep.get(), &mut tenure);
         }
         Ok(WrittenCopy {
             id: CopyId {
@@ -986,7 +1005,8 @@ impl EpochCopies {
     pub fn forget_copies(&self, lease: &TenantLease) -> Result<Vec<CopyId>> {
         let floor = current_floor(lease)?;
         let tenure = self.tenure(lease);
-        let _writes = lock(&tenure);
+        let mut tenure = lock(&tenure);
+        self.settle_collection(&mut tenure);
         let layout = self.layout(lease.key())?;
         let deleted: Vec<CopyId> = layout
             .copies
@@ -1012,21 +1032,53 @@ impl EpochCopies {
                 "gc keeps at least one copy: the newest valid one",
             ));
         }
-        // This process's copy of the tenure in flight references what it builds on: the
-        // newest valid copy, which gc keeps; holding the tenure's lock keeps the two apart.
-        self.gc_locked(lease, keep, &lock(&self.tenure(lease)))
+        let tenure = self.tenure(lease);
+        let mut tenure = lock(&tenure);
+        self.settle_collection(&mut tenure);
+        lease.assert_held()?;
+        self.gc_counted(&Holder::of(lease), keep)
     }
 
-    /// [`EpochCopies::gc`] by the holder of the tenure's lock (`_writes` proves it), counted
-    /// in the metrics whoever asked for it.
-    fn gc_locked(&self, lease: &TenantLease, keep: usize, _writes: &Tenure) -> Result<GcReport> {
-        let answer = self.gc_uncounted(lease, keep);
+    /// Starts the retention's collection of the tenure behind the copy that just answered.
+    /// A copy of the tenure written meanwhile is as safe from it as one of another process:
+    /// a collection keeps the newest valid copy, which is what a copy in flight builds on, and
+    /// only deletes what no copy it keeps references.
+    fn collect_behind(&self, lease: &TenantLease, keep: usize, tenure: &mut Tenure) {
+        let holder = Holder::of(lease);
+        let collector = EpochCopies::new(self.store.clone());
+        let spawned = std::thread::Builder::new()
+            .name("gotry-gc".to_owned())
+            .spawn(move || collector.gc_counted(&holder, keep).is_ok());
+        match spawned {
+            Ok(collecting) => tenure.collecting = Some(collecting),
+            // No thread to be had: the collection runs here, as it did before it had one.
+            Err(_) => {
+                if self.gc_counted(&Holder::of(lease), keep).is_err() {
+                    tenure.since_gc = keep - 1;
+                }
+            }
+        }
+    }
+
+    /// Waits for the collection started behind the tenure's last copy; one that failed is
+    /// tried again after the next copy.
+    fn settle_collection(&self, tenure: &mut Tenure) {
+        if let (Some(collecting), Some(keep)) = (tenure.collecting.take(), self.keep) {
+            if !collecting.join().unwrap_or(false) {
+                tenure.since_gc = tenure.since_gc.max(keep.get() - 1);
+            }
+        }
+    }
+
+    /// A collection, counted in the metrics whoever asked for it.
+    fn gc_counted(&self, holder: &Holder, keep: usize) -> Result<GcReport> {
+        let answer = self.gc_uncounted(holder, keep);
         crate::metrics::copy_gc(&answer);
         answer
     }
 
-    fn gc_uncounted(&self, lease: &TenantLease, keep: usize) -> Result<GcReport> {
-        let floor = current_floor(lease)?;
+    fn gc_uncounted(&self, lease: &Holder, keep: usize) -> Result<GcReport> {
+        let floor = lease.floor()?;
         let layout = self.layout(lease.key())?;
         let plan = self.plan(&layout, lease.key(), floor, None)?;
         self.store.remove_leftovers()?;
@@ -1588,16 +1640,47 @@ fn assert_restorable(root: &Path) -> Result<()> {
 
 fn current_floor(lease: &TenantLease) -> Result<i64> {
     lease.assert_held()?;
-    match lease.store().read(lease.key())? {
-        Some(record) if record.owner == lease.replica_id() && record.epoch == lease.epoch() => {
-            Ok(record.forgotten_at_epoch)
+    Holder::of(lease).floor()
+}
+
+/// A holder as a collection checks it: in the lease store, which must still name it.
+struct Holder {
+    key: String,
+    replica_id: String,
+    epoch: i64,
+    leases: Arc<dyn crate::lease_store::LeaseStore>,
+}
+
+impl Holder {
+    fn of(lease: &TenantLease) -> Holder {
+        Holder {
+            key: lease.key().to_owned(),
+            replica_id: lease.replica_id().to_owned(),
+            epoch: lease.epoch(),
+            leases: lease.store().clone(),
         }
-        _ => Err(Error::lease_lost(format!(
-            "{}: the lease store no longer names {} at epoch {}; copies are deleted only by the holder",
-            lease.key(),
-            lease.replica_id(),
-            lease.epoch()
-        ))),
+    }
+
+    fn key(&self) -> &str {
+        &self.key
+    }
+
+    fn epoch(&self) -> i64 {
+        self.epoch
+    }
+
+    /// The forgotten floor, read from the lease store: LEASE_LOST unless it still names this
+    /// holder.
+    fn floor(&self) -> Result<i64> {
+        match self.leases.read(&self.key)? {
+            Some(record) if record.owner == self.replica_id && record.epoch == self.epoch => {
+                Ok(record.forgotten_at_epoch)
+            }
+            _ => Err(Error::lease_lost(format!(
+                "{}: the lease store no longer names {} at epoch {}; copies are deleted only by the holder",
+                self.key, self.replica_id, self.epoch
+            ))),
+        }
     }
 }
 

@@ -3,6 +3,7 @@
 //! checkpoints, gc beside a copy in flight, and what a one-row change costs.
 
 use std::sync::mpsc::{channel, Receiver, Sender};
+use std::time::Duration;
 
 use super::*;
 
@@ -437,6 +438,98 @@ impl DurableStore for HeldBack {
     fn location(&self) -> String {
         self.inner.location()
     }
+}
+
+/// A store whose removals, once armed, wait until the test lets them go on.
+#[derive(Debug)]
+struct SlowDeletes {
+    inner: Arc<dyn DurableStore>,
+    armed: AtomicBool,
+    reached: Mutex<Option<Sender<()>>>,
+    release: Mutex<Option<Receiver<()>>>,
+}
+
+impl DurableStore for SlowDeletes {
+    fn put_new(&self, key: &str, bytes: &[u8]) -> Result<PutOutcome> {
+        self.inner.put_new(key, bytes)
+    }
+    fn get(&self, key: &str) -> Result<Option<Vec<u8>>> {
+        self.inner.get(key)
+    }
+    fn list(&self, prefix: &str) -> Result<Vec<ObjectInfo>> {
+        self.inner.list(prefix)
+    }
+    fn delete(&self, key: &str) -> Result<()> {
+        self.inner.delete(key)
+    }
+    fn delete_all(&self, keys: &[String]) -> Result<()> {
+        if !keys.is_empty() && self.armed.swap(false, Ordering::SeqCst) {
+            lock(&self.reached).take().unwrap().send(()).unwrap();
+            lock(&self.release).take().unwrap().recv().unwrap();
+        }
+        self.inner.delete_all(keys)
+    }
+    fn location(&self) -> String {
+        self.inner.location()
+    }
+}
+
+/// The retention's collection runs behind the copy that started it: the copy answers while
+/// the collection is still deleting, and the tenure's next copy waits for it, so the copies
+/// kept stay within the bound a collection before each answer gave.
+#[test]
+fn a_copy_answers_before_its_collection_and_the_next_one_waits_for_it() {
+    let world = World::directory();
+    let (reached_tx, reached) = channel();
+    let (release, release_rx) = channel();
+    let store = Arc::new(SlowDeletes {
+        inner: world.durable.clone(),
+        armed: AtomicBool::new(false),
+        reached: Mutex::new(Some(reached_tx)),
+        release: Mutex::new(Some(release_rx)),
+    });
+    let copies = Arc::new(EpochCopies::new(store.clone()).with_retention(NonZeroUsize::new(1)));
+    let a = Arc::new(world.holder("replica-a"));
+    let root = world.root("a");
+    padded_root(&root, 64);
+    copies.write_copy(&a, &root).unwrap();
+    store.armed.store(true, Ordering::SeqCst);
+    add_entry(&root, "second");
+    let write = |copies: &Arc<EpochCopies>, a: &Arc<TenantLease>| {
+        let (copies, a, root, (done, answered)) = (copies.clone(), a.clone(), root.clone(), channel());
+        std::thread::spawn(move || done.send(copies.write_copy(&a, &root).map(|w| w.id)).unwrap());
+        answered
+    };
+    // The second copy's collection deletes the first copy, and is held there.
+    let second = write(&copies, &a);
+    reached
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the collection deletes");
+    assert_eq!(
+        second.recv_timeout(Duration::from_secs(60)).unwrap().unwrap(),
+        id(1, 2).unwrap(),
+        "the copy answered while its collection was held"
+    );
+    add_entry(&root, "third");
+    let third = write(&copies, &a);
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        third.try_recv().is_err(),
+        "the third copy went on beside the second's collection"
+    );
+    release.send(()).unwrap();
+    assert_eq!(
+        third.recv_timeout(Duration::from_secs(60)).unwrap().unwrap(),
+        id(1, 3).unwrap()
+    );
+    let complete: Vec<CopyId> = copies
+        .list(&key())
+        .unwrap()
+        .iter()
+        .filter(|c| c.complete)
+        .map(|c| c.id)
+        .collect();
+    assert!(!complete.contains(&id(1, 1).unwrap()), "{complete:?}");
 }
 
 /// A store that records the keys it is asked to get.
