@@ -697,7 +697,7 @@ impl EpochCopies {
                         Some(bytes) => bytes,
                         None => body.range(start, end)?,
                     };
-                    let stored = stored_or_inline(object, bytes, digest.clone(), store)?;
+                    let stored = stored_or_inline(object, bytes.as_cow(), digest.clone(), store)?;
                     Ok((hashed, digest, Some(stored)))
                 },
             );
