@@ -227,6 +227,13 @@ impl DurableStore for Counting {
     fn get(&self, key: &str) -> gotry_tenant_state::Result<Option<Vec<u8>>> {
         self.inner.get(key)
     }
+    fn get_parts(
+        &self,
+        key: &str,
+        take: &mut dyn FnMut(&[u8]) -> gotry_tenant_state::Result<bool>,
+    ) -> gotry_tenant_state::Result<bool> {
+        self.inner.get_parts(key, take)
+    }
     fn list(&self, prefix: &str) -> gotry_tenant_state::Result<Vec<ObjectInfo>> {
         self.inner.list(prefix)
     }

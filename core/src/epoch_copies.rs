@@ -78,7 +78,7 @@ use layout::{
     copy_prefix, epoch_prefix, manifest_key, parse_padded, tenant_prefix, AnyManifest, EpochEntry, FileV2,
     Layout, ManifestV2, ObjectRef, TenureMarker, LEGACY_MANIFEST, TENURE,
 };
-use restore::{relative_path, tree_size, write_durably, Restored, Scratch, Staged};
+use restore::{relative_path, tree_size, write_durably, Landing, Restored, Scratch, Staged};
 pub use snapshot::SNAPSHOT_LOCK_WAIT;
 use snapshot::{assert_root_not_open, backup_sqlite, Snapshot};
 
@@ -720,7 +720,7 @@ impl EpochCopies {
                         Some(bytes) => bytes,
                         None => body.range(start, end)?,
                     };
-                    let stored = stored_or_inline(object, bytes, digest.clone(), store)?;
+                    let stored = stored_or_inline(object, bytes.as_cow(), digest.clone(), store)?;
                     Ok((hashed, digest, Some(stored)))
                 },
             );
@@ -1444,14 +1444,14 @@ impl EpochCopies {
         })
     }
 
-    /// One file of a copy of format 2, 3 or 4, written straight into its place: the base's
-    /// pieces fetched a few at a time, each checked against its digest as it arrives and
-    /// written at its offset, then the deltas, fetched one ahead of the one being applied, each
-    /// checked and applied in place. The block digests of every piece are kept and updated by
-    /// each delta, so the file is checked against its digest without being read back, and the
-    /// base's own blocks are those of its pieces. Memory holds a few pieces and two deltas,
-    /// whatever the file's size. Bytes that fail a check are in the scratch folder only, never
-    /// installed.
+    /// One file of a copy of format 2 to 6, written straight into its place: the base's
+    /// pieces fetched a few at a time, each hashed and written at its offset part by part as it
+    /// arrives ([`Landing`]) and checked against its digest once whole, then the deltas, fetched
+    /// one ahead of the one being applied, each checked and applied in place. The block digests
+    /// of every piece are kept and updated by each delta, so the file is checked against its
+    /// digest without being read back, and the base's own blocks are those of its pieces.
+    /// Memory holds a part of each piece being fetched and two deltas, whatever the file's
+    /// size. Bytes that fail a check are in the scratch folder only, never installed.
     fn fetch_v2(
         &self,
         prefix: &str,
@@ -1504,18 +1504,16 @@ impl EpochCopies {
                 }
             });
             let written = in_parallel(&pieces, |k, piece| -> Result<Option<Vec<[u8; 32]>>> {
-                let Some(bytes) = fetch(piece)? else {
-                    return Ok(None);
+                let mut landing = Landing::new(&out, &target, offsets[k], piece.size);
+                let found = match &piece.inline {
+                    Some(inline) => landing.take(inline).map(|_| true)?,
+                    None => self
+                        .store
+                        .get_parts(&format!("{prefix}{}", piece.object), &mut |part| {
+                            landing.take(part)
+                        })?,
                 };
-                let blocks = delta::block_digests(&bytes);
-                if delta::digest_of(&blocks, piece.size) != piece.digest {
-                    return Ok(None);
-                }
-                // The file starts empty: a piece of zeros is a hole, as it was in a sparse file.
-                if bytes.iter().any(|&b| b != 0) {
-                    out.write_all_at(&bytes, offsets[k]).map_err(cannot_write)?;
-                }
-                Ok(Some(blocks))
+                Ok(found.then(|| landing.verified(&piece.digest)).flatten())
             });
             let mut blocks = Vec::new();
             for piece in written {

@@ -16,6 +16,7 @@ pub(crate) fn run_all(make: MakeStore<'_>) {
     racing_creates_have_one_winner(make());
     keys_are_checked(&*make());
     large_objects_round_trip(&*make());
+    parts_arrive_in_order_until_taken_enough(&*make());
 }
 
 fn create_only_never_replaces(store: &dyn DurableStore) {
@@ -167,4 +168,51 @@ fn large_objects_round_trip(store: &dyn DurableStore) {
     assert_eq!(store.put_new("big", &bytes).unwrap(), PutOutcome::Created);
     assert_eq!(store.get("big").unwrap().unwrap(), bytes);
     assert_eq!(store.list("big").unwrap()[0].size, bytes.len() as u64);
+}
+
+/// An object read in parts is the object, in order, however the backend cuts it; a reader
+/// that has had enough stops the read; a missing object is told apart; errors of the reader
+/// come back as they are.
+fn parts_arrive_in_order_until_taken_enough(store: &dyn DurableStore) {
+    let bytes: Vec<u8> = (0..(5 << 20) + 77)
+        .map(|i: u32| (i.wrapping_mul(2_654_435_761) >> 11) as u8)
+        .collect();
+    store.put_new("parts/big", &bytes).unwrap();
+    store.put_new("parts/empty", b"").unwrap();
+    let mut got = Vec::new();
+    assert!(store
+        .get_parts("parts/big", &mut |part| {
+            got.extend_from_slice(part);
+            Ok(true)
+        })
+        .unwrap());
+    assert!(got == bytes, "the parts are not the object");
+    let mut calls = 0;
+    assert!(store
+        .get_parts("parts/big", &mut |_| {
+            calls += 1;
+            Ok(false)
+        })
+        .unwrap());
+    assert_eq!(calls, 1, "the read went on after the reader stopped");
+    let mut empty = Vec::new();
+    assert!(store
+        .get_parts("parts/empty", &mut |part| {
+            empty.extend_from_slice(part);
+            Ok(true)
+        })
+        .unwrap());
+    assert!(empty.is_empty());
+    assert!(!store.get_parts("parts/missing", &mut |_| Ok(true)).unwrap());
+    let refused = store.get_parts("parts/big", &mut |_| {
+        Err(Error::invalid_argument("the reader's own"))
+    });
+    assert!(
+        matches!(&refused, Err(Error::InvalidArgument { message }) if message == "the reader's own"),
+        "{refused:?}"
+    );
+    assert!(matches!(
+        store.get_parts("../escape", &mut |_| Ok(true)),
+        Err(Error::InvalidArgument { .. })
+    ));
 }

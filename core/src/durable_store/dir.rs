@@ -710,6 +710,27 @@ impl DurableStore for DirectoryDurableStore {
         }
     }
 
+    fn get_parts(&self, key: &str, take: &mut dyn FnMut(&[u8]) -> Result<bool>) -> Result<bool> {
+        /// One part: small enough that the buffer is reused memory, not fresh pages.
+        const PART: usize = 256 << 10;
+        let unreadable = |e: std::io::Error| Error::durable_io(format!("{key} cannot be read"), &e);
+        let mut file = match File::open(self.path_of(key)?) {
+            Ok(file) => file,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(unreadable(e)),
+        };
+        let mut part = vec![0u8; PART];
+        loop {
+            match std::io::Read::read(&mut file, &mut part) {
+                Ok(0) => return Ok(true),
+                Ok(n) if !take(&part[..n])? => return Ok(true),
+                Ok(_) => {}
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => return Err(unreadable(e)),
+            }
+        }
+    }
+
     fn list(&self, prefix: &str) -> Result<Vec<ObjectInfo>> {
         self.list_after(prefix, "")
     }

