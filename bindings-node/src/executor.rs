@@ -49,8 +49,8 @@
 //!
 //! Everything else `AsyncTask` promises holds: a call owns its inputs, never touches a JS value
 //! off the JS thread and settles on the JS thread (a napi [`Task`]'s `compute` runs here, its
-//! `resolve` there); a pending call keeps the event loop alive (the threadsafe function that
-//! carries answers back is referenced while any call is pending, see `completions.rs`), an
+//! `resolve` there); a pending call keeps the event loop alive (the libuv async handle that
+//! wakes the loop for answers is referenced while any call is pending, see `completions.rs`), an
 //! idle addon does not; a panic rejects the call's promise.
 //!
 //! [`LeaseStore::concurrent_calls`]: gotry_tenant_state::LeaseStore::concurrent_calls
