@@ -133,7 +133,11 @@ test('a router started with tenantMetrics shows each tenant in a prom-client reg
         const write = (handle) => fs.writeFileSync(path.join(handle.root, 'notes.txt'), 'x');
         await router.run(one, write);
         await router.run(one, write);
-        held = router.run(one, () => released);
+        // Read once the call is running: its start is one hop of the addon away.
+        let started;
+        const running = new Promise((resolve) => { started = resolve; });
+        held = router.run(one, () => { started(); return released; });
+        await running;
         clock.advance(1_500);
 
         const labels = (key) => ({ replica: 'replica-node-tm', tenant: key });
