@@ -401,21 +401,50 @@ fn a_wal_checkpoint_by_the_host_between_two_copies_restores_the_committed_state(
 }
 
 /// A store that, once armed, holds the copy's writer back just before it creates its manifest
-/// (what the copy stores beside it is stored, the copy does not exist yet) until the test lets
-/// it go on.
+/// (what the copy stores beside it is stored, the copy does not exist yet), or a collection
+/// just before it deletes anything, until the test lets it go on.
 #[derive(Debug)]
 struct HeldBack {
     inner: Arc<dyn DurableStore>,
+    at: Hold,
     armed: AtomicBool,
     reached: Mutex<Option<Sender<()>>>,
     release: Mutex<Option<Receiver<()>>>,
 }
 
-impl DurableStore for HeldBack {
-    fn put_new(&self, key: &str, bytes: &[u8]) -> Result<PutOutcome> {
-        if key.ends_with(".json") && !key.ends_with(TENURE) && self.armed.swap(false, Ordering::SeqCst) {
+#[derive(Debug, PartialEq)]
+enum Hold {
+    Manifest,
+    Deletes,
+}
+
+impl HeldBack {
+    /// The store, armed, and the ends the test waits on (`reached`) and lets it go with.
+    fn new(inner: Arc<dyn DurableStore>, at: Hold) -> (Arc<HeldBack>, Receiver<()>, Sender<()>) {
+        let (reached_tx, reached) = channel();
+        let (release, release_rx) = channel();
+        let held = Arc::new(HeldBack {
+            inner,
+            at,
+            armed: AtomicBool::new(false),
+            reached: Mutex::new(Some(reached_tx)),
+            release: Mutex::new(Some(release_rx)),
+        });
+        (held, reached, release)
+    }
+
+    fn hold(&self, at: Hold) {
+        if self.at == at && self.armed.swap(false, Ordering::SeqCst) {
             lock(&self.reached).take().unwrap().send(()).unwrap();
             lock(&self.release).take().unwrap().recv().unwrap();
+        }
+    }
+}
+
+impl DurableStore for HeldBack {
+    fn put_new(&self, key: &str, bytes: &[u8]) -> Result<PutOutcome> {
+        if key.ends_with(".json") && !key.ends_with(TENURE) {
+            self.hold(Hold::Manifest);
         }
         self.inner.put_new(key, bytes)
     }
@@ -429,6 +458,9 @@ impl DurableStore for HeldBack {
         self.inner.delete(key)
     }
     fn delete_all(&self, keys: &[String]) -> Result<()> {
+        if !keys.is_empty() {
+            self.hold(Hold::Deletes);
+        }
         self.inner.delete_all(keys)
     }
     fn reserve(&self, key: &str) {
@@ -440,54 +472,13 @@ impl DurableStore for HeldBack {
     }
 }
 
-/// A store whose removals, once armed, wait until the test lets them go on.
-#[derive(Debug)]
-struct SlowDeletes {
-    inner: Arc<dyn DurableStore>,
-    armed: AtomicBool,
-    reached: Mutex<Option<Sender<()>>>,
-    release: Mutex<Option<Receiver<()>>>,
-}
-
-impl DurableStore for SlowDeletes {
-    fn put_new(&self, key: &str, bytes: &[u8]) -> Result<PutOutcome> {
-        self.inner.put_new(key, bytes)
-    }
-    fn get(&self, key: &str) -> Result<Option<Vec<u8>>> {
-        self.inner.get(key)
-    }
-    fn list(&self, prefix: &str) -> Result<Vec<ObjectInfo>> {
-        self.inner.list(prefix)
-    }
-    fn delete(&self, key: &str) -> Result<()> {
-        self.inner.delete(key)
-    }
-    fn delete_all(&self, keys: &[String]) -> Result<()> {
-        if !keys.is_empty() && self.armed.swap(false, Ordering::SeqCst) {
-            lock(&self.reached).take().unwrap().send(()).unwrap();
-            lock(&self.release).take().unwrap().recv().unwrap();
-        }
-        self.inner.delete_all(keys)
-    }
-    fn location(&self) -> String {
-        self.inner.location()
-    }
-}
-
 /// The retention's collection runs behind the copy that started it: the copy answers while
 /// the collection is still deleting, and the tenure's next copy waits for it, so the copies
 /// kept stay within the bound a collection before each answer gave.
 #[test]
 fn a_copy_answers_before_its_collection_and_the_next_one_waits_for_it() {
     let world = World::directory();
-    let (reached_tx, reached) = channel();
-    let (release, release_rx) = channel();
-    let store = Arc::new(SlowDeletes {
-        inner: world.durable.clone(),
-        armed: AtomicBool::new(false),
-        reached: Mutex::new(Some(reached_tx)),
-        release: Mutex::new(Some(release_rx)),
-    });
+    let (store, reached, release) = HeldBack::new(world.durable.clone(), Hold::Deletes);
     let copies = Arc::new(EpochCopies::new(store.clone()).with_retention(NonZeroUsize::new(1)));
     let a = Arc::new(world.holder("replica-a"));
     let root = world.root("a");
@@ -589,14 +580,7 @@ fn a_collection_reads_each_manifest_once() {
 #[test]
 fn gc_interleaved_with_a_copy_being_written_deletes_nothing_it_needs() {
     for (backend, world) in worlds() {
-        let (reached_tx, reached) = channel();
-        let (release, release_rx) = channel();
-        let held = Arc::new(HeldBack {
-            inner: world.durable.clone(),
-            armed: AtomicBool::new(false),
-            reached: Mutex::new(Some(reached_tx)),
-            release: Mutex::new(Some(release_rx)),
-        });
+        let (held, reached, release) = HeldBack::new(world.durable.clone(), Hold::Manifest);
         let writer = EpochCopies::new(held.clone());
         let a = world.holder("replica-a");
         let root = world.root("a");
