@@ -92,8 +92,6 @@ fn exchange(a: &Path, b: &Path) -> Result<()> {
 /// scratch folder is locked (`flock` on the folder itself) for as long as its owner lives,
 /// and making a new one beside a root first removes that root's scratch folders whose lock
 /// is free: those of dead processes, never that of a live one, in this process or another.
-/// Which scratch folders a folder holds is listed once per process (see [`abandoned_of`]):
-/// the folder of a tenant root is its org's, of every tenant.
 pub(super) struct Scratch {
     pub(super) path: PathBuf,
     /// Holds the lock; closed (and so released) only after the folder is removed.
@@ -142,18 +140,16 @@ impl Scratch {
 /// Removes the scratch folders of `name` in `parent` (`.<name>.gotry-<16 hex>`, and the
 /// `.old` of a swap cut short) that no live process holds.
 fn remove_abandoned_scratch(parent: &Path, name: &str) -> Result<()> {
-    use std::os::unix::fs::MetadataExt;
-    let meta =
-        fs::metadata(parent).map_err(|e| Error::io(format!("{} cannot be read", shown(parent)), &e))?;
-    let folder = (meta.dev(), meta.ino(), meta.created().ok());
+    let listing_failed = |e: std::io::Error| Error::io(format!("{} cannot be listed", shown(parent)), &e);
     let prefix = format!(".{name}.gotry-");
-    let mut kept = Vec::new();
-    let mut found = abandoned_of(parent, folder, name)?.into_iter();
-    while let Some(file_name) = found.next() {
-        let Some(rest) = file_name.strip_prefix(&prefix) else {
+    let is_scratch = |rest: &str| rest.len() == 16 && rest.bytes().all(|b| b.is_ascii_hexdigit());
+    for entry in fs::read_dir(parent).map_err(listing_failed)? {
+        let entry = entry.map_err(listing_failed)?;
+        let file_name = entry.file_name();
+        let Some(rest) = file_name.to_str().and_then(|n| n.strip_prefix(&prefix)) else {
             continue;
         };
-        let path = parent.join(&file_name);
+        let path = entry.path();
         let removed = if is_scratch(rest) {
             remove_if_abandoned(&path, |p| fs::remove_dir_all(p))
         } else if let Some(owner) = rest.strip_suffix(".old").filter(|o| is_scratch(o)) {
@@ -169,86 +165,9 @@ fn remove_abandoned_scratch(parent: &Path, name: &str) -> Result<()> {
         } else {
             continue;
         };
-        match removed {
-            Ok(true) => {}
-            // A live owner's, looked at again by the next sweep.
-            Ok(false) if fs::symlink_metadata(&path).is_ok() => kept.push(file_name),
-            Ok(false) => {}
-            Err(e) => {
-                kept.push(file_name);
-                kept.extend(found);
-                remember(folder, name, kept);
-                return Err(Error::io(format!("{} cannot be removed", shown(&path)), &e));
-            }
-        }
+        removed.map_err(|e| Error::io(format!("{} cannot be removed", shown(&path)), &e))?;
     }
-    remember(folder, name, kept);
     Ok(())
-}
-
-/// The last part of a scratch folder's name.
-fn is_scratch(rest: &str) -> bool {
-    rest.len() == 16 && rest.bytes().all(|b| b.is_ascii_hexdigit())
-}
-
-/// A folder: its device and inode, and its birth time where the file system keeps one (a
-/// folder made anew can take the inode of one removed).
-type Folder = (u64, u64, Option<std::time::SystemTime>);
-
-/// Scratch folders that a sweep found and left (their owners were alive), by folder and root
-/// name: those a later sweep looks at, without listing the folder again.
-type Seen = HashMap<Folder, HashMap<String, Vec<String>>>;
-
-static SEEN: std::sync::LazyLock<Mutex<Seen>> = std::sync::LazyLock::new(Mutex::default);
-
-/// The names in `parent` that may be scratch folders of root `name` left by a process that
-/// died. The first sweep of a folder in this process lists it and keeps what it found of
-/// every root's; later ones take what earlier sweeps left, without a listing, which in an
-/// org's folder grows with its tenants: a scratch folder abandoned before this process first
-/// looked is found then, one left by a process that died since, by the next process to look
-/// (the restarted one, most often).
-fn abandoned_of(parent: &Path, folder: Folder, name: &str) -> Result<Vec<String>> {
-    let mut seen = lock(&SEEN);
-    let folder = match seen.entry(folder) {
-        std::collections::hash_map::Entry::Occupied(folder) => folder.into_mut(),
-        std::collections::hash_map::Entry::Vacant(slot) => {
-            let listing_failed =
-                |e: std::io::Error| Error::io(format!("{} cannot be listed", shown(parent)), &e);
-            let mut found: HashMap<String, Vec<String>> = HashMap::new();
-            #[cfg(test)]
-            tests::LISTINGS.with(|n| n.set(n.get() + 1));
-            for entry in fs::read_dir(parent).map_err(listing_failed)? {
-                let file_name = entry.map_err(listing_failed)?.file_name();
-                let Some(file_name) = file_name.to_str() else {
-                    continue;
-                };
-                let owner = file_name
-                    .strip_prefix('.')
-                    .and_then(|n| n.rsplit_once(".gotry-"))
-                    .filter(|(_, rest)| is_scratch(rest.strip_suffix(".old").unwrap_or(rest)));
-                if let Some((root, _)) = owner {
-                    found
-                        .entry(root.to_owned())
-                        .or_default()
-                        .push(file_name.to_owned());
-                }
-            }
-            slot.insert(found)
-        }
-    };
-    Ok(folder.remove(name).unwrap_or_default())
-}
-
-/// Keeps `left` for the next sweep of root `name` in `folder`.
-fn remember(folder: Folder, name: &str, left: Vec<String>) {
-    if !left.is_empty() {
-        lock(&SEEN)
-            .entry(folder)
-            .or_default()
-            .entry(name.to_owned())
-            .or_default()
-            .extend(left);
-    }
 }
 
 impl Drop for Scratch {
@@ -523,11 +442,6 @@ mod tests {
     use crate::lease_store::sqlite::SqliteLeaseStore;
     use crate::tenant_lease::{LeaseOptions, TenantLease};
 
-    thread_local! {
-        /// How often this thread's sweeps listed a folder.
-        pub(super) static LISTINGS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
-    }
-
     const ORG: &str = "acme";
     const SOURCE_TENANT: &str = "t-00000000000000000000000000000001";
 
@@ -751,40 +665,6 @@ mod tests {
             )
             .unwrap();
         assert_eq!(names(dir, ".root.gotry-"), BTreeSet::new());
-    }
-
-    /// Scratch folders beside roots in a folder of many: the folder is listed once, by the first
-    /// sweep; what a sweep leaves (a live owner's) the next one looks at again without a listing,
-    /// and removes once its owner is gone; another root's scratch, abandoned or not, is never
-    /// touched.
-    #[test]
-    fn a_folder_of_many_roots_is_listed_once_for_its_scratch() {
-        let tmp = tempfile::tempdir().unwrap();
-        let org = tmp.path();
-        for i in 0..200 {
-            fs::create_dir(org.join(format!("t-{i:03}"))).unwrap();
-        }
-        let dead = org.join(".t-001.gotry-00000000000000aa");
-        let live = org.join(".t-001.gotry-00000000000000bb");
-        let strangers = org.join(".t-002.gotry-00000000000000cc");
-        for folder in [&dead, &live, &strangers] {
-            fs::create_dir(folder).unwrap();
-        }
-        let owner = File::open(&live).unwrap();
-        assert!(hold_lock(&live, &owner).unwrap());
-        let listed = || LISTINGS.with(std::cell::Cell::get);
-        let before = listed();
-
-        drop(Scratch::beside(&org.join("t-001")).unwrap());
-        assert!(!dead.exists(), "an abandoned scratch folder stayed");
-        assert!(live.exists(), "a live scratch folder was removed");
-        drop(Scratch::beside(&org.join("t-003")).unwrap());
-        drop(owner);
-        drop(Scratch::beside(&org.join("t-001")).unwrap());
-        assert!(!live.exists(), "a scratch folder whose owner is gone stayed");
-        assert!(strangers.exists(), "another root's scratch folder was touched");
-        assert_eq!(listed() - before, 1, "the folder was listed more than once");
-        assert_eq!(names(org, ".t-001.gotry-"), BTreeSet::new());
     }
 
     /// Whether another open file holds `path`'s lock (this probe's own lock, when it gets
