@@ -187,13 +187,13 @@ impl Snapshot {
         collect_files(root, "", &mut paths, &mut folders)?;
         folders.sort();
         paths.sort();
+        let present: BTreeSet<&str> = paths.iter().map(String::as_str).collect();
         // Listed before this function opens anything of the root, and everything it opens
         // is closed again before the next file: every match is someone else's handle.
-        let held = match lineage.and_then(|lineage| held_as_before(root, &paths, lineage)) {
+        let held = match lineage.and_then(|lineage| held_as_before(root, &present, lineage)) {
             Some(held) => held,
             None => held_elsewhere(root, &paths)?,
         };
-        let present: BTreeSet<&str> = paths.iter().map(String::as_str).collect();
         let mut scratch: Option<Scratch> = None;
         let mut spool = Spool::new(root, &mut scratch);
         let mut files = Vec::new();
@@ -280,20 +280,19 @@ fn sidecar_of(path: &str) -> Option<&str> {
 /// file this copy may open must be known not to be held, which only the whole list tells).
 fn held_as_before<'a>(
     root: &Path,
-    paths: &'a [String],
+    paths: &BTreeSet<&'a str>,
     lineage: &Lineage,
 ) -> Option<HashMap<&'a str, HostFile>> {
     let through = |path: &str| Some(lineage.get(path)?.wal.as_ref()?.host());
-    let listed: BTreeSet<&str> = paths.iter().map(String::as_str).collect();
     let mut held = HashMap::new();
-    for path in paths {
+    for &path in paths {
         if let Some(host) = through(path) {
             let meta = fs::symlink_metadata(root.join(path)).ok()?;
             if !host.still_names(file_id(&meta)) {
                 return None;
             }
-            held.insert(path.as_str(), host.clone());
-        } else if !sidecar_of(path).is_some_and(|db| listed.contains(db) && through(db).is_some()) {
+            held.insert(path, host.clone());
+        } else if !sidecar_of(path).is_some_and(|db| paths.contains(db) && through(db).is_some()) {
             return None;
         }
     }
