@@ -2,8 +2,9 @@
 //! copy comes from the WAL frames appended since, so a copy after a one-row change reads a few
 //! pages, not the ledger (Litestream reads the same frames, holding checkpoints back with a
 //! read transaction of its own; a connection of this library's SQLite is what the module doc
-//! forbids, so here a checkpoint that restarts the WAL ends the shortcut instead, and the next
-//! copy reads the whole database).
+//! forbids, so here a checkpoint is let happen, and the copy after the WAL restarts reads on
+//! from the new generation when the old one's frames since the last copy can still be told,
+//! see [`read_restarted`], and the whole database when they cannot).
 //!
 //! Nothing here opens the database file: closing any descriptor of it would drop the host's
 //! POSIX locks. Its pages are read through the host's own descriptor (found in
@@ -38,6 +39,10 @@ const VERSION: u32 = 3_007_000;
 #[derive(Debug, Clone)]
 pub(super) struct WalMark {
     salts: [u32; 2],
+    /// The header's checkpoint sequence and checksum byte order: with the salts, what tells
+    /// the generation that follows this one (see [`read_restarted`]).
+    sequence: u32,
+    big_endian: bool,
     frames: u64,
     checksum: [u32; 2],
     page_size: usize,
@@ -167,6 +172,7 @@ fn read_fully(file: &File, mut buf: &mut [u8], mut offset: u64) -> std::io::Resu
 struct Header {
     big_endian: bool,
     page_size: usize,
+    sequence: u32,
     salts: [u32; 2],
     checksum: [u32; 2],
 }
@@ -214,6 +220,7 @@ fn read_header(wal: &File) -> std::io::Result<Option<Header>> {
     Ok(Some(Header {
         big_endian,
         page_size,
+        sequence: be(&bytes, 12),
         salts: [be(&bytes, 16), be(&bytes, 20)],
         checksum: sum,
     }))
@@ -243,6 +250,9 @@ struct Scan {
     /// The database's size in pages at that commit (`None`: no commit after `from`).
     pages: Option<u32>,
     latest: HashMap<u32, u64>,
+    /// The first frame that is not of the generation (or the end of the file): where the
+    /// generation's frames end, committed or not.
+    end: u64,
 }
 
 fn scan(wal: &File, header: &Header, from: u64, sum: [u32; 2]) -> std::io::Result<Scan> {
@@ -257,11 +267,13 @@ fn scan(wal: &File, header: &Header, from: u64, sum: [u32; 2]) -> std::io::Resul
         checksum: sum,
         pages: None,
         latest: HashMap::new(),
+        end: from,
     };
     let (mut running, mut pending) = (sum, Vec::new());
     let mut next = from;
     let mut chunk = Vec::new();
     'chunks: loop {
+        result.end = next;
         let start = HEADER as u64 + next * frame as u64;
         let whole = len.saturating_sub(start) / frame as u64;
         let count = whole.min(FRAMES_AT_ONCE);
@@ -283,6 +295,7 @@ fn scan(wal: &File, header: &Header, from: u64, sum: [u32; 2]) -> std::io::Resul
             }
             pending.push((pgno, next));
             next += 1;
+            result.end = next;
             let commit = be(head, 4);
             if commit != 0 {
                 result.latest.extend(pending.drain(..));
@@ -344,6 +357,8 @@ pub(super) fn read_whole(
         };
         let mark = WalMark {
             salts: header.salts,
+            sequence: header.sequence,
+            big_endian: header.big_endian,
             frames: found.frames,
             checksum: found.checksum,
             page_size: page,
@@ -398,8 +413,14 @@ pub(super) fn read_tail(host: &HostFile, wal_path: &Path, mark: &WalMark) -> Res
     let Some((wal, header)) = open_wal(wal_path).map_err(&io)? else {
         return Ok(Since::Unknown);
     };
-    if header.salts != mark.salts || header.page_size != mark.page_size {
+    if header.page_size != mark.page_size {
         return Ok(Since::Unknown);
+    }
+    if header.salts != mark.salts {
+        return Ok(match read_restarted(host, wal, &header, mark).map_err(&io)? {
+            Some(tail) => Since::Commits(tail),
+            None => Since::Unknown,
+        });
     }
     let found = scan(&wal, &header, mark.frames, mark.checksum).map_err(&io)?;
     let Some(pages) = found.pages else {
@@ -421,10 +442,85 @@ pub(super) fn read_tail(host: &HostFile, wal_path: &Path, mark: &WalMark) -> Res
         page_size: mark.page_size,
         mark: WalMark {
             salts: mark.salts,
+            sequence: mark.sequence,
+            big_endian: mark.big_endian,
             frames: found.frames,
             checksum: found.checksum,
             page_size: mark.page_size,
             latest,
+            host: host.clone(),
+        },
+    }))
+}
+
+/// The commits since `mark` when the WAL has restarted once since: SQLite restarts it only
+/// once a checkpoint has written every frame of the generation into the database file, so the
+/// database is the mark's generation whole and the new generation's frames are over it. What
+/// changed is then the pages of the old generation's frames after the mark (read from the
+/// database file) and of the new generation's (from the WAL), provided those old frames are
+/// all still there to be read: the new generation overwrites the file from its start, so the
+/// old one's frames after the mark are known whole only when the first frame after them is
+/// not the new generation's. A copy after every call, as a strict router's, finds the mark at
+/// the old generation's end, and the restart costs it nothing more than another tail. `None`
+/// (the whole database is read) when the WAL restarted more than once, the old frames may be
+/// overwritten, or the new generation has no commit yet.
+fn read_restarted(host: &HostFile, wal: File, header: &Header, mark: &WalMark) -> std::io::Result<Option<Tail>> {
+    // SQLite adds one to the first salt and to the checkpoint sequence at each restart.
+    if header.big_endian != mark.big_endian
+        || header.sequence != mark.sequence.wrapping_add(1)
+        || header.salts[0] != mark.salts[0].wrapping_add(1)
+    {
+        return Ok(None);
+    }
+    let old = Header {
+        big_endian: mark.big_endian,
+        page_size: mark.page_size,
+        sequence: mark.sequence,
+        salts: mark.salts,
+        checksum: mark.checksum,
+    };
+    let before = scan(&wal, &old, mark.frames, mark.checksum)?;
+    let frame = (FRAME_HEADER + mark.page_size) as u64;
+    let after_old = HEADER as u64 + before.end * frame;
+    if after_old + FRAME_HEADER as u64 <= wal.metadata()?.len() {
+        let mut head = [0u8; FRAME_HEADER];
+        read_fully(&wal, &mut head, after_old)?;
+        if [be(&head, 8), be(&head, 12)] == header.salts {
+            return Ok(None);
+        }
+    }
+    let now = scan(&wal, header, 0, header.checksum)?;
+    let Some(pages) = now.pages else {
+        return Ok(None);
+    };
+    let mut changed = BTreeMap::new();
+    for (&pgno, &index) in &now.latest {
+        if pgno <= pages {
+            let mut page = vec![0u8; mark.page_size];
+            read_fully(&wal, &mut page, frame_offset(mark.page_size, index))?;
+            changed.insert(pgno, page);
+        }
+    }
+    for &pgno in before.latest.keys() {
+        if pgno <= pages && !changed.contains_key(&pgno) {
+            let mut page = vec![0u8; mark.page_size];
+            host.read_at(&mut page, u64::from(pgno - 1) * mark.page_size as u64)?;
+            changed.insert(pgno, page);
+        }
+    }
+    Ok(Some(Tail {
+        wal,
+        len: u64::from(pages) * mark.page_size as u64,
+        pages: changed,
+        page_size: mark.page_size,
+        mark: WalMark {
+            salts: header.salts,
+            sequence: header.sequence,
+            big_endian: header.big_endian,
+            frames: now.frames,
+            checksum: now.checksum,
+            page_size: mark.page_size,
+            latest: Latest::new(now.latest),
             host: host.clone(),
         },
     }))
@@ -482,6 +578,106 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// A host's ledger, its descriptor as a copy borrows it, and a state read whole.
+    fn held(dir: &Path) -> (rusqlite::Connection, File, HostFile) {
+        let conn = rusqlite::Connection::open(dir.join("a.db")).unwrap();
+        conn.execute_batch(
+            "PRAGMA journal_mode = WAL; PRAGMA wal_autocheckpoint = 0;
+             CREATE TABLE t (x); INSERT INTO t VALUES (zeroblob(9000));
+             CREATE TABLE u (n); INSERT INTO u VALUES (0);",
+        )
+        .unwrap();
+        let file = File::open(dir.join("a.db")).unwrap();
+        let meta = file.metadata().unwrap();
+        let host = HostFile::new(std::os::unix::io::AsRawFd::as_raw_fd(&file), (meta.dev(), meta.ino()));
+        (conn, file, host)
+    }
+
+    fn whole(host: &HostFile, wal: &Path, root: &Path) -> (Vec<u8>, WalMark) {
+        let mut scratch = None;
+        let mut spool = super::super::body::Spool::new(root, &mut scratch);
+        match read_whole(host, wal, &mut spool).unwrap() {
+            Some((super::super::snapshot::Held::Bytes(image), mark)) => (image, mark),
+            _ => panic!("a small ledger with frames is read whole into memory"),
+        }
+    }
+
+    /// The image `tail` makes of `image`, as a copy builds it.
+    fn apply(mut image: Vec<u8>, tail: &Tail, host: &HostFile, wal: &Path) -> Vec<u8> {
+        let old_len = image.len();
+        image.resize(tail.len as usize, 0);
+        for (&pgno, page) in &tail.pages {
+            let at = (pgno as usize - 1) * tail.page_size;
+            image[at..at + tail.page_size].copy_from_slice(page);
+        }
+        for at in (old_len..tail.len as usize).step_by(tail.page_size) {
+            let pgno = (at / tail.page_size + 1) as u32;
+            if !tail.pages.contains_key(&pgno) {
+                image[at..at + tail.page_size].copy_from_slice(&tail.page(host, wal, pgno).unwrap());
+            }
+        }
+        image
+    }
+
+    /// After the host's checkpoint restarts the WAL, the next copy reads on from the new
+    /// generation (with the old one's commits since the mark, now in the file): the state it
+    /// builds is the host's, byte for byte. When the old frames after the mark may be
+    /// overwritten by the new generation, or the WAL restarted twice, it cannot tell.
+    #[test]
+    fn a_restarted_wal_is_read_on_from_when_the_old_frames_can_be_told() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut conn, _file, host) = held(dir.path());
+        let wal = dir.path().join("a.db-wal");
+        let insert = |conn: &rusqlite::Connection, n: usize| {
+            for _ in 0..n {
+                conn.execute("INSERT INTO t VALUES (randomblob(3000))", []).unwrap();
+            }
+        };
+        insert(&conn, 20);
+        // Commits after the mark (of a page the new generation does not write again), then a
+        // checkpoint, then the restart's commits: fewer frames than the old generation had
+        // before the mark, so none of its frames are overwritten.
+        for after_mark in [0, 3] {
+            let (image, mark) = whole(&host, &wal, dir.path());
+            for _ in 0..after_mark {
+                conn.execute("UPDATE u SET n = n + 1", []).unwrap();
+            }
+            conn.execute_batch("PRAGMA wal_checkpoint(PASSIVE)").unwrap();
+            insert(&conn, 2);
+            let Since::Commits(tail) = read_tail(&host, &wal, &mark).unwrap() else {
+                panic!("{after_mark} commits after the mark: the restart was not read on from");
+            };
+            assert_ne!(tail.mark.salts, mark.salts, "the WAL did not restart");
+            assert!(tail.still_holds(&host, &wal).unwrap());
+            assert!(apply(image, &tail, &host, &wal) == conn.serialize(rusqlite::MAIN_DB).unwrap().to_vec(), "not the host's state");
+            // And on from that mark again, within the new generation.
+            insert(&conn, 1);
+            let (image, _) = whole(&host, &wal, dir.path());
+            let Since::Commits(next) = read_tail(&host, &wal, &tail.mark).unwrap() else {
+                panic!("no tail after the restart's mark");
+            };
+            assert!(apply(image.clone(), &next, &host, &wal) == image);
+            insert(&conn, 20);
+        }
+
+        // A mark early in its generation, whose later frames the new generation overwrites.
+        conn.execute_batch("PRAGMA wal_checkpoint(PASSIVE)").unwrap();
+        insert(&conn, 1);
+        let (_, early) = whole(&host, &wal, dir.path());
+        insert(&conn, 10);
+        conn.execute_batch("PRAGMA wal_checkpoint(PASSIVE)").unwrap();
+        insert(&conn, 10);
+        assert!(matches!(read_tail(&host, &wal, &early).unwrap(), Since::Unknown));
+
+        // Two restarts since the mark.
+        let (_, mark) = whole(&host, &wal, dir.path());
+        for _ in 0..2 {
+            conn.execute_batch("PRAGMA wal_checkpoint(PASSIVE)").unwrap();
+            insert(&conn, 1);
+        }
+        assert!(matches!(read_tail(&host, &wal, &mark).unwrap(), Since::Unknown));
     }
 
     #[test]
