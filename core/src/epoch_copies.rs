@@ -389,14 +389,15 @@ impl EpochCopies {
 
     /// Each tenure collects its tenant's copies itself: once it has written `keep` copies
     /// since it last did, it starts [`EpochCopies::gc`] with `keep` behind the copy that made
-    /// them `keep`, on a thread of its own, and the tenure's next copy waits for it first. So
-    /// a tenant holds at most about twice `keep` copies of its current tenure (and the objects
-    /// they build on), however many a strict router writes, one per acknowledged write; and
-    /// the cost of a collection (a read of the lease store, a listing, a manifest read per
-    /// copy, the deletes and their flushes) is paid by no call's answer, only by the next
-    /// copy when it comes before the collection ended. A collection that fails leaves the
-    /// copy written: the next one tries again. `None`, the default here: copies are kept
-    /// until the host calls `gc`.
+    /// them `keep`, on a thread of its own; the tenure's next copies do not wait for it, the
+    /// one that starts the next collection does. So a tenant holds at most three times `keep`
+    /// copies of its current tenure (and the objects they build on), however many a strict
+    /// router writes, one per acknowledged write: `keep` kept, `keep` written until the next
+    /// collection, and up to `keep` more while that one runs. The cost of a collection (a read
+    /// of the lease store, a listing, a manifest read per copy, the deletes and their flushes)
+    /// is paid by no call's answer, only by the copy that starts the next collection when the
+    /// last has not ended yet. A collection that fails leaves the copy written: the next one
+    /// tries again. `None`, the default here: copies are kept until the host calls `gc`.
     pub fn with_retention(mut self, keep: Option<NonZeroUsize>) -> EpochCopies {
         self.keep = keep;
         self
@@ -466,7 +467,7 @@ impl EpochCopies {
         })?;
         let tenure = self.tenure(lease);
         let mut tenure = lock(&tenure);
-        self.settle_collection(&mut tenure);
+        self.collection_ended(&mut tenure);
         let prefix = epoch_prefix(lease.key(), lease.epoch())?;
         // The listing (a round trip to a remote store) is waited for while the snapshot is
         // taken, which also keeps it out of the time the router holds the tenant's calls back;
@@ -544,6 +545,9 @@ impl EpochCopies {
         self.reserve(lease, seq + 1)?;
         tenure.since_gc += 1;
         if let Some(keep) = self.keep.filter(|keep| tenure.since_gc >= keep.get()) {
+            // One collection at a time, the last one done before the next lists: the copies a
+            // store holds then stay within three times `keep` (see `with_retention`).
+            self.settle_collection(&mut tenure);
             tenure.since_gc = 0;
             self.collect_behind(lease, keep.get(), &mut tenure);
         }
@@ -1040,9 +1044,12 @@ impl EpochCopies {
     }
 
     /// Starts the retention's collection of the tenure behind the copy that just answered.
-    /// A copy of the tenure written meanwhile is as safe from it as one of another process:
-    /// a collection keeps the newest valid copy, which is what a copy in flight builds on, and
-    /// only deletes what no copy it keeps references.
+    /// The tenure's next copies do not wait for it (only the next collection does): a copy
+    /// written meanwhile is as safe from it as one of another process, since a collection keeps
+    /// the newest valid copy, which is what a copy in flight builds on, leaves alone every copy
+    /// newer than those it keeps (one without its manifest yet among them), and only deletes
+    /// what no copy it keeps references. A strict router's call that came after a collection
+    /// waited for it when the next copy did (its 90th percentile was twice its median).
     fn collect_behind(&self, lease: &TenantLease, keep: usize, tenure: &mut Tenure) {
         let holder = Holder::of(lease);
         let collector = EpochCopies::new(self.store.clone());
@@ -1060,7 +1067,23 @@ impl EpochCopies {
         }
     }
 
-    /// Waits for the collection started behind the tenure's last copy; one that failed is
+    /// Waits for the collection behind the tenure's copies: a tenure that ends (a router's
+    /// handoff, before its release) leaves nothing of this holder still deleting.
+    pub(crate) fn end_collection(&self, lease: &TenantLease) {
+        let tenure = self.tenure(lease);
+        let mut tenure = lock(&tenure);
+        self.settle_collection(&mut tenure);
+    }
+
+    /// Takes note of the collection behind the tenure's copies if it has ended, without
+    /// waiting: one that failed is tried again after this copy, not `keep` copies later.
+    fn collection_ended(&self, tenure: &mut Tenure) {
+        if tenure.collecting.as_ref().is_some_and(|c| c.is_finished()) {
+            self.settle_collection(tenure);
+        }
+    }
+
+    /// Waits for the collection started behind the tenure's copies; one that failed is
     /// tried again after the next copy.
     fn settle_collection(&self, tenure: &mut Tenure) {
         if let (Some(collecting), Some(keep)) = (tenure.collecting.take(), self.keep) {

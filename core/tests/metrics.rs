@@ -524,8 +524,8 @@ fn a_strict_router_keeps_a_bounded_number_of_copies_and_counts_its_collections()
             .count();
         most = most.max(complete);
     }
-    assert!(most <= 2 * keep, "{most} copies at most");
-    // The last collection runs behind its copy: the handoff's final copy waits for it.
+    assert!(most <= 3 * keep, "{most} copies at most");
+    // The last collection runs behind its copy: the handoff waits for it before its release.
     router.close(Duration::from_secs(5));
     let counted = deltas(&before, &metrics::encode(), &series);
     assert_eq!(counted[..2], [3.0, 0.0], "{counted:?}");

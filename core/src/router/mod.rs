@@ -1362,6 +1362,7 @@ impl Shared {
             self.serve_again(key, &handle);
             return Err(error);
         }
+        self.copies.end_collection(&handle.lease);
         let released = self.keeper.remove(key);
         lock(&self.tenants).remove(key);
         self.changed.notify_all();
