@@ -3,8 +3,11 @@
 //! Every rule is the core's; this moves arguments, results and events across, and decides
 //! where each call runs, never on the event loop:
 //!
-//! - `begin` and, in `async` durability, `finish` take a mutex and read the lease's clock:
-//!   they run on a router lane on the store threads, next to lease store calls.
+//! - `begin` is answered on the JS thread when it cannot wait (`TenantRouter::begin_now`: no
+//!   copy holds the tenant's calls back; the rest takes the router's locks, held briefly, and
+//!   reads its clock, which is native) and no call made before it is queued or running on the
+//!   router's lane; else it runs there. In `async` durability, `finish` takes a mutex and
+//!   reads the lease's clock on that lane too, on the store threads next to lease store calls.
 //! - `open` acquires a lease and restores a copy, and a `strict` `finish` writes a copy: both
 //!   run on the durable store's lane, with the copies' calls.
 //! - A call that may wait for JavaScript (an `open` with a host `verify`, a copy through a
@@ -215,15 +218,19 @@ impl NativeRouter {
             Some(&self.calls)
         };
         let finish = finish.cloned();
+        let native = move |call: RouterCall| NativeRouterCall {
+            handle: call.handle().clone(),
+            call: Some(call),
+            finish,
+        };
+        if self.calls.is_idle() {
+            if let Some(answer) = router.begin_now(&key) {
+                return Ok(Pending::answered(RouterBeginTask(Job::done()), answer.map(native)));
+            }
+        }
         Ok(Pending::new(
             Some(&self.calls),
-            RouterBeginTask(Job::new(None, move || {
-                router.begin(&key).map(|call| NativeRouterCall {
-                    handle: call.handle().clone(),
-                    call: Some(call),
-                    finish,
-                })
-            })),
+            RouterBeginTask(Job::new(None, move || router.begin(&key).map(native))),
         ))
     }
 

@@ -772,7 +772,25 @@ impl TenantRouter {
     /// JS promise): counted in flight, the gate checked, until the [`RouterCall`] is finished
     /// or dropped. [`TenantRouter::run`] is this around a closure.
     pub fn begin(&self, key: &str) -> Result<RouterCall> {
-        let (handle, number) = crate::metrics::router_answer(self.shared.enter(key))?;
+        self.begin_when(key, true)
+            .expect("a call that may wait is always answered")
+    }
+
+    /// [`TenantRouter::begin`] when it can answer without waiting: `None` while a copy holds
+    /// the tenant's calls back (until its snapshot is taken). The rest of a begin only takes
+    /// the router's locks, held briefly, and reads its clock, which is native: a host whose
+    /// thread must never block (Node's event loop) answers a call so, with no thread hop, and
+    /// sends it to a thread of its own only when this says `None`.
+    pub fn begin_now(&self, key: &str) -> Option<Result<RouterCall>> {
+        self.begin_when(key, false)
+    }
+
+    fn begin_when(&self, key: &str, wait: bool) -> Option<Result<RouterCall>> {
+        let entered = self.shared.enter(key, wait)?;
+        Some(crate::metrics::router_answer(entered).and_then(|(handle, number)| self.call_of(handle, number)))
+    }
+
+    fn call_of(&self, handle: Arc<TenantHandle>, number: u64) -> Result<RouterCall> {
         let call = RouterCall {
             shared: self.shared.clone(),
             handle,
@@ -1094,21 +1112,26 @@ impl Shared {
             .collect()
     }
 
-    fn enter(&self, key: &str) -> Result<(Arc<TenantHandle>, u64)> {
+    /// A new call of `key` in flight, or why it is refused; `None`, without `wait`, when a copy
+    /// holds the tenant's calls back (with it, the call waits until the copy lets them in).
+    fn enter(&self, key: &str, wait: bool) -> Option<Result<(Arc<TenantHandle>, u64)>> {
         if *lock(&self.closed) {
-            return Err(Error::RouterClosed);
+            return Some(Err(Error::RouterClosed));
         }
         let mut tenants = lock(&self.tenants);
         while tenants
             .get(key)
             .is_some_and(|t| t.held_back && matches!(t.life, Life::Serving(_)))
         {
+            if !wait {
+                return None;
+            }
             tenants = self.changed.wait(tenants).unwrap_or_else(|p| p.into_inner());
         }
         let Some(tenant) = tenants.get_mut(key) else {
-            return Err(not_served(key));
+            return Some(Err(not_served(key)));
         };
-        match &tenant.life {
+        Some(match &tenant.life {
             Life::Serving(handle) => {
                 let handle = handle.clone();
                 let number = tenant.next_call;
@@ -1121,7 +1144,7 @@ impl Shared {
             Life::Opening => Err(Error::lease_lost(format!("{key} is still being opened"))),
             Life::Closed(_) => Err(Error::RouterClosed),
             Life::Lost(handle) => Err(fenced(key, handle.epoch())),
-        }
+        })
     }
 
     /// A call's host code has returned: the tenant's files are the router's to copy.
