@@ -225,7 +225,10 @@ impl NativeRouter {
         };
         if self.calls.is_idle() {
             if let Some(answer) = router.begin_now(&key) {
-                return Ok(Pending::answered(RouterBeginTask(Job::done()), answer.map(native)));
+                return Ok(Pending::answered(
+                    RouterBeginTask(Job::done()),
+                    answer.map(native),
+                ));
             }
         }
         Ok(Pending::new(

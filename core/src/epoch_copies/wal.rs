@@ -464,7 +464,12 @@ pub(super) fn read_tail(host: &HostFile, wal_path: &Path, mark: &WalMark) -> Res
 /// the old generation's end, and the restart costs it nothing more than another tail. `None`
 /// (the whole database is read) when the WAL restarted more than once, the old frames may be
 /// overwritten, or the new generation has no commit yet.
-fn read_restarted(host: &HostFile, wal: File, header: &Header, mark: &WalMark) -> std::io::Result<Option<Tail>> {
+fn read_restarted(
+    host: &HostFile,
+    wal: File,
+    header: &Header,
+    mark: &WalMark,
+) -> std::io::Result<Option<Tail>> {
     // SQLite adds one to the first salt and to the checkpoint sequence at each restart.
     if header.big_endian != mark.big_endian
         || header.sequence != mark.sequence.wrapping_add(1)
@@ -591,7 +596,10 @@ mod tests {
         .unwrap();
         let file = File::open(dir.join("a.db")).unwrap();
         let meta = file.metadata().unwrap();
-        let host = HostFile::new(std::os::unix::io::AsRawFd::as_raw_fd(&file), (meta.dev(), meta.ino()));
+        let host = HostFile::new(
+            std::os::unix::io::AsRawFd::as_raw_fd(&file),
+            (meta.dev(), meta.ino()),
+        );
         (conn, file, host)
     }
 
@@ -632,7 +640,8 @@ mod tests {
         let wal = dir.path().join("a.db-wal");
         let insert = |conn: &rusqlite::Connection, n: usize| {
             for _ in 0..n {
-                conn.execute("INSERT INTO t VALUES (randomblob(3000))", []).unwrap();
+                conn.execute("INSERT INTO t VALUES (randomblob(3000))", [])
+                    .unwrap();
             }
         };
         insert(&conn, 20);
@@ -651,7 +660,10 @@ mod tests {
             };
             assert_ne!(tail.mark.salts, mark.salts, "the WAL did not restart");
             assert!(tail.still_holds(&host, &wal).unwrap());
-            assert!(apply(image, &tail, &host, &wal) == conn.serialize(rusqlite::MAIN_DB).unwrap().to_vec(), "not the host's state");
+            assert!(
+                apply(image, &tail, &host, &wal) == conn.serialize(rusqlite::MAIN_DB).unwrap().to_vec(),
+                "not the host's state"
+            );
             // And on from that mark again, within the new generation.
             insert(&conn, 1);
             let (image, _) = whole(&host, &wal, dir.path());

@@ -923,16 +923,25 @@ fn a_copy_waits_for_running_calls_and_holds_new_ones_back() {
     assert!(quick.try_recv().is_err(), "a copy ran beside a running call");
     assert_eq!(tenant_of(&router, T1, |t| t.last_copy), None);
     // A call that must not wait is told so while the calls are held back, and counts nothing.
-    assert!(router.begin_now(&key(T1)).is_none(), "begun beside a held-back copy");
+    assert!(
+        router.begin_now(&key(T1)).is_none(),
+        "begun beside a held-back copy"
+    );
     slow.finish().unwrap();
     answer(&quick, "the quick call").unwrap();
     let status = &router.status().unwrap()[0];
     assert_eq!((status.in_flight, status.last_copy.map(|c| c.seq)), (0, Some(2)));
     // Once they are let in, it begins at once, as `begin` would, or is refused as `begin` is.
-    let now = router.begin_now(&key(T1)).expect("nothing holds the calls back").unwrap();
+    let now = router
+        .begin_now(&key(T1))
+        .expect("nothing holds the calls back")
+        .unwrap();
     assert_eq!(router.status().unwrap()[0].in_flight, 1);
     now.finish().unwrap();
-    assert!(matches!(router.begin_now(&key(T2)), Some(Err(Error::LeaseLost { .. }))));
+    assert!(matches!(
+        router.begin_now(&key(T2)),
+        Some(Err(Error::LeaseLost { .. }))
+    ));
 }
 
 #[test]

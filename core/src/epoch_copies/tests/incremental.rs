@@ -490,7 +490,8 @@ fn a_copy_answers_before_its_collection_and_the_next_collection_waits_for_it() {
         std::thread::spawn(move || done.send(copies.write_copy(&a, &root).map(|w| w.id)).unwrap());
         answered
     };
-    let wait = |answered: Receiver<Result<CopyId>>| answered.recv_timeout(Duration::from_secs(60)).unwrap().unwrap();
+    let wait =
+        |answered: Receiver<Result<CopyId>>| answered.recv_timeout(Duration::from_secs(60)).unwrap().unwrap();
     for n in 1..=3 {
         wait(write(n));
     }
