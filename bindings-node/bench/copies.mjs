@@ -31,12 +31,20 @@ process.on('exit', () => fs.rmSync(dir, { recursive: true, force: true }));
 
 const median = values => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
 
+/** The bytes of the files under `folder`, walked again if the router's collection (which runs
+ * behind its copies) removes a file or folder during the walk. */
 function treeBytes(folder) {
-    let total = 0;
-    for (const entry of fs.readdirSync(folder, { withFileTypes: true, recursive: true })) {
-        if (entry.isFile()) total += fs.statSync(path.join(entry.parentPath, entry.name)).size;
+    for (;;) {
+        try {
+            let total = 0;
+            for (const entry of fs.readdirSync(folder, { withFileTypes: true, recursive: true })) {
+                if (entry.isFile()) total += fs.statSync(path.join(entry.parentPath, entry.name)).size;
+            }
+            return total;
+        } catch (error) {
+            if (error.code !== 'ENOENT') throw error;
+        }
     }
-    return total;
 }
 
 /** A ledger of about `mb` megabytes at `file`, open in WAL mode, as the host keeps it. */
