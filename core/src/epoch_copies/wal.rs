@@ -108,6 +108,20 @@ impl Latest {
 }
 
 impl WalMark {
+    /// The mark of the generation whose header is `header`, at its commit frame `frames`.
+    fn at(header: &Header, frames: u64, checksum: [u32; 2], latest: Arc<Latest>, host: &HostFile) -> WalMark {
+        WalMark {
+            salts: header.salts,
+            sequence: header.sequence,
+            big_endian: header.big_endian,
+            frames,
+            checksum,
+            page_size: header.page_size,
+            latest,
+            host: host.clone(),
+        }
+    }
+
     /// The host's descriptor the database was read through (see [`HostFile::still_names`]).
     pub(super) fn host(&self) -> &HostFile {
         &self.host
@@ -355,21 +369,37 @@ pub(super) fn read_whole(
             })?;
             Held::spooled(path, len)?
         };
-        let mark = WalMark {
-            salts: header.salts,
-            sequence: header.sequence,
-            big_endian: header.big_endian,
-            frames: found.frames,
-            checksum: found.checksum,
-            page_size: page,
-            latest: Latest::new(found.latest),
-            host: host.clone(),
-        };
+        let mark = WalMark::at(
+            &header,
+            found.frames,
+            found.checksum,
+            Latest::new(found.latest),
+            host,
+        );
         if unchanged_since(wal_path, &mark).map_err(&io)? && host.still_same() {
             return Ok(Some((image, mark)));
         }
     }
     Ok(None)
+}
+
+/// The pages of `frames` (each page's latest frame) within a database of `pages` pages, read
+/// from the WAL.
+fn pages_of(
+    wal: &File,
+    page_size: usize,
+    frames: &HashMap<u32, u64>,
+    pages: u32,
+) -> std::io::Result<BTreeMap<u32, Vec<u8>>> {
+    let mut read = BTreeMap::new();
+    for (&pgno, &index) in frames {
+        if pgno <= pages {
+            let mut page = vec![0u8; page_size];
+            read_fully(wal, &mut page, frame_offset(page_size, index))?;
+            read.insert(pgno, page);
+        }
+    }
+    Ok(read)
 }
 
 fn frame_offset(page_size: usize, index: u64) -> u64 {
@@ -426,30 +456,14 @@ pub(super) fn read_tail(host: &HostFile, wal_path: &Path, mark: &WalMark) -> Res
     let Some(pages) = found.pages else {
         return Ok(Since::Nothing);
     };
-    let mut changed = BTreeMap::new();
-    for (&pgno, &index) in &found.latest {
-        if pgno <= pages {
-            let mut page = vec![0u8; mark.page_size];
-            read_fully(&wal, &mut page, frame_offset(mark.page_size, index)).map_err(&io)?;
-            changed.insert(pgno, page);
-        }
-    }
+    let changed = pages_of(&wal, mark.page_size, &found.latest, pages).map_err(&io)?;
     let latest = mark.latest.with(found.latest);
     Ok(Since::Commits(Tail {
         wal,
         len: pages as u64 * mark.page_size as u64,
         pages: changed,
         page_size: mark.page_size,
-        mark: WalMark {
-            salts: mark.salts,
-            sequence: mark.sequence,
-            big_endian: mark.big_endian,
-            frames: found.frames,
-            checksum: found.checksum,
-            page_size: mark.page_size,
-            latest,
-            host: host.clone(),
-        },
+        mark: WalMark::at(&header, found.frames, found.checksum, latest, host),
     }))
 }
 
@@ -498,14 +512,7 @@ fn read_restarted(
     let Some(pages) = now.pages else {
         return Ok(None);
     };
-    let mut changed = BTreeMap::new();
-    for (&pgno, &index) in &now.latest {
-        if pgno <= pages {
-            let mut page = vec![0u8; mark.page_size];
-            read_fully(&wal, &mut page, frame_offset(mark.page_size, index))?;
-            changed.insert(pgno, page);
-        }
-    }
+    let mut changed = pages_of(&wal, mark.page_size, &now.latest, pages)?;
     for &pgno in before.latest.keys() {
         if pgno <= pages && !changed.contains_key(&pgno) {
             let mut page = vec![0u8; mark.page_size];
@@ -518,16 +525,7 @@ fn read_restarted(
         len: u64::from(pages) * mark.page_size as u64,
         pages: changed,
         page_size: mark.page_size,
-        mark: WalMark {
-            salts: header.salts,
-            sequence: header.sequence,
-            big_endian: header.big_endian,
-            frames: now.frames,
-            checksum: now.checksum,
-            page_size: mark.page_size,
-            latest: Latest::new(now.latest),
-            host: host.clone(),
-        },
+        mark: WalMark::at(header, now.frames, now.checksum, Latest::new(now.latest), host),
     }))
 }
 
